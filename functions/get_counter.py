@@ -1,0 +1,61 @@
+"""get-counter: GET /get-counter?visit_type=P -> {"visit_type": P, "count": N}.
+
+Sums the page's shard documents in one aggregation query, behind an in-process cache whose
+lifetime is CACHE_TTL_SECONDS (0: no cache, every request reads Firestore).
+"""
+import collections
+import threading
+import time
+
+import functions_framework
+from google.api_core import exceptions as google_errors
+
+from common import check_request, env_int, error_reply, firestore_client, json_reply, log, page_from
+
+CACHE_TTL_SECONDS = env_int("CACHE_TTL_SECONDS", 0)
+READ_TIMEOUT_SECONDS = 10
+
+_cache = {}  # page -> (count, monotonic time it expires)
+# One lock per page, so that concurrent misses for a page read Firestore once, not once each.
+_locks = collections.defaultdict(threading.Lock)
+
+
+def shards_of(page):
+    return firestore_client().collection("counters").document(page).collection("shards")
+
+
+def read_total(page):
+    """The page's stored visits: the sum of its shards (0 for a page never visited)."""
+    result = shards_of(page).sum("count", alias="total").get(timeout=READ_TIMEOUT_SECONDS)
+    return int(result[0][0].value or 0) if result else 0
+
+
+def cached_total(page, now=time.monotonic):
+    if CACHE_TTL_SECONDS <= 0:
+        return read_total(page)
+    hit = _cache.get(page)
+    if hit and hit[1] > now():
+        return hit[0]
+    with _locks[page]:
+        hit = _cache.get(page)
+        if hit and hit[1] > now():
+            return hit[0]
+        total = read_total(page)
+        _cache[page] = (total, now() + CACHE_TTL_SECONDS)
+        return total
+
+
+@functions_framework.http
+def get_counter(request):
+    rejected = check_request(request, ("GET", "HEAD"))
+    if rejected:
+        return rejected
+    page, rejected = page_from(request, "visit_type")
+    if rejected:
+        return rejected
+    try:
+        count = cached_total(page)
+    except google_errors.GoogleAPICallError as error:
+        log("ERROR", "could not read the counter", visit_type=page, error=str(error))
+        return error_reply(503, "counter store unavailable, try again later")
+    return json_reply({"visit_type": page, "count": count})

@@ -1,0 +1,68 @@
+"""serve-page: GET /app?view=P -> the page's HTML.
+
+The page itself registers its visit (POST to inc-counter) and shows its total (from get-counter),
+so this function needs no access to Firestore or Pub/Sub. The sibling functions' URLs are
+settings: relative paths work wherever one host routes all three, as the Cloud Functions URL does.
+"""
+import html
+import json
+import os
+import string
+from pathlib import Path
+
+import functions_framework
+
+from common import check_request, page_from
+
+INC_COUNTER_URL = os.environ.get("INC_COUNTER_URL", "/inc-counter")
+GET_COUNTER_URL = os.environ.get("GET_COUNTER_URL", "/get-counter")
+REFRESH_SECONDS = int(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
+
+TEMPLATE = string.Template((Path(__file__).parent / "templates" / "page.html").read_text())
+
+# view -> (navigation label, heading, paragraphs)
+CONTENT = {
+    "home": ("Home", "Welcome to the Institute", [
+        "The Institute for Public Research serves its community through teaching, research and open data.",
+        "Find our open positions under Jobs, or learn who we are and where to find us under About."]),
+    "jobs": ("Jobs", "Work with us", [
+        "We are hiring research assistants, a systems administrator and a communications officer.",
+        "Send your resume to the human resources office; every application is answered within two weeks."]),
+    "about": ("About", "About the Institute", [
+        "Founded in 1962, the Institute employs 240 people across research, teaching and administration.",
+        "Read our legal notice and find our offices in the pages below."]),
+    "about_legals": ("Legal notice", "Legal notice", [
+        "This site is run by the Institute for Public Research. Its content may be reused with attribution.",
+        "Visits are counted anonymously, per page; no personal data is stored."]),
+    "about_offices": ("Offices", "Our offices", [
+        "Head office: 1200 University Avenue, open Monday to Friday, 9:00 to 17:00.",
+        "Field office: 45 Harbour Street, by appointment."]),
+}
+NAVIGATION = ("home", "jobs", "about", "about_offices", "about_legals")
+
+
+def render(view):
+    label, heading, paragraphs = CONTENT[view]
+    nav = "\n".join(
+        f'<a href="?view={name}"{" aria-current=page" if name == view else ""}>{html.escape(CONTENT[name][0])}</a>'
+        for name in NAVIGATION)
+    config = json.dumps({"view": view, "incUrl": INC_COUNTER_URL, "getUrl": GET_COUNTER_URL,
+                         "refreshMs": REFRESH_SECONDS * 1000})
+    return TEMPLATE.substitute(
+        title=html.escape(label),
+        heading=html.escape(heading),
+        nav=nav,
+        body="\n".join(f"<p>{html.escape(p)}</p>" for p in paragraphs),
+        config=config.replace("</", "<\\/"),  # keep the JSON from closing the script element
+    )
+
+
+@functions_framework.http
+def serve_page(request):
+    rejected = check_request(request, ("GET", "HEAD"))
+    if rejected:
+        return rejected
+    view, rejected = page_from(request, "view")
+    if rejected:
+        return rejected
+    return render(view), 200, {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache"}

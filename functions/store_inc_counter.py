@@ -1,0 +1,66 @@
+"""store-inc-counter: a Pub/Sub message (CloudEvent) adds one visit to a random shard of its page.
+
+Pub/Sub delivers at least once, so each message is counted in one atomic batch that also creates
+a marker document named after the message id: a redelivery fails to create the marker again and
+changes nothing. A malformed message is logged and acknowledged (retrying it cannot help); a
+Firestore failure raises, the function answers 500 and Pub/Sub delivers the message again.
+"""
+import base64
+import binascii
+import datetime
+import hashlib
+import json
+import random
+
+import functions_framework
+from google.api_core import exceptions as google_errors
+from google.cloud import firestore
+
+from common import PAGES, env_int, firestore_client, log
+
+SHARDS_PER_PAGE = env_int("SHARDS_PER_PAGE", 2)
+MARKER_TTL_DAYS = env_int("MARKER_TTL_DAYS", 7)
+WRITE_TIMEOUT_SECONDS = 10
+
+
+def visit_of(message):
+    """The page a Pub/Sub message counts a visit for, or None when the message is malformed."""
+    try:
+        payload = json.loads(base64.b64decode(message.get("data") or "", validate=True))
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    page = payload.get("visit_type") if isinstance(payload, dict) else None
+    return page if page in PAGES else None
+
+
+def marker_id(message_id):
+    # A hash, not the raw id: Firestore spreads ids that do not grow monotonically better.
+    return hashlib.sha256(message_id.encode()).hexdigest()
+
+
+def count_visit(page, message_id, shard):
+    """Adds one visit to the shard unless this message id was counted before. True if it counted."""
+    db = firestore_client()
+    expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=MARKER_TTL_DAYS)
+    batch = db.batch()
+    batch.create(db.collection("processed_messages").document(marker_id(message_id)),
+                 {"visit_type": page, "expire_at": expire_at})
+    batch.set(db.collection("counters").document(page).collection("shards").document(str(shard)),
+              {"count": firestore.Increment(1)}, merge=True)
+    try:
+        batch.commit(timeout=WRITE_TIMEOUT_SECONDS)
+    except google_errors.AlreadyExists:
+        return False
+    return True
+
+
+@functions_framework.cloud_event
+def store_inc_counter(cloud_event):
+    message = (cloud_event.data or {}).get("message") or {}
+    message_id = message.get("messageId") or message.get("message_id") or cloud_event["id"]
+    page = visit_of(message)
+    if page is None:
+        log("WARNING", "dropped a malformed visit message", message_id=message_id)
+        return
+    if not count_visit(page, message_id, random.randrange(SHARDS_PER_PAGE)):
+        log("INFO", "redelivered visit message already counted", message_id=message_id, visit_type=page)

@@ -1,0 +1,1 @@
+"""Shared code of the kit's scripts: settings, the local stack, load runs and reports."""

@@ -1,0 +1,112 @@
+"""The local platform front end: an HAProxy configuration that limits each function as Cloud
+Functions does (max instances x concurrency requests in flight, a queue, then 429), and the
+reading of its statistics into server-side samples.
+"""
+import csv
+import io
+import socket
+
+# HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
+# Cloud Functions answers 429 when no instance could take a request in time.
+TOO_MANY_REQUESTS = (
+    "HTTP/1.1 429 Too Many Requests\r\n"
+    "Content-Type: application/json\r\n"
+    "Cache-Control: no-store\r\n"
+    "Connection: close\r\n"
+    "\r\n"
+    '{"error": "too many requests: every instance of this function is busy, try again later"}\n'
+)
+
+# The public routes of the Cloud Functions URL: path -> function.
+PUBLIC_ROUTES = {"/app": "serve-page", "/get-counter": "get-counter", "/inc-counter": "inc-counter"}
+PUSH_FUNCTION = "store-inc-counter"
+
+
+def render_config(*, public_port, push_port, socket_path, errorfile_path, instances, settings,
+                  queue_timeout):
+    """instances: function -> [port of each functions-framework process]."""
+    lines = [
+        "global",
+        f"    stats socket {socket_path} mode 600 level admin",
+        "    maxconn 4000",
+        "",
+        "defaults",
+        "    mode http",
+        "    timeout connect 5s",
+        "    timeout client 5m",
+        f"    timeout queue {int(queue_timeout * 1000)}ms",
+        # One connection per request to an instance: its concurrency counts requests, not idle sockets.
+        "    option http-server-close",
+        # A crashed instance refuses connections: try another one, as the platform would.
+        "    retries 2",
+        "    option redispatch",
+        f"    errorfile 503 {errorfile_path}",
+        "",
+        "frontend public",
+        f"    bind 127.0.0.1:{public_port}",
+    ]
+    known = " ".join(f"!{{ path {path} }}" for path in PUBLIC_ROUTES)
+    lines.append("    http-request return status 404 content-type application/json "
+                 f"string '{{\"error\": \"no function at this path\"}}' if {known}")
+    lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in PUBLIC_ROUTES.items()]
+    lines += [
+        "",
+        "# Only the Pub/Sub emulator's push subscription reaches store-inc-counter, as on Google Cloud.",
+        "frontend pubsub-push",
+        f"    bind 127.0.0.1:{push_port}",
+        f"    default_backend {PUSH_FUNCTION}",
+    ]
+    for function, ports in instances.items():
+        spec = settings.functions[function]
+        lines += ["", f"backend {function}", f"    timeout server {spec.timeout_seconds}s"]
+        lines += [f"    server instance-{i} 127.0.0.1:{port} maxconn {spec.concurrency} check inter 1s"
+                  for i, port in enumerate(ports)]
+    return "\n".join(lines) + "\n"
+
+
+def show_stat(socket_path):
+    """HAProxy's `show stat` CSV as a list of dicts."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect(str(socket_path))
+        sock.sendall(b"show stat\n")
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    text = b"".join(chunks).decode().lstrip("# ")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _int(value):
+    return int(value) if value not in (None, "") else 0
+
+
+def function_figures(rows, functions):
+    """Per function: in flight, queued and cumulative response counts, from `show stat` rows.
+
+    HAProxy counts the 429s it sends as 503s (they are its 503 error file) under hrsp_5xx; the
+    functions themselves never answer 429, so every queue timeout is one `dcon`-free 503 that was
+    never sent to a server: cumulative 429s = responses HAProxy made itself (hrsp_5xx minus the
+    5xx the instances sent).
+    """
+    figures = {}
+    for function in functions:
+        backend = next((r for r in rows if r["pxname"] == function and r["svname"] == "BACKEND"), None)
+        servers = [r for r in rows if r["pxname"] == function and r["svname"] not in ("BACKEND", "FRONTEND")]
+        if backend is None:
+            continue
+        server_5xx = sum(_int(s["hrsp_5xx"]) for s in servers)
+        figures[function] = {
+            "instances": sum(1 for s in servers if s["status"].startswith("UP")),
+            "in_flight": sum(_int(s["scur"]) for s in servers),
+            "queued": _int(backend["qcur"]),
+            "requests": _int(backend["req_tot"]),
+            "responses_2xx": _int(backend["hrsp_2xx"]),
+            "responses_4xx": _int(backend["hrsp_4xx"]),
+            "responses_429": _int(backend["hrsp_5xx"]) - server_5xx,
+            "responses_5xx": server_5xx,
+            "service_ms": float(_int(backend["rtime"])),
+            "service_ms_p95": None,
+            "queue_ms": float(_int(backend["qtime"])),
+        }
+    return figures

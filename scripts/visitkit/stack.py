@@ -1,0 +1,335 @@
+"""The local stack: Google's Firestore and Pub/Sub emulators, one functions-framework server per
+function instance, and HAProxy in front of them playing the Cloud Functions platform.
+
+Every process runs in its own process group (the emulators are wrapper scripts that start java),
+is recorded in the state folder, and is stopped by group.
+"""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from visitkit import haproxy
+from visitkit.settings import FUNCTIONS, PAGES, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+FUNCTIONS_SOURCE = ROOT / "functions" / "main.py"
+PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
+TOPIC = "visits"
+SUBSCRIPTION = "store-inc-counter"
+ENTRY_POINTS = {"serve-page": "serve_page", "get-counter": "get_counter",
+                "inc-counter": "inc_counter", "store-inc-counter": "store_inc_counter"}
+STARTUP_TIMEOUT = 90
+EMULATORS_MISSING = (
+    "The Firestore and Pub/Sub emulators were not found. Install them with\n"
+    "  gcloud components install cloud-firestore-emulator pubsub-emulator beta\n"
+    "or the Debian/RPM packages google-cloud-cli-firestore-emulator and google-cloud-cli-pubsub-emulator.")
+HAPROXY_MISSING = "HAProxy was not found: install it (Debian: apt-get install haproxy)."
+
+# The Google clients read the emulator hosts from the environment when they are built.
+_environment_lock = threading.Lock()
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_is_open(port):
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def http_status(url, method="GET", timeout=2.0):
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def sdk_root():
+    for candidate in (os.environ.get("CLOUDSDK_ROOT"), "/usr/lib/google-cloud-sdk"):
+        if candidate and Path(candidate, "platform").is_dir():
+            return Path(candidate)
+    gcloud = shutil.which("gcloud")
+    if gcloud:
+        found = subprocess.run([gcloud, "info", "--format=value(installation.sdk_root)"],
+                               capture_output=True, text=True).stdout.strip()
+        if found:
+            return Path(found)
+    return None
+
+
+def emulator_commands(firestore_port, pubsub_port):
+    root = sdk_root()
+    firestore = root and root / "platform" / "cloud-firestore-emulator" / "cloud_firestore_emulator"
+    pubsub = root and root / "platform" / "pubsub-emulator" / "bin" / "cloud-pubsub-emulator"
+    if not (firestore and firestore.exists() and pubsub.exists()):
+        raise StackError(EMULATORS_MISSING)
+    return ([str(firestore), "start", "--host=127.0.0.1", f"--port={firestore_port}"],
+            [str(pubsub), "--host=127.0.0.1", f"--port={pubsub_port}"])
+
+
+class LocalStack:
+    def __init__(self, state_dir=ROOT / ".local"):
+        self.state_dir = Path(state_dir).resolve()
+        self.state_file = self.state_dir / "state.json"
+        self.logs = self.state_dir / "logs"
+
+    # ---- state -------------------------------------------------------------------------
+    def state(self):
+        if not self.state_file.exists():
+            return None
+        return json.loads(self.state_file.read_text())
+
+    def _save(self, state):
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    @property
+    def base_url(self):
+        return self._require()["base_url"]
+
+    def _require(self):
+        state = self.state()
+        if not state:
+            raise StackError(f"the local stack is not up (no {self.state_file})")
+        return state
+
+    # ---- processes -----------------------------------------------------------------------
+    def _start(self, state, name, command, env=None, port=None):
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = open(self.logs / f"{name}.log", "ab")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env={**os.environ, **(env or {})}, cwd=ROOT, start_new_session=True)
+        log.close()
+        state["processes"].append({"name": name, "pid": process.pid, "port": port,
+                                   "log": str(self.logs / f"{name}.log")})
+        self._save(state)  # recorded at once, so `down` can stop it even if `up` fails later
+        return process
+
+    def status(self):
+        """[(name, pid, port, alive)] of every process the stack started."""
+        state = self.state() or {"processes": []}
+        return [(p["name"], p["pid"], p["port"], _group_alive(p["pid"])) for p in state["processes"]]
+
+    def down(self, timeout=10):
+        state = self.state()
+        if not state:
+            return []
+        stopped = []
+        for process in state["processes"]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for process in state["processes"]:
+            while _group_alive(process["pid"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _group_alive(process["pid"]):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process["pid"], signal.SIGKILL)
+            stopped.append(process["name"])
+        for process in state["processes"]:  # the port must be free again before we say done
+            while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
+                time.sleep(0.1)
+        self.state_file.unlink(missing_ok=True)
+        return stopped
+
+    # ---- up ------------------------------------------------------------------------------
+    def up(self, settings_path, port=8080, queue_timeout=10.0):
+        """Starts everything and returns the base URL once every part answers."""
+        if self.state():
+            if any(alive for *_, alive in self.status()):
+                raise StackError(f"the local stack already runs from {self.state_dir}: stop it first (down)")
+            self.state_file.unlink()
+        if not shutil.which("haproxy"):
+            raise StackError(HAPROXY_MISSING)
+        settings = load_settings(settings_path)
+        port = port or free_port()
+        if port_is_open(port):
+            raise StackError(f"port {port} is already in use: choose another with --port")
+        firestore_port, pubsub_port, push_port = free_port(), free_port(), free_port()
+        firestore_command, pubsub_command = emulator_commands(firestore_port, pubsub_port)
+        state = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
+                 "base_url": f"http://127.0.0.1:{port}", "push_url": f"http://127.0.0.1:{push_port}",
+                 "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
+                 "haproxy_socket": str(self.state_dir / "haproxy.sock"), "queue_timeout": queue_timeout,
+                 "processes": []}
+        self._save(state)
+        try:
+            self._start(state, "firestore-emulator", firestore_command, port=firestore_port)
+            self._start(state, "pubsub-emulator", pubsub_command, port=pubsub_port)
+            instances = self._start_functions(state, settings)
+            self._start_haproxy(state, settings, instances, port, push_port, queue_timeout)
+            self._wait_until_ready(state)
+            self._create_topic_and_subscription(state)
+        except BaseException:
+            self.down()
+            raise
+        return state["base_url"]
+
+    def _start_functions(self, state, settings):
+        env = {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "FIRESTORE_EMULATOR_HOST": state["firestore"],
+            "PUBSUB_EMULATOR_HOST": state["pubsub"],
+            "PUBSUB_TOPIC": TOPIC,
+            "SHARDS_PER_PAGE": str(settings.shards_per_page),
+            "CACHE_TTL_SECONDS": str(settings.cache_ttl_seconds),
+            "PYTHONUNBUFFERED": "1",
+        }
+        instances = {}
+        for function in FUNCTIONS:
+            spec = settings.functions[function]
+            instances[function] = []
+            for i in range(spec.max_instances):
+                port = free_port()
+                # Each instance is its own process with its own in-process cache, as on Cloud Run.
+                command = [sys.executable, "-m", "functions_framework", "--target", ENTRY_POINTS[function],
+                           "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(port)]
+                self._start(state, f"{function}-{i}", command, port=port,
+                            env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": function})
+                instances[function].append(port)
+        return instances
+
+    def _start_haproxy(self, state, settings, instances, port, push_port, queue_timeout):
+        errorfile = self.state_dir / "429.http"
+        errorfile.write_text(haproxy.TOO_MANY_REQUESTS)
+        config = self.state_dir / "haproxy.cfg"
+        config.write_text(haproxy.render_config(
+            public_port=port, push_port=push_port, socket_path=state["haproxy_socket"],
+            errorfile_path=errorfile, instances=instances, settings=settings, queue_timeout=queue_timeout))
+        check = subprocess.run(["haproxy", "-c", "-q", "-f", str(config)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise StackError(f"HAProxy rejected {config}:\n{check.stdout}{check.stderr}")
+        self._start(state, "haproxy", ["haproxy", "-db", "-f", str(config)], port=port)
+
+    def _wait_until_ready(self, state):
+        """Probes every process until it answers; fails fast when one exits."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        waiting = list(state["processes"])
+        while waiting:
+            for process in list(waiting):
+                if not _group_alive(process["pid"]):
+                    log_tail = Path(process["log"]).read_text(errors="replace")[-2000:]
+                    raise StackError(f"{process['name']} exited while starting; its log ends:\n{log_tail}")
+                if http_status(f"http://127.0.0.1:{process['port']}/", timeout=1) is not None:
+                    waiting.remove(process)
+            if waiting and time.monotonic() > deadline:
+                raise StackError("not ready in time: " + ", ".join(p["name"] for p in waiting))
+            if waiting:
+                time.sleep(0.2)
+        # Ready means a page is served through the front end and Firestore has answered once
+        # (its first request is slow).
+        while http_status(f"{state['base_url']}/app?view=home") != 200:
+            if time.monotonic() > deadline:
+                raise StackError("the front end does not serve pages")
+            time.sleep(0.2)
+        self.totals()
+
+    def _create_topic_and_subscription(self, state):
+        pubsub = f"http://{state['pubsub']}/v1/projects/{PROJECT}"
+        _put_json(f"{pubsub}/topics/{TOPIC}", {})
+        _put_json(f"{pubsub}/subscriptions/{SUBSCRIPTION}", {
+            "topic": f"projects/{PROJECT}/topics/{TOPIC}",
+            "pushConfig": {"pushEndpoint": f"{state['push_url']}/store-inc-counter"},
+            "ackDeadlineSeconds": 60,
+        })
+
+    # ---- reading the stack -----------------------------------------------------------------
+    def firestore(self):
+        state = self._require()
+        from google.cloud import firestore
+
+        with _environment_lock, _environment(FIRESTORE_EMULATOR_HOST=state["firestore"]):
+            return firestore.Client(project=state["project"])
+
+    def totals(self, client=None):
+        """Stored visits per page, summed straight from the shards in the Firestore emulator."""
+        client = client or self.firestore()
+        totals = {}
+        for page in PAGES:
+            shards = client.collection("counters").document(page).collection("shards")
+            result = shards.sum("count", alias="total").get(timeout=30)
+            totals[page] = int(result[0][0].value or 0) if result else 0
+        return totals
+
+    def reset_counts(self):
+        """Deletes every document in the Firestore emulator (counters and dedup markers)."""
+        state = self._require()
+        url = f"http://{state['firestore']}/emulator/v1/projects/{state['project']}/databases/(default)/documents"
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
+
+    def haproxy_stats(self):
+        return haproxy.show_stat(self._require()["haproxy_socket"])
+
+    def sample(self, client=None):
+        """One server-side sample: per function figures from HAProxy, the store's progress."""
+        figures = haproxy.function_figures(self.haproxy_stats(), FUNCTIONS)
+        published = figures["inc-counter"]["responses_2xx"]
+        stored = sum(self.totals(client).values())
+        return {"time": time.time(), "source": "local-haproxy", "functions": figures,
+                "store": {"published": published, "stored": stored, "backlog": published - stored}}
+
+
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie leader still "exists": look for a member that is not a zombie.
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                    if int(fields[2]) == pgid and fields[0] != "Z":
+                        return True
+    return False
+
+
+def _put_json(url, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=30).close()
+    except urllib.error.HTTPError as error:
+        if error.code != 409:  # already exists
+            raise
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
