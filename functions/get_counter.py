@@ -9,6 +9,7 @@ import time
 
 import functions_framework
 from google.api_core import exceptions as google_errors
+from google.api_core.retry import Retry
 
 from common import check_request, env_int, error_reply, firestore_client, json_reply, log, page_from
 
@@ -26,7 +27,9 @@ def shards_of(page):
 
 def read_total(page):
     """The page's stored visits: the sum of its shards (0 for a page never visited)."""
-    result = shards_of(page).sum("count", alias="total").get(timeout=READ_TIMEOUT_SECONDS)
+    # An explicit retry deadline: the default one retries an unreachable Firestore for minutes.
+    result = shards_of(page).sum("count", alias="total").get(
+        timeout=READ_TIMEOUT_SECONDS, retry=Retry(timeout=READ_TIMEOUT_SECONDS))
     return int(result[0][0].value or 0) if result else 0
 
 
@@ -55,7 +58,7 @@ def get_counter(request):
         return rejected
     try:
         count = cached_total(page)
-    except google_errors.GoogleAPICallError as error:
+    except google_errors.GoogleAPIError as error:  # failed, or retried until the deadline
         log("ERROR", "could not read the counter", visit_type=page, error=str(error))
         return error_reply(503, "counter store unavailable, try again later")
     return json_reply({"visit_type": page, "count": count})

@@ -14,6 +14,7 @@ import random
 
 import functions_framework
 from google.api_core import exceptions as google_errors
+from google.api_core.retry import Retry
 from google.cloud import firestore
 
 from common import PAGES, env_int, firestore_client, log
@@ -48,7 +49,7 @@ def count_visit(page, message_id, shard):
     batch.set(db.collection("counters").document(page).collection("shards").document(str(shard)),
               {"count": firestore.Increment(1)}, merge=True)
     try:
-        batch.commit(timeout=WRITE_TIMEOUT_SECONDS)
+        batch.commit(timeout=WRITE_TIMEOUT_SECONDS, retry=Retry(timeout=WRITE_TIMEOUT_SECONDS))
     except google_errors.AlreadyExists:
         return False
     return True

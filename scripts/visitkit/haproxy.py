@@ -38,8 +38,8 @@ def render_config(*, public_port, push_port, socket_path, errorfile_path, instan
         # One connection per request to an instance: its concurrency counts requests, not idle sockets.
         "    option http-server-close",
         # A crashed instance refuses connections: try another one, as the platform would.
-        "    retries 2",
-        "    option redispatch",
+        "    retries 3",
+        "    option redispatch 1",
         f"    errorfile 503 {errorfile_path}",
         "",
         "frontend public",
@@ -59,7 +59,10 @@ def render_config(*, public_port, push_port, socket_path, errorfile_path, instan
     for function, ports in instances.items():
         spec = settings.functions[function]
         lines += ["", f"backend {function}", f"    timeout server {spec.timeout_seconds}s"]
-        lines += [f"    server instance-{i} 127.0.0.1:{port} maxconn {spec.concurrency} check inter 1s"
+        # observe layer4: the first refused connection marks a crashed instance down at once,
+        # so retried requests go to a live one instead of waiting for the next health check.
+        lines += [f"    server instance-{i} 127.0.0.1:{port} maxconn {spec.concurrency} "
+                  "check inter 1s observe layer4 error-limit 1 on-error mark-down"
                   for i, port in enumerate(ports)]
     return "\n".join(lines) + "\n"
 

@@ -132,7 +132,7 @@ class LocalStack:
     def status(self):
         """[(name, pid, port, alive)] of every process the stack started."""
         state = self.state() or {"processes": []}
-        return [(p["name"], p["pid"], p["port"], _group_alive(p["pid"])) for p in state["processes"]]
+        return [(p["name"], p["pid"], p["port"], group_alive(p["pid"])) for p in state["processes"]]
 
     def down(self, timeout=10):
         state = self.state()
@@ -144,12 +144,14 @@ class LocalStack:
                 os.killpg(process["pid"], signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for process in state["processes"]:
-            while _group_alive(process["pid"]) and time.monotonic() < deadline:
+            while group_alive(process["pid"]) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _group_alive(process["pid"]):
+            if group_alive(process["pid"]):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(process["pid"], signal.SIGKILL)
             stopped.append(process["name"])
+            with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+                os.waitpid(process["pid"], 0)
         for process in state["processes"]:  # the port must be free again before we say done
             while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
@@ -231,7 +233,7 @@ class LocalStack:
         waiting = list(state["processes"])
         while waiting:
             for process in list(waiting):
-                if not _group_alive(process["pid"]):
+                if not group_alive(process["pid"]):
                     log_tail = Path(process["log"]).read_text(errors="replace")[-2000:]
                     raise StackError(f"{process['name']} exited while starting; its log ends:\n{log_tail}")
                 if http_status(f"http://127.0.0.1:{process['port']}/", timeout=1) is not None:
@@ -293,7 +295,8 @@ class LocalStack:
                 "store": {"published": published, "stored": stored, "backlog": published - stored}}
 
 
-def _group_alive(pgid):
+def group_alive(pgid):
+    """Whether any process of the group still runs (a zombie whose parent never reaps it does not)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
