@@ -1,0 +1,16 @@
+# Test helper: reads the iteration settings files, so that run blocks can pass
+# their values as variables (OpenTofu does not allow functions there).
+terraform {
+  required_version = ">= 1.7"
+}
+
+variable "iterations" {
+  description = "Iteration numbers whose iterations/iteration-N/settings.tfvars.json to read."
+  type        = list(number)
+  default     = [0, 1, 2, 3]
+}
+
+output "iterations" {
+  description = "Each iteration's settings, keyed by its number as a string."
+  value       = { for n in var.iterations : tostring(n) => jsondecode(file("${path.module}/../../../iterations/iteration-${n}/settings.tfvars.json")) }
+}

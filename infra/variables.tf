@@ -1,0 +1,117 @@
+# Names and types match iterations/iteration-N/settings.tfvars.json, which the
+# local stack (scripts/visitkit/settings.py) reads too: keep both in step.
+
+variable "project_id" {
+  description = "Google Cloud project to deploy into (it must exist and have billing enabled)."
+  type        = string
+
+  validation {
+    # Google's rule for project ids: 6-30 characters, lower case letters, digits, hyphens.
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a Google Cloud project id: 6-30 lower case letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "region" {
+  description = "Region of the functions, the Eventarc trigger, the source bucket and the Firestore database (the study used southamerica-east1)."
+  type        = string
+  default     = "southamerica-east1"
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Google Cloud region name such as southamerica-east1."
+  }
+}
+
+variable "shards_per_page" {
+  description = "Counter shards per page: store-inc-counter increments one at random, get-counter sums them all."
+  type        = number
+
+  validation {
+    condition     = var.shards_per_page >= 1 && floor(var.shards_per_page) == var.shards_per_page
+    error_message = "shards_per_page must be a whole number >= 1."
+  }
+}
+
+variable "cache_ttl_seconds" {
+  description = "How long get-counter keeps a page's total in memory; 0 turns the cache off."
+  type        = number
+
+  validation {
+    condition     = var.cache_ttl_seconds >= 0 && floor(var.cache_ttl_seconds) == var.cache_ttl_seconds
+    error_message = "cache_ttl_seconds must be a whole number >= 0."
+  }
+}
+
+variable "marker_ttl_days" {
+  description = "Lifetime of store-inc-counter's dedup markers (Firestore TTL on processed_messages.expire_at)."
+  type        = number
+  default     = 7
+
+  validation {
+    condition     = var.marker_ttl_days >= 1 && floor(var.marker_ttl_days) == var.marker_ttl_days
+    error_message = "marker_ttl_days must be a whole number >= 1."
+  }
+}
+
+variable "topic_name" {
+  description = "Short name of the Pub/Sub topic inc-counter publishes visits to."
+  type        = string
+  default     = "visits"
+
+  validation {
+    condition     = can(regex("^[a-zA-Z][a-zA-Z0-9._~+%-]{2,254}$", var.topic_name)) && !startswith(lower(var.topic_name), "goog")
+    error_message = "topic_name must be a valid Pub/Sub topic name (3-255 characters, starting with a letter, not with \"goog\")."
+  }
+}
+
+variable "functions" {
+  description = <<-EOT
+    Per function knobs, keyed by the logical names serve-page, get-counter, inc-counter and
+    store-inc-counter (all four, nothing else). memory is e.g. "256M"; cpu is e.g. "0.167" or "1"
+    and, when left out, is "1" for concurrency above 1 (2nd gen functions need at least 1 vCPU to
+    serve concurrent requests) and "0.167" otherwise. timeout_seconds is 1 to 3600.
+  EOT
+  type = map(object({
+    max_instances   = number
+    concurrency     = number
+    memory          = optional(string, "256M")
+    cpu             = optional(string)
+    timeout_seconds = optional(number, 60)
+  }))
+
+  validation {
+    condition     = toset(keys(var.functions)) == toset(["serve-page", "get-counter", "inc-counter", "store-inc-counter"])
+    error_message = "functions must have exactly the keys serve-page, get-counter, inc-counter and store-inc-counter."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.max_instances >= 1 && f.max_instances <= 1000 && floor(f.max_instances) == f.max_instances])
+    error_message = "Each function's max_instances must be a whole number from 1 to 1000."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.concurrency >= 1 && f.concurrency <= 1000 && floor(f.concurrency) == f.concurrency])
+    error_message = "Each function's concurrency must be a whole number from 1 to 1000."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.timeout_seconds >= 1 && f.timeout_seconds <= 3600 && floor(f.timeout_seconds) == f.timeout_seconds])
+    error_message = "Each function's timeout_seconds must be a whole number from 1 to 3600."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : can(regex("^[1-9][0-9]*(M|Mi|G|Gi)$", f.memory))])
+    error_message = "Each function's memory must look like \"256M\", \"512Mi\" or \"1G\"."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.cpu == null || try(tonumber(f.cpu) > 0 && tonumber(f.cpu) <= 8, false)])
+    error_message = "Each function's cpu must be a number of vCPUs from above 0 to 8, written as a string such as \"0.167\" or \"1\"."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.concurrency == 1 || f.cpu == null || try(tonumber(f.cpu) >= 1, false)])
+    error_message = "A function with concurrency above 1 needs cpu of at least \"1\" (a 2nd gen function with less than 1 vCPU serves one request at a time)."
+  }
+}
