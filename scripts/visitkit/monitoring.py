@@ -1,0 +1,303 @@
+"""The platform's own figures for a test window, read from the Cloud Monitoring API.
+
+Three steps, kept apart so the last two run offline in tests:
+1. `build_requests` makes the ListTimeSeries requests (plain dicts) for a window;
+2. `rows_from_time_series` turns the API's TimeSeries into plain rows, one per point;
+3. `samples_from_rows` turns those rows into the server-side samples the report reads
+   (the same schema as the local stack's, fields the platform has no figure for set to None).
+`fetch_window` does all three with a real (or fake) MetricServiceClient and saves one CSV per
+metric. Monitoring data arrives per minute and late, so it is read once, after the run.
+
+Metric types, kinds and labels (what 2nd-gen functions report: they run as Cloud Run services,
+so their figures are Cloud Run's, under resource type `cloud_run_revision`), as looked up in the
+Cloud Monitoring metric lists and the client's reference:
+- run.googleapis.com/request_count: DELTA, INT64, labels response_code, response_code_class;
+  "Number of requests reaching the revision. Excludes requests that are not reaching your
+  container instances (e.g. unauthorized requests or when maximum number of instances is
+  reached)"; sampled every 60 s, visible after up to 180 s.
+- run.googleapis.com/request_latencies: DELTA, DISTRIBUTION, ms; time spent in the container,
+  so queueing in front of a busy revision is NOT in it (the gap the study saw against Locust).
+- run.googleapis.com/container/instance_count: GAUGE, INT64, label state (active, idle).
+- pubsub.googleapis.com/subscription/num_undelivered_messages: GAUGE, INT64, resource
+  pubsub_subscription (label subscription_id); sampled every 60 s, visible after up to 120 s.
+- pubsub.googleapis.com/subscription/oldest_unacked_message_age: GAUGE, INT64, s; same resource.
+- firestore.googleapis.com/document/write_count: DELTA, INT64 (resource firestore_instance, or
+  firestore.googleapis.com/Database on newer projects: the filter names only the metric type).
+- Aggregation: ALIGN_DELTA keeps a distribution a distribution; REDUCE_SUM "is valid for DELTA
+  and GAUGE metrics with numeric and distribution values", so per-revision latency histograms are
+  merged per service here and percentiles computed from the merged buckets (see `percentile`).
+"""
+import csv
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from visitkit.settings import FUNCTIONS
+
+PERIOD_SECONDS = 60
+# request_count's data may take up to 180 s to become visible; leave some margin on top.
+DEFAULT_INGESTION_DELAY_SECONDS = 240
+
+# Cloud Run service names of the deployed functions, by logical name (serve-page is deployed as `app`).
+SERVICE_NAMES = {"serve-page": "app", "get-counter": "get-counter", "inc-counter": "inc-counter",
+                 "store-inc-counter": "store-inc-counter"}
+assert set(SERVICE_NAMES) == set(FUNCTIONS)
+
+SERVICE = "resource.label.service_name"
+
+
+@dataclass(frozen=True)
+class MetricQuery:
+    name: str  # also the CSV file's name
+    metric_type: str
+    aligner: str
+    reducer: str
+    group_by: tuple = ()
+    resource_type: str = ""
+    scope: str = ""  # "services" or "subscription": which label the filter narrows
+
+
+QUERIES = (
+    MetricQuery("request_count", "run.googleapis.com/request_count", "ALIGN_DELTA", "REDUCE_SUM",
+                (SERVICE, "metric.label.response_code"), "cloud_run_revision", "services"),
+    MetricQuery("request_latencies", "run.googleapis.com/request_latencies", "ALIGN_DELTA", "REDUCE_SUM",
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("instance_count", "run.googleapis.com/container/instance_count", "ALIGN_MAX", "REDUCE_SUM",
+                (SERVICE, "metric.label.state"), "cloud_run_revision", "services"),
+    MetricQuery("undelivered_messages", "pubsub.googleapis.com/subscription/num_undelivered_messages",
+                "ALIGN_MAX", "REDUCE_SUM", (), "pubsub_subscription", "subscription"),
+    MetricQuery("oldest_unacked_age", "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
+                "ALIGN_MAX", "REDUCE_MAX", (), "pubsub_subscription", "subscription"),
+    MetricQuery("firestore_writes", "firestore.googleapis.com/document/write_count",
+                "ALIGN_DELTA", "REDUCE_SUM"),
+)
+
+
+def aligned_window(start, end, period=PERIOD_SECONDS):
+    """The window widened to whole alignment periods, so no minute is cut in two."""
+    return (int(start) // period * period, -(-int(end) // period) * period)
+
+
+def metric_filter(query, services, subscription):
+    parts = [f'metric.type = "{query.metric_type}"']
+    if query.resource_type:
+        parts.append(f'resource.type = "{query.resource_type}"')
+    if query.scope == "services":
+        names = "|".join(sorted(services))
+        parts.append(f'resource.labels.service_name = monitoring.regex.full_match("{names}")')
+    elif query.scope == "subscription":
+        parts.append(f'resource.labels.subscription_id = "{subscription}"')
+    return " AND ".join(parts)
+
+
+def build_requests(project, start, end, subscription, services=None, period=PERIOD_SECONDS):
+    """{query name: ListTimeSeries request} for the window [start, end] (unix seconds)."""
+    services = services or SERVICE_NAMES.values()
+    start, end = aligned_window(start, end, period)
+    requests = {}
+    for query in QUERIES:
+        aggregation = {"alignment_period": {"seconds": period}, "per_series_aligner": query.aligner,
+                       "cross_series_reducer": query.reducer}
+        if query.group_by:
+            aggregation["group_by_fields"] = list(query.group_by)
+        requests[query.name] = {
+            "name": f"projects/{project}",
+            "filter": metric_filter(query, services, subscription),
+            "interval": {"start_time": {"seconds": start}, "end_time": {"seconds": end}},
+            "aggregation": aggregation,
+            "view": "FULL",
+        }
+    return requests
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+def bucket_bounds(options, index):
+    """(lower, upper) of histogram bucket `index`; bucket 0 is the underflow, the last the overflow."""
+    kind = options.WhichOneof("options")  # a google.api Distribution.BucketOptions (plain protobuf)
+    if kind == "exponential_buckets":
+        spec = options.exponential_buckets
+        bound = lambda i: spec.scale * spec.growth_factor ** i
+        finite = spec.num_finite_buckets
+    elif kind == "linear_buckets":
+        spec = options.linear_buckets
+        bound = lambda i: spec.offset + spec.width * i
+        finite = spec.num_finite_buckets
+    else:
+        bounds = list(options.explicit_buckets.bounds)
+        bound = lambda i: bounds[i]
+        finite = len(bounds) - 1
+    lower = -math.inf if index == 0 else bound(index - 1)
+    upper = math.inf if index > finite else bound(index)
+    return lower, upper
+
+
+def percentile(distribution, fraction):
+    """The value below which `fraction` of the distribution's samples fall, or None if empty.
+
+    Interpolates linearly inside the bucket holding that rank, as Monitoring's percentile
+    aligners do; a rank in the underflow or overflow bucket gets that bucket's finite bound.
+    """
+    counts = [int(c) for c in distribution.bucket_counts]
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = fraction * total
+    seen = 0
+    for index, count in enumerate(counts):
+        if count and seen + count >= rank:
+            lower, upper = bucket_bounds(distribution.bucket_options, index)
+            if math.isinf(lower):
+                return upper
+            if math.isinf(upper):
+                return lower
+            return lower + (upper - lower) * (rank - seen) / count
+        seen += count
+    return bucket_bounds(distribution.bucket_options, len(counts) - 1)[0]
+
+
+def _point_value(point):
+    value = point.value
+    kind = type(value).pb(value).WhichOneof("value")
+    if kind == "distribution_value":
+        distribution = value.distribution_value
+        count = int(distribution.count)
+        return {"count": count, "mean": distribution.mean if count else None,
+                "p50": percentile(distribution, 0.50), "p95": percentile(distribution, 0.95)}
+    return {"value": getattr(value, kind)}
+
+
+def _label_name(field):
+    return field.rsplit(".", 1)[-1]
+
+
+def rows_from_time_series(time_series):
+    """One plain dict per point: time (unix seconds, end of its minute), its labels, its value(s).
+
+    Only the labels the query grouped by survive a cross-series reduction; they are kept under
+    their short names (service_name, response_code, state, ...). Rows come out in time order
+    (the API lists each series' points newest first).
+    """
+    rows = []
+    for series in time_series:
+        labels = {**dict(series.resource.labels), **dict(series.metric.labels)}
+        labels.pop("project_id", None)
+        for point in series.points:
+            when = int(point.interval.end_time.timestamp())
+            rows.append({"time": when, **labels, **_point_value(point)})
+    rows.sort(key=lambda row: (row["time"], sorted((k, str(v)) for k, v in row.items())))
+    return rows
+
+
+# --- samples in the report's schema -------------------------------------------------------------
+
+COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx")
+
+
+def empty_function():
+    # in_flight, queued and queue_ms: Cloud Run publishes no figure for them.
+    return {"instances": None, "in_flight": None, "queued": None, **{key: 0 for key in COUNTERS},
+            "service_ms": None, "service_ms_p95": None, "queue_ms": None}
+
+
+def samples_from_rows(rows_by_query, service_names=None):
+    """One sample per minute that has any data, cumulative counters from the window's start.
+
+    store.published counts inc-counter's 2xx answers (it answers 202 only once Pub/Sub accepted
+    the visit) and store.stored store-inc-counter's 2xx answers (each one acknowledges one
+    delivery to the push subscription), both per the platform; store.backlog is the
+    subscription's undelivered messages. oldest_unacked_s and firestore_writes are extra fields
+    the local stack has no figure for.
+    """
+    service_names = service_names or SERVICE_NAMES
+    function_of = {service: name for name, service in service_names.items()}
+    times = sorted({row["time"] for rows in rows_by_query.values() for row in rows})
+
+    def at(query, when):
+        return [row for row in rows_by_query.get(query, []) if row["time"] == when]
+
+    counters = {name: {key: 0 for key in COUNTERS} for name in service_names}
+    writes = 0
+    samples = []
+    for when in times:
+        for row in at("request_count", when):
+            name = function_of.get(row.get("service_name"))
+            if name is None:
+                continue
+            count, code = int(row["value"]), int(row["response_code"])
+            counters[name]["requests"] += count
+            if f"responses_{code // 100}xx" in counters[name]:
+                counters[name][f"responses_{code // 100}xx"] += count
+            if code == 429:
+                counters[name]["responses_429"] += count
+        functions = {name: {**empty_function(), **counters[name]} for name in service_names}
+        for row in at("request_latencies", when):
+            name = function_of.get(row.get("service_name"))
+            if name is not None:
+                functions[name]["service_ms"] = row["p50"]
+                functions[name]["service_ms_p95"] = row["p95"]
+        for row in at("instance_count", when):
+            name = function_of.get(row.get("service_name"))
+            if name is not None:
+                functions[name]["instances"] = (functions[name]["instances"] or 0) + int(row["value"])
+        for row in at("firestore_writes", when):
+            writes += int(row["value"])
+        backlog = [int(row["value"]) for row in at("undelivered_messages", when)]
+        oldest = [int(row["value"]) for row in at("oldest_unacked_age", when)]
+        samples.append({
+            "time": when,
+            "source": "gcp-monitoring",
+            "functions": functions,
+            "store": {"published": functions["inc-counter"]["responses_2xx"],
+                      "stored": functions["store-inc-counter"]["responses_2xx"],
+                      "backlog": max(backlog) if backlog else None,
+                      "oldest_unacked_s": max(oldest) if oldest else None,
+                      "firestore_writes": writes},
+        })
+    return samples
+
+
+# --- fetching and saving ------------------------------------------------------------------------
+
+def write_csv(path, rows):
+    """The rows as a CSV, columns in first-seen order (time first)."""
+    columns = []
+    for row in rows:
+        columns += [key for key in row if key not in columns]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns or ["time"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def monitoring_client():
+    """The real client, built only when asked for: importing this module never reaches Google."""
+    from google.cloud import monitoring_v3
+
+    return monitoring_v3.MetricServiceClient()
+
+
+def wait_for_ingestion(end, delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep):
+    """Sleep until `delay` seconds after the window's end, so its last minutes have arrived."""
+    remaining = end + delay - now()
+    if remaining > 0:
+        sleep(remaining)
+
+
+def fetch_window(project, start, end, subscription, results_dir, client=None,
+                 ingestion_delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep,
+                 service_names=None):
+    """Read every metric for [start, end], save metrics/<name>.csv, return the samples."""
+    service_names = service_names or SERVICE_NAMES
+    wait_for_ingestion(end, ingestion_delay, now, sleep)
+    client = client or monitoring_client()
+    out = Path(results_dir) / "metrics"
+    out.mkdir(parents=True, exist_ok=True)
+    rows_by_query = {}
+    for name, request in build_requests(project, start, end, subscription,
+                                        service_names.values()).items():
+        rows = rows_from_time_series(client.list_time_series(request=request))
+        write_csv(out / f"{name}.csv", rows)
+        rows_by_query[name] = rows
+    return samples_from_rows(rows_by_query, service_names)

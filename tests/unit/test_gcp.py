@@ -1,0 +1,240 @@
+"""The GCP target's logic with every command, HTTP call, clock and client faked: nothing reaches
+Google, and `dry_run_plan` (what `run-iteration --target gcp --dry-run` prints) runs nothing."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from visitkit import gcp, monitoring
+from visitkit.settings import FUNCTIONS, PAGES
+
+ROOT = Path(__file__).resolve().parents[2]
+ITERATION_1 = ROOT / "iterations" / "iteration-1"
+INFRA = ROOT / "infra"
+BASE = "https://us-central1-p1.cloudfunctions.net"
+OUTPUTS = {"base_url": {"value": BASE + "/", "type": "string", "sensitive": False},
+           "subscription_name": {"value": "eventarc-sub", "type": "string", "sensitive": False},
+           "topic_name": {"value": "visits", "type": "string", "sensitive": False},
+           "function_urls": {"value": {"serve-page": BASE + "/app"}, "type": ["object"], "sensitive": False}}
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.t += seconds
+
+
+class FakeRun:
+    """subprocess.run stand-in: records argv, answers `terraform output -json` with OUTPUTS."""
+
+    def __init__(self, fail_on=None):
+        self.calls = []
+        self.fail_on = fail_on
+
+    def __call__(self, argv, check, text, capture_output):
+        self.calls.append(argv)
+        step = argv[2]
+        code = 1 if step == self.fail_on else 0
+        stdout = json.dumps(OUTPUTS) if step == "output" else ""
+        return subprocess.CompletedProcess(argv, code, stdout, "")
+
+    def steps(self):
+        return [argv[2] for argv in self.calls]
+
+
+class FakeFirestore:
+    """Just the calls read_totals makes: collection/document/collection/stream."""
+
+    def __init__(self, shards):
+        self.shards = shards  # {page: [count, ...]}
+        self.closed = False
+
+    def collection(self, name):
+        assert name in ("counters", "shards")
+        return self
+
+    def document(self, page):
+        return FakeFirestore({page: self.shards.get(page, [])})
+
+    def stream(self):
+        [counts] = self.shards.values()
+        return [type("Shard", (), {"to_dict": lambda self, c=c: {"count": c}})() for c in counts]
+
+    def close(self):
+        self.closed = True
+
+
+class StoringSite:
+    """HTTP stand-in: preflights answer 204, each POST is recorded and stored in FakeFirestore."""
+
+    def __init__(self, firestore, not_ready=()):
+        self.firestore = firestore
+        self.not_ready = set(not_ready)
+        self.requests = []
+
+    def __call__(self, method, url):
+        self.requests.append((method, url))
+        if method == "OPTIONS":
+            return 404 if any(url.endswith(path) for path in self.not_ready) else 204
+        if method == "POST":
+            page = url.rsplit("=", 1)[1]
+            self.firestore.shards.setdefault(page, []).append(1)
+            return 202
+        return 200
+
+
+# --- terraform -----------------------------------------------------------------------------------
+
+def test_terraform_commands_use_the_iteration_settings_file_from_infra():
+    commands = gcp.terraform_commands(ITERATION_1, "p1", "southamerica-east1", INFRA)
+    assert commands["apply"][:5] == ["terraform", f"-chdir={INFRA}", "apply", "-auto-approve",
+                                     "-input=false"]
+    assert "-var-file=../iterations/iteration-1/settings.tfvars.json" in commands["apply"]
+    assert "-var=project_id=p1" in commands["apply"]
+    assert "-var=region=southamerica-east1" in commands["apply"]
+    assert commands["destroy"][2] == "destroy"
+    assert commands["destroy"][3:] == commands["apply"][3:]  # same variables, so the same resources
+
+
+def test_without_region_the_infra_default_applies():
+    commands = gcp.terraform_commands(ITERATION_1, "p1", None, INFRA)
+    assert not any(arg.startswith("-var=region=") for arg in commands["apply"])
+
+
+def test_parse_outputs_keeps_the_values():
+    assert gcp.parse_outputs(json.dumps(OUTPUTS))["subscription_name"] == "eventarc-sub"
+
+
+def test_a_failing_command_stops_with_the_command_named():
+    with pytest.raises(gcp.GcpError, match="terraform .*apply"):
+        gcp.run_command(["terraform", "-chdir=infra", "apply"], FakeRun(fail_on="apply"))
+
+
+# --- readiness, warm-up, totals -------------------------------------------------------------------
+
+def test_waits_until_every_http_function_answers_the_preflight():
+    clock = FakeClock()
+    answers = iter([404, 204, 204, 204])  # serve-page not deployed yet on the first round
+
+    def status(method, url):
+        assert method == "OPTIONS"
+        return next(answers)
+
+    gcp.wait_until_answering(BASE, status, timeout=60, interval=10, now=clock.now, sleep=clock.sleep)
+    assert clock.t == 10
+
+
+def test_gives_up_naming_the_functions_that_never_answered():
+    clock = FakeClock()
+    site = StoringSite(FakeFirestore({}), not_ready=["/inc-counter"])
+    with pytest.raises(gcp.GcpError, match="inc-counter"):
+        gcp.wait_until_answering(BASE, site, timeout=30, interval=10, now=clock.now, sleep=clock.sleep)
+
+
+def test_totals_sum_the_shards_of_every_page():
+    firestore = FakeFirestore({"home": [3, 4], "jobs": [1]})
+    assert gcp.read_totals(firestore) == {"home": 7, "jobs": 1, "about": 0, "about_legals": 0,
+                                          "about_offices": 0}
+
+
+def test_warm_up_visits_like_the_locust_visitor_and_counts_recorded_visits():
+    site = StoringSite(FakeFirestore({}))
+    recorded = gcp.warm_up(BASE, parallel=4, rounds=2, status=site)
+    assert recorded == 8
+    posts = [url for method, url in site.requests if method == "POST"]
+    assert len(posts) == 8 and all(url.startswith(BASE + "/inc-counter?visit_type=") for url in posts)
+    assert {url.rsplit("=", 1)[1] for url in posts} == set(PAGES)
+
+
+def test_waits_until_the_warm_up_visits_are_stored():
+    clock = FakeClock()
+    stored = iter([{"home": 1}, {"home": 5}])
+    totals = gcp.wait_until_stored(lambda: next(stored), {"home": 1}, 4, timeout=60, interval=10,
+                                   now=clock.now, sleep=clock.sleep)
+    assert totals == {"home": 5} and clock.t == 10
+    with pytest.raises(gcp.GcpError, match="0 of 4"):
+        gcp.wait_until_stored(lambda: {"home": 1}, {"home": 1}, 4, timeout=20, interval=10,
+                              now=clock.now, sleep=clock.sleep)
+
+
+# --- the whole start and stop --------------------------------------------------------------------
+
+def test_open_target_deploys_waits_warms_and_destroys_on_close():
+    run, firestore = FakeRun(), FakeFirestore({})
+    site = StoringSite(firestore)
+    target = gcp.open_target(ITERATION_1, "p1", "us-central1", destroy=True, infra_dir=INFRA, run=run,
+                             status=site, firestore=firestore)
+    assert run.steps() == ["init", "apply", "output"]
+    assert target.base_url == BASE and target.subscription == "eventarc-sub"
+    # iteration 1: 2 instances x concurrency 1 at most, so waves of 2 visits
+    assert sum(target.totals().values()) == 2 * gcp.WARM_ROUNDS
+    target.close()
+    assert run.steps()[-1] == "destroy" and firestore.closed
+
+
+def test_a_failed_start_with_destroy_tears_down():
+    run, firestore, clock = FakeRun(), FakeFirestore({}), FakeClock()
+    site = StoringSite(firestore, not_ready=["/get-counter"])
+    with pytest.raises(gcp.GcpError, match="get-counter"):
+        gcp.open_target(ITERATION_1, "p1", destroy=True, infra_dir=INFRA, run=run, status=site,
+                        firestore=firestore, now=clock.now, sleep=clock.sleep)
+    assert run.steps() == ["init", "apply", "output", "destroy"]
+
+
+def test_live_sample_has_the_schema_with_no_figures():
+    target = gcp.GcpTarget(gcp.parse_outputs(json.dumps(OUTPUTS)), "p1", {}, firestore=FakeFirestore({}))
+    sample = target.sample()
+    assert sample["source"] == "gcp-monitoring" and set(sample["functions"]) == set(FUNCTIONS)
+    assert all(v is None for f in sample["functions"].values() for v in f.values())
+
+
+def test_window_samples_read_the_subscription_from_the_outputs(tmp_path):
+    class Client:
+        def __init__(self):
+            self.filters = []
+
+        def list_time_series(self, request):
+            self.filters.append(request["filter"])
+            return []
+
+    client = Client()
+    target = gcp.GcpTarget(gcp.parse_outputs(json.dumps(OUTPUTS)), "p1", {}, metrics_client=client,
+                           ingestion_delay=0)
+    assert target.window_samples(0, 120, tmp_path, now=lambda: 1000, sleep=pytest.fail) == []
+    assert any('subscription_id = "eventarc-sub"' in f for f in client.filters)
+    assert len(client.filters) == len(monitoring.QUERIES)
+
+
+# --- dry run --------------------------------------------------------------------------------------
+
+def test_dry_run_lists_every_step_and_command_and_runs_nothing(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a dry run must not run anything")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(gcp, "http_status", refuse)
+    monkeypatch.setattr(gcp, "firestore_client", refuse)
+    monkeypatch.setattr(monitoring, "monitoring_client", refuse)
+    plan = gcp.dry_run_plan(ITERATION_1, "p1", "us-central1", test="breakpoint", destroy=True,
+                            infra_dir=INFRA)
+    text = "\n".join(plan)
+    assert f"$ terraform -chdir={INFRA} init -input=false" in text
+    assert ("apply -auto-approve -input=false -var-file=../iterations/iteration-1/settings.tfvars.json "
+            "-var=project_id=p1 -var=region=us-central1") in text
+    assert "output -json" in text
+    assert "Locust test 'breakpoint'" in text
+    for query in monitoring.QUERIES:
+        assert query.metric_type in text
+    assert text.index("apply") < text.index("warm up") < text.index("Locust") < text.index("destroy")
+
+
+def test_dry_run_without_destroy_says_how_to_clean_up():
+    plan = gcp.dry_run_plan(ITERATION_1, "p1", infra_dir=INFRA)
+    assert "destroy" in plan[-1] and plan[-1].startswith("leave the deployment running")
+    assert "region: infra default" in plan[0]
