@@ -1,9 +1,17 @@
 """Fixtures shared by the tests: a local stack on free ports, with its own state folder."""
 import json
+import os
 
 import pytest
 
-from visitkit.stack import LocalStack
+# Importing locust (the shapes' tests do) would patch this whole test process with gevent: skip that
+# here, but do not hand the setting down to the Locust runs the tests start, which need gevent.
+os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+import locust  # noqa: E402,F401
+
+del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+
+from visitkit.stack import LocalStack  # noqa: E402
 
 ITERATION_0 = "iterations/iteration-0/settings.tfvars.json"
 

@@ -22,12 +22,13 @@ PUBLIC_ROUTES = {"/app": "serve-page", "/get-counter": "get-counter", "/inc-coun
 PUSH_FUNCTION = "store-inc-counter"
 
 
-def render_config(*, public_port, push_port, socket_path, errorfile_path, instances, settings,
+def render_config(*, public_port, push_port, stats_address, errorfile_path, instances, settings,
                   queue_timeout):
     """instances: function -> [port of each functions-framework process]."""
     lines = [
         "global",
-        f"    stats socket {socket_path} mode 600 level admin",
+        # On TCP rather than a unix socket, whose path length is limited (state folders can be deep).
+        f"    stats socket ipv4@{stats_address} level operator",
         "    maxconn 4000",
         "",
         "defaults",
@@ -67,11 +68,10 @@ def render_config(*, public_port, push_port, socket_path, errorfile_path, instan
     return "\n".join(lines) + "\n"
 
 
-def show_stat(socket_path):
-    """HAProxy's `show stat` CSV as a list of dicts."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(5)
-        sock.connect(str(socket_path))
+def show_stat(stats_address):
+    """HAProxy's `show stat` CSV as a list of dicts, from its stats socket at "host:port"."""
+    host, port = stats_address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(b"show stat\n")
         chunks = []
         while chunk := sock.recv(65536):

@@ -18,10 +18,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from visitkit import haproxy
+from visitkit import ROOT, haproxy
 from visitkit.settings import FUNCTIONS, PAGES, load_settings
 
-ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_SOURCE = ROOT / "functions" / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
 TOPIC = "visits"
@@ -176,7 +175,7 @@ class LocalStack:
         state = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
                  "base_url": f"http://127.0.0.1:{port}", "push_url": f"http://127.0.0.1:{push_port}",
                  "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
-                 "haproxy_socket": str(self.state_dir / "haproxy.sock"), "queue_timeout": queue_timeout,
+                 "haproxy_stats": f"127.0.0.1:{free_port()}", "queue_timeout": queue_timeout,
                  "processes": []}
         self._save(state)
         try:
@@ -220,7 +219,7 @@ class LocalStack:
         errorfile.write_text(haproxy.TOO_MANY_REQUESTS)
         config = self.state_dir / "haproxy.cfg"
         config.write_text(haproxy.render_config(
-            public_port=port, push_port=push_port, socket_path=state["haproxy_socket"],
+            public_port=port, push_port=push_port, stats_address=state["haproxy_stats"],
             errorfile_path=errorfile, instances=instances, settings=settings, queue_timeout=queue_timeout))
         check = subprocess.run(["haproxy", "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
@@ -284,7 +283,7 @@ class LocalStack:
         urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
 
     def haproxy_stats(self):
-        return haproxy.show_stat(self._require()["haproxy_socket"])
+        return haproxy.show_stat(self._require()["haproxy_stats"])
 
     def sample(self, client=None):
         """One server-side sample: per function figures from HAProxy, the store's progress."""

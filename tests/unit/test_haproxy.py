@@ -13,7 +13,7 @@ SETTINGS = load_settings("iterations/iteration-3/settings.tfvars.json")
 def config(tmp_path, queue_timeout=10.0):
     instances = {f: [20000 + 10 * n + i for i in range(SETTINGS.functions[f].max_instances)]
                  for n, f in enumerate(FUNCTIONS)}
-    return haproxy.render_config(public_port=18080, push_port=18081, socket_path=tmp_path / "s.sock",
+    return haproxy.render_config(public_port=18080, push_port=18081, stats_address="127.0.0.1:18082",
                                  errorfile_path=tmp_path / "429.http", instances=instances,
                                  settings=SETTINGS, queue_timeout=queue_timeout)
 

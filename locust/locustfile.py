@@ -1,0 +1,103 @@
+"""The study's visitor: picks a page (home 3 : jobs 4 : about 2 : about_offices 2 : about_legals 1),
+loads its HTML, counts the visit and reads the page's counter; waits 3 to 5 s between pages.
+
+Custom options (see locust/README.md):
+  --shape breakpoint|endurance|load|spike   the load shape (default: none, plain -u/-r)
+  --shape-set k=v,k=v                       change the shape's settings (its class attributes)
+  --stages FILE|users:hold_s,...            endurance stages
+  --ledger-file PATH                        write the per-page inc-counter ledger there at exit
+"""
+import logging
+
+import locust.stats
+from locust import FastHttpUser, between, events, task
+from locust.runners import MasterRunner, WorkerRunner
+
+import shapes
+from ledger import VisitLedger
+
+# The study's percentile columns (50/60/70/80/90/95 %), plus the tail.
+locust.stats.PERCENTILES_TO_REPORT = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
+
+LEDGER_KEY = "visit_ledger"
+DISTRIBUTED_STEP_S = 10  # see shapes.StudyShape: fewer, larger steps when workers are involved
+ledger = VisitLedger()
+locust_environment = []  # set at init: the `quit` event does not pass it
+
+
+def visit(user, page):
+    user.client.get(f"/app?view={page}", name=f"/app?view={page}")
+    ledger.record_sent(page)
+    response = user.client.post(f"/inc-counter?visit_type={page}", name=f"/inc-counter?visit_type={page}")
+    ledger.record_answer(page, response.status_code or 0)
+    user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}")
+
+
+class Visitor(FastHttpUser):
+    wait_time = between(3, 5)
+
+    @task(3)
+    def home(self):
+        visit(self, "home")
+
+    @task(4)
+    def jobs(self):
+        visit(self, "jobs")
+
+    @task(2)
+    def about(self):
+        visit(self, "about")
+
+    @task(2)
+    def about_offices(self):
+        visit(self, "about_offices")
+
+    @task(1)
+    def about_legals(self):
+        visit(self, "about_legals")
+
+
+@events.init_command_line_parser.add_listener
+def add_options(parser):
+    parser.add_argument("--shape", choices=["none", *shapes.SHAPES], default="none",
+                        help="Load shape of the test (default none: plain --users/--spawn-rate)")
+    parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
+    parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
+    parser.add_argument("--ledger-file", default=None, help="Where to write the inc-counter ledger (JSON) at exit")
+
+
+@events.init.add_listener
+def on_init(environment, runner, **_kwargs):
+    options = environment.parsed_options
+    locust_environment.append(environment)
+    if isinstance(runner, WorkerRunner):
+        # Each stats report carries the visits counted since the previous one.
+        @events.report_to_master.add_listener
+        def ship_ledger(client_id, data):
+            data[LEDGER_KEY] = ledger.take()
+        return
+
+    if isinstance(runner, MasterRunner):
+        @events.worker_report.add_listener
+        def collect_ledger(client_id, data):
+            ledger.add(data.get(LEDGER_KEY, {}))
+
+    if options.shape != "none":
+        # Chosen here rather than by class discovery: Locust would run the first shape class it finds.
+        settings = shapes.parse_assignments(options.shape_set)
+        if isinstance(runner, MasterRunner):
+            settings.setdefault("step_s", str(DISTRIBUTED_STEP_S))
+        shape = shapes.make_shape(options.shape, settings, options.stages)
+        shape.runner = runner
+        environment.shape_class = shape
+        logging.info("shape %s, planned %s s", type(shape).__name__, shape.planned_seconds())
+
+
+@events.quit.add_listener
+def write_ledger(**_kwargs):
+    # `quit` is the very last event, after the workers' final reports (`quitting` can come before).
+    environment = locust_environment[0] if locust_environment else None
+    if environment is None or isinstance(environment.runner, WorkerRunner):
+        return
+    if environment.parsed_options.ledger_file:
+        ledger.write(environment.parsed_options.ledger_file)

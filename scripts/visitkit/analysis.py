@@ -1,0 +1,282 @@
+"""Figures of one run, from Locust's CSVs, the server samples and the convergence polls.
+
+Pure functions on plain rows/dicts, so they are tested on synthetic data.
+Times are unix seconds; durations seconds; latencies milliseconds.
+"""
+import csv
+import json
+import statistics
+from pathlib import Path
+
+from visitkit.settings import FUNCTIONS, PAGES
+
+STUDY_PERCENTILES = ("50%", "60%", "70%", "80%", "90%", "95%")
+ENDPOINT_FUNCTIONS = {"/app": "serve-page", "/get-counter": "get-counter", "/inc-counter": "inc-counter"}
+
+
+# ---- reading ------------------------------------------------------------------------------------
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_jsonl(path):
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def number(text):
+    """Locust writes 'N/A' or '' for no data."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def function_of(endpoint_name):
+    return ENDPOINT_FUNCTIONS.get(endpoint_name.split("?")[0])
+
+
+# ---- client side: Locust ------------------------------------------------------------------------
+def percentile_table(stats_rows):
+    """The study's table: one row per endpoint and page, Aggregated last."""
+    table = []
+    for row in stats_rows:
+        table.append({
+            "method": row["Type"], "name": row["Name"],
+            "requests": int(row["Request Count"]), "failures": int(row["Failure Count"]),
+            "mean_ms": number(row["Average Response Time"]),
+            **{p: number(row.get(p)) for p in STUDY_PERCENTILES},
+        })
+    endpoints = sorted((r for r in table if r["name"] != "Aggregated"), key=lambda r: (r["name"].split("?")[0], r["name"]))
+    return endpoints + [r for r in table if r["name"] == "Aggregated"]
+
+
+def client_by_function(table):
+    """Per function: requests, failures, request-weighted mean, worst page's p50 and p95."""
+    result = {}
+    for name in ENDPOINT_FUNCTIONS.values():
+        rows = [r for r in table if function_of(r["name"]) == name and r["requests"]]
+        if not rows:
+            continue
+        requests = sum(r["requests"] for r in rows)
+        result[name] = {
+            "requests": requests, "failures": sum(r["failures"] for r in rows),
+            "mean_ms": sum(r["mean_ms"] * r["requests"] for r in rows if r["mean_ms"] is not None) / requests,
+            "p50_ms": max((r["50%"] for r in rows if r["50%"] is not None), default=None),
+            "p95_ms": max((r["95%"] for r in rows if r["95%"] is not None), default=None),
+        }
+    return result
+
+
+def aggregated_history(history_rows):
+    """Locust's per-second history, Aggregated rows only, as dicts."""
+    series = []
+    for row in history_rows:
+        if row["Name"] != "Aggregated":
+            continue
+        series.append({
+            "time": float(row["Timestamp"]), "users": int(float(row["User Count"])),
+            "rps": number(row["Requests/s"]) or 0.0, "failures_per_s": number(row["Failures/s"]) or 0.0,
+            "p50_ms": number(row["50%"]), "p95_ms": number(row["95%"]),
+            "requests": int(float(row["Total Request Count"])), "failures": int(float(row["Total Failure Count"])),
+        })
+    return series
+
+
+def load_window(series):
+    """(first second with users, last second with users), or (None, None)."""
+    loaded = [s["time"] for s in series if s["users"] > 0]
+    return (loaded[0], loaded[-1]) if loaded else (None, None)
+
+
+def rolling_mean(values, window):
+    out = []
+    for i in range(len(values)):
+        chunk = values[max(0, i - window + 1):i + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
+    """Where the system stops keeping up, from the aggregated history.
+
+    knee: RPS (smoothed) falls `shortfall` below users x the healthy requests per user (the 90th
+    percentile of RPS/users once min_users are on) and stays below for hold_s samples; the knee is
+    dated back to where RPS reached the level it then stayed at: RPS stopped growing with users. first_failure: first second with a failed request.
+    p95 ceiling: the highest p95, and when p95 first got within 5 % of it.
+    """
+    loaded = [s for s in series if s["users"] > 0]
+    result = {"knee": None, "first_failure": None, "peak_rps": None, "p95_ceiling": None,
+              "healthy_rps_per_user": None}
+    if not loaded:
+        return result
+    smooth = rolling_mean([s["rps"] for s in loaded], smooth_s)
+    ratios = sorted(r / s["users"] for r, s in zip(smooth, loaded) if s["users"] >= min_users and r > 0)
+    if ratios:
+        healthy = ratios[int(0.9 * (len(ratios) - 1))]
+        result["healthy_rps_per_user"] = healthy
+        short = [s["users"] >= min_users and r < (1 - shortfall) * healthy * s["users"]
+                 for r, s in zip(smooth, loaded)]
+        # Only after RPS has kept up once: at the start Locust's RPS lags the users it just spawned.
+        kept_up = next((i for i, (r, s) in enumerate(zip(smooth, loaded))
+                        if s["users"] >= min_users and not short[i]), len(loaded))
+        for i in range(kept_up, len(loaded)):
+            if all(short[i:i + hold_s]) and len(short[i:i + hold_s]) == hold_s:
+                # RPS was already flat when the shortfall showed: date the knee back to where RPS
+                # first came within 3 % of the level it was stuck at
+                knee = next(j for j in range(kept_up, i + 1) if smooth[j] >= 0.97 * smooth[i])
+                result["knee"] = point(loaded[knee], smooth[knee])
+                break
+    peak = max(range(len(loaded)), key=lambda i: smooth[i])
+    result["peak_rps"] = point(loaded[peak], smooth[peak])
+    failing = next((i for i, s in enumerate(loaded) if s["failures"] > 0), None)
+    if failing is not None:
+        result["first_failure"] = point(loaded[failing], smooth[failing])
+    p95s = [s["p95_ms"] for s in loaded if s["p95_ms"] is not None]
+    if p95s:
+        ceiling = max(p95s)
+        reached = next(s for s in loaded if s["p95_ms"] is not None and s["p95_ms"] >= 0.95 * ceiling)
+        result["p95_ceiling"] = {**point(reached, None), "p95_ms": ceiling}
+    return result
+
+
+def point(sample, rps):
+    return {"time": sample["time"], "users": sample["users"], "rps": rps if rps is not None else sample["rps"]}
+
+
+def first_failures(failure_rows):
+    """[(endpoint, error, occurrences)] most frequent first."""
+    rows = [(r["Name"], r["Error"], int(r["Occurrences"])) for r in failure_rows]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+# ---- server side: the platform samples ----------------------------------------------------------
+def counter_rate(samples, get):
+    """[(time, per-second rate)] of a cumulative counter, None where it is missing."""
+    rates = []
+    for before, after in zip(samples, samples[1:]):
+        a, b = get(before), get(after)
+        dt = after["time"] - before["time"]
+        rates.append((after["time"], (b - a) / dt if a is not None and b is not None and dt > 0 else None))
+    return rates
+
+
+def fn_field(name, key):
+    return lambda sample: ((sample.get("functions") or {}).get(name) or {}).get(key)
+
+
+def store_field(key):
+    return lambda sample: (sample.get("store") or {}).get(key)
+
+
+def server_series(samples):
+    """Time series for the plots and the report; every value may be None (missing on a platform)."""
+    series = {"time": [s["time"] for s in samples],
+              "backlog": [store_field("backlog")(s) for s in samples],
+              "writes_per_s": counter_rate(samples, store_field("stored")),
+              "published_per_s": counter_rate(samples, store_field("published")),
+              "functions": {}}
+    for name in FUNCTIONS:
+        series["functions"][name] = {
+            "in_flight": [fn_field(name, "in_flight")(s) for s in samples],
+            "queued": [fn_field(name, "queued")(s) for s in samples],
+            "service_ms": [fn_field(name, "service_ms")(s) for s in samples],
+            "r429_per_s": counter_rate(samples, fn_field(name, "responses_429")),
+        }
+    return series
+
+
+def mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def during(samples, start, end):
+    return [s for s in samples if start is None or start <= s["time"] <= end]
+
+
+def server_by_function(samples, start, end):
+    """Per function during the load: mean service and queue time, most queued, 429s (counters diffed
+    against the first sample of the run)."""
+    window = during(samples, start, end)
+    result = {}
+    for name in FUNCTIONS:
+        first = fn_field(name, "responses_429")(samples[0]) if samples else None
+        last = fn_field(name, "responses_429")(samples[-1]) if samples else None
+        queued = [v for v in (fn_field(name, "queued")(s) for s in window) if v is not None]
+        # a function with no request yet reports 0 ms: no figure, not a fast one
+        served = [s for s in window if fn_field(name, "requests")(s) != 0]
+        result[name] = {
+            "service_ms": mean(fn_field(name, "service_ms")(s) for s in served),
+            "service_ms_p95": mean(fn_field(name, "service_ms_p95")(s) for s in served),
+            "queue_ms": mean(fn_field(name, "queue_ms")(s) for s in served),
+            "max_queued": max(queued) if queued else None,
+            "responses_429": last - first if first is not None and last is not None else None,
+        }
+    return result
+
+
+def store_figures(samples, load_start, load_end):
+    """Publish and store rates during the load, the store's throughput while it had a backlog,
+    the backlog's peak and how fast it drained from there (the study's slope)."""
+    figures = {"published_per_s": None, "writes_per_s": None, "throughput_per_s": None,
+               "backlog_peak": None, "backlog_peak_time": None, "drain_per_s": None}
+    published = counter_rate(samples, store_field("published"))
+    writes = counter_rate(samples, store_field("stored"))
+    in_load = lambda t: load_start is not None and load_start <= t <= load_end  # noqa: E731
+    figures["published_per_s"] = mean(r for t, r in published if in_load(t))
+    figures["writes_per_s"] = mean(r for t, r in writes if in_load(t))
+    backlog = {s["time"]: store_field("backlog")(s) for s in samples}
+    figures["throughput_per_s"] = mean(r for t, r in writes if (backlog.get(t) or 0) > 0)
+    known = [(s["time"], store_field("backlog")(s)) for s in samples if store_field("backlog")(s) is not None]
+    if known:
+        peak_time, peak = max(known, key=lambda tb: tb[1])
+        figures["backlog_peak"], figures["backlog_peak_time"] = peak, peak_time
+        emptied = next((t for t, b in known if t > peak_time and b <= 0), None)
+        if peak > 0 and emptied is not None:
+            figures["drain_per_s"] = peak / (emptied - peak_time)
+    return figures
+
+
+# ---- convergence and the ledger -----------------------------------------------------------------
+def convergence(polls, before, acknowledged, load_start, load_end):
+    """When the stored totals caught up with the acknowledged visits.
+
+    polls: [(time, {page: stored total})] taken after the load. Converged at the first poll where
+    every page's stored delta >= its acknowledged visits; extra minutes per minute of load as the study.
+    """
+    expected = {page: before.get(page, 0) + acknowledged.get(page, 0) for page in PAGES}
+    converged_at = next((t for t, totals in polls
+                         if all(totals.get(page, 0) >= expected[page] for page in PAGES)), None)
+    load_s = (load_end - load_start) if load_start is not None and load_end is not None else None
+    after_s = max(0.0, converged_at - load_end) if converged_at is not None and load_end is not None else None
+    return {
+        "converged": converged_at is not None,
+        "converged_at": converged_at,
+        "seconds_after_load": after_s,
+        "load_seconds": load_s,
+        "extra_minutes_per_minute": after_s / load_s if after_s is not None and load_s else None,
+        "waited_seconds": polls[-1][0] - load_end if polls and load_end is not None else None,
+    }
+
+
+def visit_accounting(ledger, before, after):
+    """Per page and in total: acknowledged vs stored. lost: acknowledged but not stored;
+    unanswered: sent without any answer (may or may not be stored); duplicated: stored beyond
+    acknowledged + unanswered (a visit counted twice)."""
+    rows = {}
+    for page in PAGES:
+        sent = ledger.get("sent", {}).get(page, 0)
+        acked = ledger.get("acknowledged", {}).get(page, 0)
+        rejected = ledger.get("rejected", {}).get(page, 0)
+        stored = after.get(page, 0) - before.get(page, 0)
+        unanswered = max(0, sent - acked - rejected)
+        rows[page] = {"sent": sent, "acknowledged": acked, "rejected": rejected, "unanswered": unanswered,
+                      "stored": stored, "lost": max(0, acked - stored),
+                      "stored_unacknowledged": max(0, min(stored - acked, unanswered)),
+                      "duplicated": max(0, stored - acked - unanswered)}
+    rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
+    return rows

@@ -1,0 +1,54 @@
+"""Several iterations' latest reports side by side: one row per figure, one column per iteration."""
+import json
+from pathlib import Path
+
+from visitkit import report
+
+ROWS = [  # (headline key, label)
+    ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),
+    ("knee_rps", "RPS knee: RPS"), ("first_failure_users", "first failure: users"),
+    ("first_failure_rps", "first failure: RPS"), ("rps_peak", "peak RPS"), ("p95_ceiling_ms", "p95 ceiling (ms)"),
+    ("failure_ratio", "failure ratio"), ("slowest_function", "slowest function (client p95)"),
+    ("p95_ms.serve-page", "serve-page p95 (ms)"), ("p95_ms.get-counter", "get-counter p95 (ms)"),
+    ("p95_ms.inc-counter", "inc-counter p95 (ms)"), ("service_ms.store-inc-counter", "store-inc-counter service (ms)"),
+    ("store.published_per_s", "published/s (load)"), ("store.writes_per_s", "stored/s (load)"),
+    ("store.throughput_per_s", "store throughput/s (backlogged)"), ("store.backlog_peak", "backlog peak"),
+    ("convergence_s", "converged after load (s)"), ("extra_min_per_min", "extra min per min of load"),
+    ("visits.acknowledged", "visits acknowledged"), ("visits.lost", "visits lost"), ("visits.duplicated", "visits duplicated"),
+]
+
+
+def find_summary(path, target, test):
+    """A results folder's summary, or an iteration's latest one for target and test."""
+    path = Path(path)
+    if (path / "summary.json").exists():
+        return json.loads((path / "summary.json").read_text())
+    found = []
+    for file in path.glob("results/*/summary.json"):
+        data = json.loads(file.read_text())
+        if data.get("target") == target and (test is None or data.get("test") == test):
+            found.append((data.get("started") or "", data))
+    return max(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def cell(summary, key):
+    if summary is None:
+        return "—"
+    if key == "verdict":
+        return (summary.get("verdict") or {}).get("outcome", "n/a")
+    if key == "results_dir":
+        return f"{summary['test']} {summary['results_dir'].split('-', 1)[-1]}"
+    value = summary["headline"].get(key)
+    if key == "failure_ratio" and value is not None:
+        return f"{value * 100:.1f} %"
+    return report.fmt(value, 2 if key == "extra_min_per_min" else 1)
+
+
+def compare_table(paths, target="local", test=None):
+    summaries = [(Path(p).name if not (Path(p) / "summary.json").exists() else Path(p).parent.parent.name,
+                  find_summary(p, target, test)) for p in paths]
+    lines = ["| figure | " + " | ".join(name for name, _ in summaries) + " |",
+             "|---|" + "---:|" * len(summaries)]
+    for key, label in ROWS:
+        lines.append(f"| {label} | " + " | ".join(cell(s, key) for _, s in summaries) + " |")
+    return "\n".join(lines)

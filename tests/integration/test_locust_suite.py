@@ -1,0 +1,24 @@
+"""The Locust suite against the real local stack: the ledger of acknowledged visits matches what
+Firestore stored, in one process and in distributed mode (the master sums the workers' ledgers)."""
+import json
+import subprocess
+
+import pytest
+from helpers import wait_for
+
+from visitkit import runner
+
+
+@pytest.mark.parametrize("processes", [None, 2])
+def test_the_ledger_matches_what_was_stored(stack, tmp_path, processes):
+    before = stack.totals()
+    command = runner.locust_command(stack.base_url, "breakpoint", tmp_path, "spawn_rate=4,duration_s=8,step_s=2",
+                                    processes=processes)
+    subprocess.run(command, check=True, timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger = json.loads((tmp_path / "ledger.json").read_text())
+    acknowledged = ledger["acknowledged"]
+    assert sum(acknowledged.values()) > 0 and set(acknowledged) <= set(before)
+    expected = {page: before[page] + acknowledged.get(page, 0) for page in before}
+    assert wait_for(lambda: stack.totals() == expected, timeout=60), (stack.totals(), expected)
+    assert sum(ledger["sent"].values()) == sum(acknowledged.values()) + sum(ledger["rejected"].values())
+    assert (tmp_path / "locust_stats_history.csv").exists()

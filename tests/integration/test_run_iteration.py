@@ -1,0 +1,35 @@
+"""A short real run of the whole loop against the local stack: files, figures, acknowledged == stored."""
+import json
+import shutil
+from pathlib import Path
+
+from visitkit import runner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
+    iteration = tmp_path / "iteration-0"
+    iteration.mkdir()
+    shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
+    (iteration / "README.md").write_text("## Hypothesis\n\nBaseline.\n\n**Check:** `requests > 0`\n")
+
+    results, summary = runner.run_iteration(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
+                                            convergence_timeout=120, log=lambda *_: None)
+
+    for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
+                 "locust_stats_history.csv", "locust.html", "server-samples.jsonl", "convergence.jsonl",
+                 "load.png", "server.png"):
+        assert (results / name).stat().st_size > 0, name
+    ledger = json.loads((results / "ledger.json").read_text())
+    visits = summary["visits"]["total"]
+    assert visits["acknowledged"] == sum(ledger["acknowledged"].values()) > 0
+    assert visits["stored"] == visits["acknowledged"] and visits["lost"] == visits["duplicated"] == 0
+    assert summary["convergence"]["converged"]
+    assert summary["load"]["requests"] == 3 * visits["sent"]  # users finish their page when the load ends
+    endpoints = {row["name"] for row in summary["percentiles"]}
+    assert "/inc-counter?visit_type=jobs" in endpoints and "Aggregated" in endpoints
+    assert summary["server_source"] == "local-haproxy"
+    assert summary["verdict"]["outcome"] == "supported"
+    assert "latest-local-results" in (iteration / "README.md").read_text()
+    assert "| Function | client mean" in (results / "report.md").read_text()

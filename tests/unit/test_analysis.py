@@ -1,0 +1,145 @@
+"""Breakpoint detection, convergence and visit accounting on synthetic data."""
+import pytest
+
+from visitkit import analysis
+
+
+def history(users_rps, start=1000.0, failing_from=None):
+    """Aggregated history rows for [(users, rps)], one per second."""
+    rows, requests, failures = [], 0, 0
+    for i, (users, rps) in enumerate(users_rps):
+        requests += int(rps)
+        if failing_from is not None and i >= failing_from:
+            failures += 1
+        rows.append({"time": start + i, "users": users, "rps": rps, "failures_per_s": 0.0,
+                     "p50_ms": 20.0, "p95_ms": 50.0 + 100 * max(0, users - 100), "requests": requests,
+                     "failures": failures})
+    return rows
+
+
+def ramp_that_saturates(saturate_at=100, per_user=0.7, seconds=200):
+    """+1 user/s; RPS follows users until saturate_at users, then stays flat."""
+    return [(u, per_user * min(u, saturate_at)) for u in range(1, seconds + 1)]
+
+
+def test_knee_is_where_rps_stops_following_users():
+    result = analysis.find_breakpoint(history(ramp_that_saturates(saturate_at=100)))
+    # flat at 70 RPS from 100 users (the shortfall only shows at ~133 users; dated back)
+    assert 98 <= result["knee"]["users"] <= 106
+    assert result["knee"]["rps"] == pytest.approx(70, rel=0.05)
+    assert result["healthy_rps_per_user"] == pytest.approx(0.7, rel=0.05)
+
+
+def test_no_knee_while_rps_keeps_up():
+    result = analysis.find_breakpoint(history(ramp_that_saturates(saturate_at=10_000)))
+    assert result["knee"] is None
+    assert result["peak_rps"]["users"] == 200
+
+
+def test_slow_start_is_not_a_knee():
+    # Locust's RPS lags the first users: zero for a few seconds, then it keeps up.
+    rows = [(u, 0.0 if u < 15 else 0.7 * u) for u in range(1, 100)]
+    assert analysis.find_breakpoint(history(rows))["knee"] is None
+
+
+def test_first_failure_and_p95_ceiling():
+    rows = history(ramp_that_saturates(), failing_from=150)
+    result = analysis.find_breakpoint(rows)
+    assert result["first_failure"]["users"] == 151
+    assert result["p95_ceiling"]["p95_ms"] == 50 + 100 * 100
+    assert result["p95_ceiling"]["users"] >= 195  # p95 grows until the end here
+
+
+def test_history_parsing_keeps_aggregated_rows_and_reads_na():
+    rows = [{"Timestamp": "10", "User Count": "3", "Name": "Aggregated", "Requests/s": "2.5", "Failures/s": "0",
+             "50%": "N/A", "95%": "40", "Total Request Count": "7", "Total Failure Count": "1"},
+            {"Timestamp": "10", "User Count": "3", "Name": "/app?view=home", "Requests/s": "1", "Failures/s": "0",
+             "50%": "1", "95%": "2", "Total Request Count": "3", "Total Failure Count": "0"}]
+    [row] = analysis.aggregated_history(rows)
+    assert row == {"time": 10.0, "users": 3, "rps": 2.5, "failures_per_s": 0.0, "p50_ms": None, "p95_ms": 40.0,
+                   "requests": 7, "failures": 1}
+
+
+def test_convergence_time_and_extra_minutes_per_minute():
+    before = {"home": 10, "jobs": 0}
+    acked = {"home": 5, "jobs": 3}
+    polls = [(200.0, {"home": 12, "jobs": 1}), (230.0, {"home": 15, "jobs": 2}), (260.0, {"home": 15, "jobs": 3}),
+             (270.0, {"home": 15, "jobs": 3})]
+    result = analysis.convergence(polls, before, acked, load_start=80.0, load_end=200.0)
+    assert result["converged"] and result["converged_at"] == 260.0
+    assert result["seconds_after_load"] == 60.0
+    assert result["extra_minutes_per_minute"] == pytest.approx(0.5)  # 1 extra minute after 2 of load
+
+
+def test_no_convergence_when_visits_are_missing():
+    result = analysis.convergence([(300.0, {"home": 14})], {"home": 10}, {"home": 5}, 0.0, 200.0)
+    assert not result["converged"] and result["seconds_after_load"] is None
+    assert result["waited_seconds"] == 100.0
+
+
+def test_visit_accounting_separates_lost_unanswered_and_duplicated():
+    ledger = {"sent": {"home": 10, "jobs": 10}, "acknowledged": {"home": 8, "jobs": 10},
+              "rejected": {"home": 1}}
+    before = {"home": 100, "jobs": 0}
+    after = {"home": 108, "jobs": 12}  # home: the unanswered one was not stored; jobs: 2 stored twice
+    rows = analysis.visit_accounting(ledger, before, after)
+    assert rows["home"] == {"sent": 10, "acknowledged": 8, "rejected": 1, "unanswered": 1, "stored": 8,
+                            "lost": 0, "stored_unacknowledged": 0, "duplicated": 0}
+    assert rows["jobs"]["duplicated"] == 2 and rows["jobs"]["lost"] == 0
+    assert rows["total"]["acknowledged"] == 18 and rows["total"]["stored"] == 20
+
+
+def test_visit_accounting_reports_lost_visits():
+    rows = analysis.visit_accounting({"sent": {"home": 5}, "acknowledged": {"home": 5}}, {}, {"home": 3})
+    assert rows["home"]["lost"] == 2
+
+
+def sample(t, published, stored, r429=0, service=10.0, requests=1):
+    fn = {"instances": 2, "in_flight": 1, "queued": 2, "requests": requests, "responses_2xx": 0,
+          "responses_4xx": 0, "responses_429": r429, "responses_5xx": 0, "service_ms": service,
+          "service_ms_p95": None, "queue_ms": 5.0}
+    return {"time": t, "source": "local-haproxy",
+            "functions": {"inc-counter": fn, "get-counter": dict(fn), "serve-page": dict(fn),
+                          "store-inc-counter": dict(fn)},
+            "store": {"published": published, "stored": stored, "backlog": published - stored}}
+
+
+def test_store_rates_backlog_and_drain():
+    # 10 s of load publishing 20/s while storing 10/s, then the backlog of 100 drains at 10/s
+    samples = [sample(t, 20 * min(t, 10), 10 * t) for t in range(0, 21)]
+    figures = analysis.store_figures(samples, load_start=0, load_end=10)
+    assert figures["published_per_s"] == pytest.approx(20)
+    assert figures["writes_per_s"] == pytest.approx(10)
+    assert figures["backlog_peak"] == 100 and figures["backlog_peak_time"] == 10
+    assert figures["drain_per_s"] == pytest.approx(10)
+    assert figures["throughput_per_s"] == pytest.approx(10)
+
+
+def test_server_figures_diff_cumulative_counters_and_tolerate_missing_fields():
+    samples = [sample(0, 0, 0, r429=50), sample(1, 0, 0, r429=53), sample(2, 0, 0, r429=60)]
+    del samples[1]["functions"]["serve-page"]["service_ms"]
+    samples[2]["functions"]["get-counter"] = {}
+    figures = analysis.server_by_function(samples, 0, 2)
+    assert figures["inc-counter"]["responses_429"] == 10  # since the run's first sample, not stack start
+    assert figures["serve-page"]["service_ms"] == pytest.approx(10.0)
+    assert figures["get-counter"]["responses_429"] is None
+    series = analysis.server_series(samples)
+    assert series["functions"]["inc-counter"]["r429_per_s"] == [(1, 3.0), (2, 7.0)]
+
+
+def test_gcp_samples_without_store_figures():
+    samples = [{"time": 0.0, "source": "gcp-monitoring", "functions": {}, "store": {"published": None,
+                "stored": None, "backlog": None}}] * 2
+    figures = analysis.store_figures(samples, 0, 1)
+    assert figures["backlog_peak"] is None and figures["writes_per_s"] is None
+
+
+def test_percentile_table_orders_endpoints_and_puts_aggregated_last():
+    def row(kind, name, count):
+        return {"Type": kind, "Name": name, "Request Count": str(count), "Failure Count": "0",
+                "Average Response Time": "10", "50%": "9", "60%": "9", "70%": "10", "80%": "11", "90%": "12", "95%": "20"}
+    table = analysis.percentile_table([row("POST", "/inc-counter?visit_type=home", 3), row("", "Aggregated", 9),
+                                       row("GET", "/app?view=jobs", 3), row("GET", "/app?view=about", 3)])
+    assert [r["name"] for r in table] == ["/app?view=about", "/app?view=jobs", "/inc-counter?visit_type=home", "Aggregated"]
+    by_function = analysis.client_by_function(table)
+    assert by_function["serve-page"]["requests"] == 6 and by_function["inc-counter"]["p95_ms"] == 20

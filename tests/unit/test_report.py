@@ -1,0 +1,152 @@
+"""Report, verdict, README block, plots and comparison from a synthetic results folder."""
+import csv
+import json
+
+import pytest
+
+from visitkit import compare, plots, report
+
+PERCENTILES = ["50%", "60%", "70%", "80%", "90%", "95%", "99%", "100%"]
+
+
+def write_csv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def make_results(iteration_dir, name="breakpoint-20260101-000000", get_counter_p95=9000, started="2026-01-01T00:00:00",
+                 acked=None, stored=None):
+    acked = acked or {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
+    stored = stored if stored is not None else acked
+    results = iteration_dir / "results" / name
+    results.mkdir(parents=True)
+    before = {page: 5 for page in acked}
+    (results / "run.json").write_text(json.dumps({
+        "iteration": iteration_dir.name, "test": "breakpoint", "target": "local", "started": started,
+        "settings": {"shards_per_page": 2, "cache_ttl_seconds": 0, "functions": {}}, "before": before,
+        "notes": ["a note"]}))
+    (results / "ledger.json").write_text(json.dumps({"sent": acked, "acknowledged": acked, "rejected": {}}))
+    stats_header = ["Type", "Name", "Request Count", "Failure Count", "Median Response Time", "Average Response Time",
+                    "Min Response Time", "Max Response Time", "Average Content Size", "Requests/s", "Failures/s",
+                    *PERCENTILES]
+    rows = []
+    for page in acked:
+        rows.append(["GET", f"/app?view={page}", 10, 0, 60, 62, 50, 90, 100, 1, 0, 60, 61, 62, 65, 80, 130, 150, 160])
+        rows.append(["GET", f"/get-counter?visit_type={page}", 10, 2, 9000, 8000, 50, 10000, 30, 1, 0.2,
+                     9000, 9500, 10000, 10000, 10000, get_counter_p95, 10000, 10000])
+        rows.append(["POST", f"/inc-counter?visit_type={page}", 10, 0, 77, 80, 50, 120, 30, 1, 0, 77, 78, 79, 82, 90, 110, 115, 120])
+    rows.append(["", "Aggregated", 150, 10, 78, 2700, 50, 10000, 50, 3, 0.2, 78, 86, 310, 6000, 10000, 10000, 10000, 10000])
+    write_csv(results / "locust_stats.csv", stats_header, rows)
+    history_header = ["Timestamp", "User Count", "Type", "Name", "Requests/s", "Failures/s", *PERCENTILES,
+                      "Total Request Count", "Total Failure Count"]
+    history = []
+    for t in range(60):
+        users = min(t + 1, 50) if t < 55 else 0
+        history.append([1000 + t, users, "", "Aggregated", 0.7 * min(users, 30), 0.0, 20, 20, 20, 20, 20,
+                        50 + 10 * t, 60, 60, t * 3, 1 if t > 40 else 0])
+    write_csv(results / "locust_stats_history.csv", history_header, history)
+    write_csv(results / "locust_failures.csv", ["Method", "Name", "Error", "Occurrences"],
+              [["GET", "/get-counter?visit_type=home", "429", 10]])
+    samples = []
+    for t in range(70):
+        fn = {"instances": 2, "in_flight": 1, "queued": t % 5, "requests": t, "responses_2xx": t,
+              "responses_4xx": 0, "responses_429": t // 10, "responses_5xx": 0, "service_ms": 120.0,
+              "service_ms_p95": None, "queue_ms": 3000.0}
+        published, stored_so_far = 2 * min(t, 55), min(t, 60) * 2 * 55 // 60
+        samples.append({"time": 1000.0 + t, "source": "local-haproxy",
+                        "functions": {n: dict(fn) for n in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")},
+                        "store": {"published": published, "stored": stored_so_far, "backlog": published - stored_so_far}})
+    (results / "server-samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    after = {page: before[page] + stored[page] for page in acked}
+    (results / "convergence.jsonl").write_text(json.dumps({"time": 1070.0, "totals": after}) + "\n")
+    return results
+
+
+@pytest.fixture
+def iteration(tmp_path):
+    folder = tmp_path / "iterations" / "iteration-1"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("# It 1\n\n## Hypothesis\n\nA cache makes\nget-counter fast.\n\n"
+                                      "**Check:** `p95_ms.get-counter <= 0.5 x iteration-0`\n\n## More\n")
+    return folder
+
+
+def test_report_has_headline_table_and_consistent_visits(iteration):
+    results = make_results(iteration)
+    summary = report.write_report(results, iteration)
+    text = (results / "report.md").read_text()
+    assert text.index("## Headline") < text.index("## Response times per endpoint")
+    assert "| GET | /get-counter?visit_type=home | 10 | 2 | 9,000 | 9,500 | 10,000 | 10,000 | 10,000 | 9,000 |" in text
+    assert summary["visits"]["total"]["acknowledged"] == summary["visits"]["total"]["stored"] == 120
+    assert summary["headline"]["slowest_function"] == "get-counter"
+    assert summary["headline"]["first_failure_users"] == 42
+    assert summary["convergence"]["seconds_after_load"] == pytest.approx(16)  # load ends at 1054, polled at 1070
+    assert "a note" in text and json.loads((results / "summary.json").read_text())["test"] == "breakpoint"
+
+
+def test_verdict_compares_with_the_other_iterations_latest_run(iteration):
+    baseline = iteration.parent / "iteration-0"
+    baseline.mkdir()
+    report.write_report(make_results(baseline, get_counter_p95=9000), baseline)
+    summary = report.write_report(make_results(iteration, get_counter_p95=150), iteration)
+    assert summary["verdict"]["outcome"] == "supported"
+    assert summary["hypothesis"] == "A cache makes get-counter fast."
+    worse = report.write_report(make_results(iteration, "breakpoint-20260102-000000", get_counter_p95=8000,
+                                             started="2026-01-02T00:00:00"), iteration)
+    assert worse["verdict"]["outcome"] == "not supported"
+
+
+def test_verdict_is_undetermined_without_a_baseline(iteration):
+    summary = report.write_report(make_results(iteration), iteration)
+    assert summary["verdict"]["outcome"] == "undetermined"
+    assert "iteration-0" in summary["verdict"]["checks"][0]["detail"]
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("slowest_function == get-counter", True), ("slowest_function == inc-counter", False),
+    ("rps_peak > 10", True), ("rps_peak <= 10", False), ("missing_metric > 1", None)])
+def test_checks(expression, expected):
+    figures = {"slowest_function": "get-counter", "rps_peak": 12.0}
+    assert report.evaluate_check(expression, figures, lambda name: None)[0] is expected
+
+
+def test_readme_block_is_replaced_not_repeated(iteration):
+    readme = iteration / "README.md"
+    summary = report.write_report(make_results(iteration), iteration, update_iteration_readme=True)
+    report.write_report(make_results(iteration, "breakpoint-20260103-000000", started="2026-01-03T00:00:00"),
+                        iteration, update_iteration_readme=True)
+    text = readme.read_text()
+    assert text.count(report.LATEST_START) == 1 and "breakpoint-20260103-000000" in text
+    assert text.startswith("# It 1") and "## More" in text
+    assert summary["results_dir"] not in text
+
+
+def test_lost_visits_show_in_the_report(iteration):
+    acked = {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
+    results = make_results(iteration, acked=acked, stored={**acked, "home": 27})
+    summary = report.write_report(results, iteration)
+    assert summary["headline"]["visits.lost"] == 3
+    assert not summary["convergence"]["converged"]
+    assert "did **not** converge" in (results / "report.md").read_text()
+
+
+def test_plots_are_written(iteration):
+    results = make_results(iteration)
+    summary = report.write_report(results, iteration)
+    plots.write_plots(results, summary)
+    for name in ("load.png", "server.png"):
+        assert (results / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_puts_iterations_side_by_side(iteration):
+    baseline = iteration.parent / "iteration-0"
+    baseline.mkdir()
+    report.write_report(make_results(baseline, get_counter_p95=9000), baseline)
+    report.write_report(make_results(iteration, get_counter_p95=150), iteration)
+    table = compare.compare_table([baseline, iteration, iteration.parent / "iteration-9"])
+    header, _, *rows = table.splitlines()
+    assert header == "| figure | iteration-0 | iteration-1 | iteration-9 |"
+    row = next(r for r in rows if r.startswith("| get-counter p95"))
+    assert row == "| get-counter p95 (ms) | 9,000.0 | 150.0 | — |"

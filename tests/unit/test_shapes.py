@@ -1,0 +1,137 @@
+"""Tick sequences of the load shapes (no Locust run: ticks at chosen times)."""
+import pytest
+
+import shapes
+
+
+class FakeRunner:
+    def __init__(self):
+        self.user_count = 0
+        self.stats = type("Stats", (), {})()
+        self.stats.total = type("Total", (), {"num_requests": 0, "num_failures": 0})()
+
+
+def ticks(shape, seconds, runner=None):
+    """tick_at(t) for t = 0..seconds-1, following the users it asks for like Locust would."""
+    shape.runner = runner
+    out = []
+    for t in range(seconds):
+        tick = shape.tick_at(float(t))
+        out.append(tick)
+        if runner and tick:
+            runner.user_count = tick[0]
+    return out
+
+
+def test_breakpoint_adds_spawn_rate_users_per_second_until_its_duration_then_stops():
+    shape = shapes.make_shape("breakpoint", {"spawn_rate": "2", "duration_s": "5", "settle_s": "0"})
+    seq = ticks(shape, 8, FakeRunner())
+    assert [t[0] for t in seq[:5]] == [1, 2, 4, 6, 8]
+    assert seq[5] == (0, shapes.STOP_RATE)  # all users stopped first ...
+    assert seq[6] is None  # ... then the test ends
+
+
+def test_each_step_is_spawned_within_one_tick():
+    shape = shapes.make_shape("breakpoint", {"spawn_rate": "10"})
+    users, rate = shape.tick_at(3.0)
+    assert users == 30 and rate >= 2 * 30  # from 0 to 30 in half a second
+
+
+def test_step_s_changes_the_target_only_every_step():
+    shape = shapes.make_shape("breakpoint", {"step_s": "10"})
+    assert [shape.tick_at(float(t))[0] for t in (0, 5, 9, 10, 19, 20)] == [1, 1, 1, 10, 10, 20]
+
+
+def test_settle_keeps_zero_users_until_workers_report():
+    shape = shapes.make_shape("load", {"warmup_s": "1", "rampup_s": "1", "plateau_s": "1", "cleanup_s": "0",
+                                       "settle_s": "3"})
+    runner = FakeRunner()
+    seq = ticks(shape, 8, runner)
+    # t=3: the load is over, users are stopped; t=4..6: 0 users for settle_s; then the end
+    assert [t[0] if t else None for t in seq] == [7, 7, 40, 0, 0, 0, 0, None]
+
+
+def test_breakpoint_stop_rule_needs_a_full_window_of_failures():
+    shape = shapes.make_shape("breakpoint", {"stop_failure_ratio": "0.5", "stop_window_s": "3", "settle_s": "0"})
+    runner = FakeRunner()
+    shape.runner = runner
+    total = runner.stats.total
+    seq = []
+    for t in range(10):
+        # healthy for 4 s, then 90 % of the new requests fail
+        total.num_requests += 10
+        total.num_failures += 0 if t < 4 else 9
+        tick = shape.tick_at(float(t))
+        seq.append(tick)
+        runner.user_count = tick[0] if tick else 0
+    stopped_at = seq.index((0, shapes.STOP_RATE))
+    # t=4: 9 failures in the last 30 requests (0.3); t=5: 18 in 30 (0.6 > 0.5)
+    assert stopped_at == 5
+    assert all(t[0] > 0 for t in seq[:stopped_at])
+
+
+def test_breakpoint_keeps_going_while_failures_stay_below_the_ratio():
+    shape = shapes.make_shape("breakpoint", {"stop_failure_ratio": "0.5", "stop_window_s": "3"})
+    runner = FakeRunner()
+    shape.runner = runner
+    for t in range(20):
+        runner.stats.total.num_requests += 10
+        runner.stats.total.num_failures += 4
+        assert shape.tick_at(float(t))[0] > 0
+
+
+def test_endurance_ramps_at_spawn_rate_and_holds_each_stage():
+    shape = shapes.make_shape("endurance", {"spawn_rate": "2", "settle_s": "0"}, stages="4:3,2:2")
+    # 0 -> 4 users takes 2 s, hold 3 s (ends at 5); 4 -> 2 takes 1 s, hold 2 s (ends at 8)
+    assert shape.own_seconds() == 8
+    seq = ticks(shape, 10, FakeRunner())
+    assert [t[0] for t in seq[:8]] == [0, 2, 4, 4, 4, 4, 2, 2]
+    assert seq[8] == (0, shapes.STOP_RATE) and seq[9] is None
+
+
+def test_endurance_users_scale_shrinks_the_stages():
+    shape = shapes.make_shape("endurance", {"users_scale": "0.1"}, stages="300:10,650:10")
+    assert [stage[4] for stage in shape.schedule()] == [30, 65]
+
+
+def test_endurance_stages_file(tmp_path):
+    path = tmp_path / "stages.csv"
+    path.write_text("# comment\nusers,hold_s\n300,180\n650,120\n")
+    assert shapes.parse_stages(str(path)) == [(300, 180.0), (650, 120.0)]
+
+
+def test_study_stages_file_steps_around_the_breakpoint_in_about_22_minutes():
+    shape = shapes.make_shape("endurance", stages=str(shapes.Path(shapes.__file__).parent / "stages" / "endurance-study.csv"))
+    assert max(users for users, _ in shape.stages) == 650
+    assert 20 * 60 <= shape.own_seconds() <= 25 * 60
+
+
+def test_load_phases_warm_up_ramp_plateau_cleanup():
+    shape = shapes.LoadShape()
+    assert shape.users_at(10) == 7
+    assert shape.users_at(45) == pytest.approx(7 + 33 / 2)
+    assert shape.users_at(100) == 40
+    assert shape.users_at(185) == 0
+    assert shape.users_at(196) is None
+
+
+def test_spike_jumps_up_and_back_down():
+    shape = shapes.make_shape("spike", {"base_users": "10", "spike_users": "110", "spike_rate": "50",
+                                        "base_s": "10", "spike_s": "10", "recover_s": "10"})
+    assert [shape.users_at(t) for t in (5, 11, 12, 15, 21, 25, 31)] == [10, 60, 110, 110, 60, 10, None]
+
+
+def test_duration_caps_any_shape():
+    shape = shapes.make_shape("load", {"duration_s": "50"})
+    assert shape.planned_seconds() == 50
+    assert shape.tick_at(60.0) == (0, shapes.STOP_RATE)
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError):
+        shapes.make_shape("breakpoint", {"max_user": "3"})
+    with pytest.raises(ValueError):
+        shapes.make_shape("nope")
+    with pytest.raises(ValueError):
+        shapes.make_shape("load", stages="1:1")
+    assert shapes.parse_assignments("a=1, b=2.5") == {"a": "1", "b": "2.5"}
