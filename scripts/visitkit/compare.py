@@ -44,9 +44,18 @@ def cell(summary, key):
     return report.fmt(value, 2 if key == "extra_min_per_min" else 1)
 
 
+def column_name(path, summary):
+    """An iteration folder's name; for an exact run, its iteration and target, so a local and a
+    Google Cloud run of one iteration can stand side by side."""
+    path = Path(path)
+    if (path / "summary.json").exists():
+        return f"{path.parent.parent.name} ({summary['target']})"
+    return path.name
+
+
 def compare_table(paths, target="local", test=None):
-    summaries = [(Path(p).name if not (Path(p) / "summary.json").exists() else Path(p).parent.parent.name,
-                  find_summary(p, target, test)) for p in paths]
+    found = [(path, find_summary(path, target, test)) for path in paths]
+    summaries = [(column_name(path, summary), summary) for path, summary in found]
     lines = ["| figure | " + " | ".join(name for name, _ in summaries) + " |",
              "|---|" + "---:|" * len(summaries)]
     for key, label in ROWS:

@@ -185,9 +185,15 @@ class GcpTarget:
     def window_samples(self, start, end, results_dir, now=time.time, sleep=time.sleep):
         """The platform's per-minute samples for [start, end]; waits for ingestion first and saves
         each metric's series as results_dir/metrics/<metric>.csv."""
-        return monitoring.fetch_window(self.project, start, end, self.subscription, results_dir,
-                                       client=self._metrics_client,
-                                       ingestion_delay=self.ingestion_delay, now=now, sleep=sleep)
+        samples = monitoring.fetch_window(self.project, start, end, self.subscription, results_dir,
+                                          client=self._metrics_client,
+                                          ingestion_delay=self.ingestion_delay, now=now, sleep=sleep)
+        window_start = monitoring.aligned_window(start, end)[0]
+        if samples and samples[0]["time"] > window_start:
+            # The counters count from the window's start: saying so with a zero sample there lets
+            # the first minute's requests, 429s and stored visits count in the report's differences.
+            samples.insert(0, monitoring.window_start_sample(window_start))
+        return samples
 
     def close(self):
         if self._firestore is not None and hasattr(self._firestore, "close"):
@@ -220,8 +226,9 @@ def open_target(iteration_dir, project, region=None, destroy=False, infra_dir=IN
 
 
 def dry_run_plan(iteration_dir, project, region=None, test="breakpoint", destroy=False,
-                 infra_dir=INFRA_DIR):
-    """Every step `run-iteration --target gcp` would take, as lines to print; runs nothing."""
+                 infra_dir=INFRA_DIR, locust_command=None):
+    """Every step `run-iteration --target gcp` would take, as lines to print; runs nothing.
+    locust_command: the Locust command line the runner would run, shown under its step."""
     settings = load_settings(iteration_dir)
     commands = terraform_commands(iteration_dir, project, region, infra_dir)
     parallel = max(f.max_instances * f.concurrency for f in settings.functions.values())
@@ -239,12 +246,14 @@ def dry_run_plan(iteration_dir, project, region=None, test="breakpoint", destroy
         f"warm up: {WARM_ROUNDS} waves of {parallel} visits at once, then wait until Firestore "
         f"has stored them (up to {STORED_TIMEOUT_SECONDS} s)",
         f"run the Locust test '{test}' against <base_url>",
+        *([f"  $ {shlex.join(locust_command)}"] if locust_command else []),
         "measure convergence: read Firestore totals until they match the visits Locust recorded",
         f"wait {monitoring.DEFAULT_INGESTION_DELAY_SECONDS} s after the window for Monitoring "
         f"ingestion, then read (projects/{project}/timeSeries, 60 s alignment):",
     ]
     steps += [f"  - {name}: {request['filter']}" for name, request in requests.items()]
-    steps += ["write the report and results/metrics/<metric>.csv (same format as a local run)"]
+    steps += ["write the report (same format as a local run), results/metrics/<metric>.csv and "
+              "their plot, gcp-metrics.png"]
     if destroy:
         steps += ["tear down", f"  $ {shlex.join(commands['destroy'])}"]
     else:

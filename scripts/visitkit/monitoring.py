@@ -201,6 +201,14 @@ def empty_function():
             "service_ms": None, "service_ms_p95": None, "queue_ms": None}
 
 
+def window_start_sample(when):
+    """A sample at the window's start: counters at zero, gauges unknown."""
+    return {"time": when, "source": "gcp-monitoring",
+            "functions": {name: empty_function() for name in FUNCTIONS},
+            "store": {"published": 0, "stored": 0, "backlog": None, "oldest_unacked_s": None,
+                      "firestore_writes": 0}}
+
+
 def samples_from_rows(rows_by_query, service_names=None):
     """One sample per minute that has any data, cumulative counters from the window's start.
 

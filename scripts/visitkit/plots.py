@@ -1,12 +1,16 @@
-"""The report's PNGs: load.png (users, RPS, failures, p95) and server.png (backlog, writes/s,
-queued requests and 429s per function). x axis: seconds since the load started."""
+"""The report's PNGs: load.png (users, RPS, failures, p95), server.png (backlog, writes/s,
+queued requests and 429s per function) and, for a Google Cloud run, gcp-metrics.png (the
+platform's per-minute series from metrics/*.csv). x axis: seconds since the load started."""
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from visitkit import analysis  # noqa: E402
+from visitkit.monitoring import SERVICE_NAMES  # noqa: E402
 from visitkit.settings import FUNCTIONS  # noqa: E402
+
+CODE_CLASSES = {"2xx": "tab:green", "4xx (not 429)": "tab:orange", "429": "tab:red", "5xx": "black"}
 
 
 def _mark_load(axes, load_start, load_end):
@@ -63,7 +67,7 @@ def plot_server(samples, path, title, load_start, load_end):
     t = [x - start for x in series["time"]]
     fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
     axes[0].plot(t, series["backlog"], color="tab:brown")
-    axes[0].set_ylabel("backlog\n(published - stored)")
+    axes[0].set_ylabel("backlog\n(not yet stored)")
     for key, colour, label in (("published_per_s", "tab:blue", "published/s"), ("writes_per_s", "tab:green", "stored (Firestore writes)/s")):
         axes[1].plot([x - start for x, _ in series[key]], [v for _, v in series[key]], color=colour, label=label)
     axes[1].set_ylabel("visits/s")
@@ -80,6 +84,88 @@ def plot_server(samples, path, title, load_start, load_end):
     return True
 
 
+def _metric_rows(metrics_dir, name):
+    path = metrics_dir / f"{name}.csv"
+    return analysis.read_csv(path) if path.exists() else []
+
+
+def _per_minute(rows, key_of, value_of):
+    """{key: ([times], [values])} summing the rows that share a key and a minute; rows whose key is
+    None are left out."""
+    sums = {}
+    for row in rows:
+        key, value = key_of(row), value_of(row)
+        if key is not None and value is not None:
+            by_time = sums.setdefault(key, {})
+            by_time[float(row["time"])] = by_time.get(float(row["time"]), 0) + value
+    return {key: (sorted(by_time), [by_time[t] for t in sorted(by_time)]) for key, by_time in sorted(sums.items())}
+
+
+def _code_class(row):
+    code = int(row["response_code"])
+    return "429" if code == 429 else "4xx (not 429)" if code // 100 == 4 else f"{code // 100}xx"
+
+
+def _draw(ax, series, start, styles=None, **common):
+    """One line per key of a _per_minute result; 'no data' when there is none."""
+    for key, (times, values) in series.items():
+        ax.plot([t - start for t in times], values, marker=".", **common, **(styles or {}).get(key, {"label": key}))
+    if series:
+        ax.legend(loc="best", fontsize=7, ncol=2)
+    else:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="grey")
+
+
+def plot_gcp_metrics(metrics_dir, path, title, load_start, load_end):
+    """Cloud Monitoring's per-minute series (points at the end of their minute), one panel each:
+    latency p50/p95 per function, requests by code class, instances, the subscription's backlog and
+    oldest unacked message, Firestore writes. False when there is nothing to plot."""
+    from pathlib import Path
+
+    metrics_dir = Path(metrics_dir)
+    if not any(metrics_dir.glob("*.csv")):
+        return False
+    function_of = {service: name for name, service in SERVICE_NAMES.items()}
+    service = lambda row: function_of.get(row.get("service_name"))  # noqa: E731
+    value = lambda key: lambda row: analysis.number(row.get(key))  # noqa: E731
+    rows = {name: _metric_rows(metrics_dir, name) for name in (
+        "request_latencies", "request_count", "instance_count", "undelivered_messages", "oldest_unacked_age",
+        "firestore_writes")}
+    times = [float(r["time"]) for series in rows.values() for r in series]
+    start = load_start if load_start is not None else min(times, default=0)
+    colours = {name: f"C{i}" for i, name in enumerate(FUNCTIONS)}
+
+    fig, axes = plt.subplots(5, 1, figsize=(10, 11), sharex=True)
+    for key, line in (("p95", "-"), ("p50", ":")):
+        series = _per_minute(rows["request_latencies"], service, value(key))
+        _draw(axes[0], series, start, {name: {"label": f"{name} {key}", "color": colours[name]} for name in series},
+              linestyle=line)
+    axes[0].set_ylabel("latency in the\nfunction (ms)")
+    _draw(axes[1], _per_minute(rows["request_count"], _code_class, value("value")), start,
+          {cls: {"label": cls, "color": colour} for cls, colour in CODE_CLASSES.items()})
+    axes[1].set_ylabel("requests/min\n(all functions)")
+    series = _per_minute(rows["instance_count"], service, value("value"))
+    _draw(axes[2], series, start, {name: {"label": name, "color": colours[name]} for name in series})
+    axes[2].set_ylabel("instances\n(active + idle)")
+    backlog = _per_minute(rows["undelivered_messages"], lambda row: "undelivered messages", value("value"))
+    _draw(axes[3], backlog, start, {"undelivered messages": {"label": "undelivered messages", "color": "tab:brown"}})
+    axes[3].set_ylabel("undelivered\nmessages")
+    age_axis = axes[3].twinx()
+    age = _per_minute(rows["oldest_unacked_age"], lambda row: "oldest unacked", value("value"))
+    for times_, values in age.values():
+        age_axis.plot([t - start for t in times_], values, marker=".", color="tab:grey", linestyle="--",
+                      label="oldest unacked message (s, right)")
+        age_axis.legend(loc="lower right", fontsize=7)
+    age_axis.set_ylabel("oldest unacked (s)")
+    age_axis.set_ylim(bottom=0)
+    writes = _per_minute(rows["firestore_writes"], lambda row: "document writes", value("value"))
+    _draw(axes[4], writes, start, {"document writes": {"label": "document writes", "color": "tab:green"}})
+    axes[4].set_ylabel("Firestore\nwrites/min")
+    _mark_load(axes, start, load_end)
+    _finish(fig, axes, path, f"{title}: Cloud Monitoring, per minute")
+    return True
+
+
 def write_plots(results_dir, summary):
     from pathlib import Path
 
@@ -89,3 +175,5 @@ def write_plots(results_dir, summary):
     plot_load(history, results_dir / "load.png", title, summary.get("breakpoint"))
     samples = analysis.read_jsonl(results_dir / "server-samples.jsonl")
     plot_server(samples, results_dir / "server.png", title, summary["load"]["start"], summary["load"]["end"])
+    plot_gcp_metrics(results_dir / "metrics", results_dir / "gcp-metrics.png", title, summary["load"]["start"],
+                     summary["load"]["end"])

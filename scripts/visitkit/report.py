@@ -2,7 +2,7 @@
 
 Everything is computed from the folder's own files, so a report can be rebuilt later:
 run.json, ledger.json, locust_stats.csv, locust_stats_history.csv, locust_failures.csv,
-server-samples.jsonl, convergence.jsonl.
+server-samples.jsonl, convergence.jsonl (and, for a Google Cloud run, metrics/*.csv).
 """
 import json
 import operator
@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from visitkit import analysis
+from visitkit.monitoring import QUERIES
 from visitkit.settings import FUNCTIONS, PAGES
 
 LATEST_START = "<!-- latest-local-results:start (written by scripts/run-iteration) -->"
@@ -54,11 +55,37 @@ def summarize(results_dir):
         "failures": failures[:10],
         "notes": run.get("notes", []),
         "server_source": samples[0].get("source") if samples else None,
+        "metrics_files": sorted(path.name for path in (results_dir / "metrics").glob("*.csv")),
     }
+    summary["platform"] = (platform_figures(samples) if summary["server_source"] == "gcp-monitoring"
+                           else None)
     load = summary["load"]
     load["failure_ratio"] = load["failures"] / load["requests"] if load["requests"] else None
     summary["headline"] = headline(summary)
     return summary
+
+
+def platform_figures(samples):
+    """Cloud Monitoring's figures over the whole window (load and convergence): per function the
+    requests, 429s and 5xx that reached it, its worst minute's p50 and p95 and its most instances;
+    the subscription's and Firestore's peaks. Counters in the samples count from the window's start."""
+    def values(get):
+        return [v for v in (get(sample) for sample in samples) if v is not None]
+
+    functions = {}
+    for name in FUNCTIONS:
+        functions[name] = {key: analysis.fn_field(name, key)(samples[-1])
+                           for key in ("requests", "responses_429", "responses_5xx")}
+        for key, field in (("p50_ms_max", "service_ms"), ("p95_ms_max", "service_ms_p95"),
+                           ("instances_max", "instances")):
+            functions[name][key] = max(values(analysis.fn_field(name, field)), default=None)
+    writes = [rate for _, rate in analysis.counter_rate(samples, analysis.store_field("firestore_writes"))
+              if rate is not None]
+    return {"functions": functions,
+            "undelivered_peak": max(values(analysis.store_field("backlog")), default=None),
+            "oldest_unacked_peak_s": max(values(analysis.store_field("oldest_unacked_s")), default=None),
+            "firestore_writes": analysis.store_field("firestore_writes")(samples[-1]),
+            "firestore_writes_peak_per_min": max(writes) * 60 if writes else None}
 
 
 def headline(summary):
@@ -214,8 +241,9 @@ def render(summary, verdict_result=None, hypothesis=None):
                      + " | ".join(ms(row[p]) for p in analysis.STUDY_PERCENTILES) + " |")
 
     lines += ["", "## Client side vs server side, per function", "",
-              "Client: as Locust saw it (worst page's p50/p95). Server: time in the function (mean), and time "
-              "waiting in the platform's queue for a free instance; the gap is the queue the study suspected.", "",
+              "Client: as Locust saw it (worst page's p50/p95). Server: time in the function (local: HAProxy's mean; "
+              "Google Cloud: the platform's p50), and time waiting in the platform's queue for a free instance "
+              "(local only); the gap is the queue the study suspected.", "",
               "| Function | client mean | client p50 | client p95 | server service | server queue | most queued | 429s | client failures |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in FUNCTIONS:
@@ -223,6 +251,8 @@ def render(summary, verdict_result=None, hypothesis=None):
         lines.append(f"| {name} | {ms(c.get('mean_ms'))} | {ms(c.get('p50_ms'))} | {ms(c.get('p95_ms'))} | "
                      f"{ms(sv.get('service_ms'))} | {ms(sv.get('queue_ms'))} | {fmt(sv.get('max_queued'), 0)} | "
                      f"{fmt(sv.get('responses_429'), 0)} | {fmt(c.get('failures'), 0) if c else 'n/a'} |")
+
+    lines += platform_section(s)
 
     lines += ["", "## Visits: acknowledged vs stored", "",
               "| Page | sent | acknowledged (2xx) | rejected | no answer | stored | lost | duplicated |",
@@ -252,6 +282,35 @@ def render(summary, verdict_result=None, hypothesis=None):
     lines += ["- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "
               "server-samples.jsonl, convergence.jsonl, summary.json, locust.log"]
     return "\n".join(lines) + "\n"
+
+
+def platform_section(s):
+    """The Google Cloud metrics section: the plot of metrics/*.csv and the platform's figures."""
+    if not s.get("metrics_files"):
+        return []
+    lines = ["", "## Google Cloud metrics", "",
+             "Cloud Monitoring's own figures, per minute, over the load and the convergence wait. Latency is "
+             "the time spent in the function, without the queue in front of busy instances; requests are those "
+             "that reached an instance, so 429s refused at the maximum instance count may be missing "
+             "(Locust's count is the reference).", "",
+             f"![latency p50/p95, requests by code class, instances, backlog, Firestore writes](gcp-metrics.png)", ""]
+    platform = s.get("platform")
+    if platform:
+        lines += ["| Function | requests | 429s | 5xx | p50, worst minute (ms) | p95, worst minute (ms) | most instances |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, f in platform["functions"].items():
+            lines.append(f"| {name} | {fmt(f['requests'], 0)} | {fmt(f['responses_429'], 0)} | "
+                         f"{fmt(f['responses_5xx'], 0)} | {ms(f['p50_ms_max'])} | {ms(f['p95_ms_max'])} | "
+                         f"{fmt(f['instances_max'], 0)} |")
+        lines += ["", f"- Subscription: undelivered messages peak {fmt(platform['undelivered_peak'], 0)}, "
+                      f"oldest unacked message peak {fmt(platform['oldest_unacked_peak_s'], 0)} s",
+                  f"- Firestore document writes: {fmt(platform['firestore_writes'], 0)} "
+                  f"(peak {fmt(platform['firestore_writes_peak_per_min'], 0)}/min; two per stored visit: "
+                  "the shard and the dedup marker)", ""]
+    metric_types = {query.name: query.metric_type for query in QUERIES}
+    lines.append("Series: " + ", ".join(
+        f"`metrics/{name}` ({metric_types.get(Path(name).stem, '?')})" for name in s["metrics_files"]))
+    return lines
 
 
 def latest_block(summary, verdict_result):

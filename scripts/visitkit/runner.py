@@ -5,6 +5,7 @@
 """
 import datetime
 import json
+import shlex
 import socket
 import subprocess
 import sys
@@ -113,6 +114,70 @@ def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1
             time.sleep(interval)
 
 
+def target_kind(target_spec):
+    return target_spec if target_spec in ("local", "gcp") else "url"
+
+
+def load_shape(test, duration, shape_set, stages, target_spec):
+    """(load seconds or None, Locust --shape-set, endurance stages) for a run."""
+    seconds = parse_duration(duration)
+    if seconds is None and test == "breakpoint":
+        seconds = DEFAULT_BREAKPOINT_SECONDS
+    # "k=v,k=v" as locust/shapes.py reads it; a later key wins, so --duration beats duration_s
+    shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}" if seconds is not None else ""]))
+    if test == "endurance" and not stages:
+        stages = STAGES["local" if target_spec == "local" else "remote"]
+    return seconds, shape_set, stages
+
+
+def convergence_wait_text(convergence_timeout):
+    if convergence_timeout is not None:
+        return f"up to {convergence_timeout:g} s"
+    return "up to 3 x the load's length, at least 120 s"
+
+
+def dry_run_plan(iteration_dir, test, duration=None, target_spec="local", processes=None, shape_set=None,
+                 stages=None, convergence_timeout=None, queue_timeout=10.0, keep_up=False, project=None,
+                 region=None, destroy=False):
+    """What run_iteration would do, as lines to print; starts, writes and contacts nothing."""
+    iteration_dir = Path(iteration_dir).resolve()
+    settings = load_settings(iteration_dir)
+    _, shape_set, stages = load_shape(test, duration, shape_set, stages, target_spec)
+    results_dir = iteration_dir / "results" / f"{test}-<timestamp>"
+    is_url = target_spec.startswith(("http://", "https://"))
+    base_url = target_spec.rstrip("/") if is_url else "<base_url>"  # the others' is known once started
+    command = locust_command(base_url, test, results_dir, shape_set, stages, processes)
+    locust_line = f"  $ {shlex.join(command)}"
+    if target_spec == "gcp":
+        from visitkit import gcp
+
+        if not project:
+            raise SystemExit("--target gcp needs --project")
+        return [f"results: {results_dir}"] + gcp.dry_run_plan(
+            iteration_dir, project, region, test=test, destroy=destroy, locust_command=command)
+    local = target_spec == "local"
+    if local:
+        instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
+        start = [f"start the local stack with {settings.source}: Firestore and Pub/Sub emulators, HAProxy "
+                 f"({queue_timeout:g} s queue before a 429), function instances x concurrency: {instances}; "
+                 "<base_url> is its HAProxy on a free port",
+                 "read totals before the load from the Firestore emulator"]
+        totals, end = "the Firestore emulator", ["leave the stack running" if keep_up else "stop the stack"]
+    elif is_url:
+        start = [f"use the deployed system at {base_url}",
+                 f"read totals before the load through {base_url}/get-counter"]
+        totals, end = "get-counter (its cache delays them by up to one TTL)", []
+    else:
+        raise SystemExit(f"--target must be local, gcp or a base URL, not {target_spec!r}")
+    return [f"results: {results_dir}", *start,
+            f"run the Locust test '{test}' against {base_url}", locust_line,
+            f"measure convergence: read totals from {totals} until they match the visits Locust recorded "
+            f"({convergence_wait_text(convergence_timeout)})",
+            "write report.md, summary.json and the plots"
+            + (" and update the iteration README's latest-results block" if local else ""),
+            *end]
+
+
 def run_iteration(iteration_dir, test, duration=None, target_spec="local", processes=None, shape_set=None,
                   stages=None, convergence_timeout=None, keep_up=False, queue_timeout=10.0, project=None,
                   region=None, destroy=False, log=print):
@@ -121,17 +186,10 @@ def run_iteration(iteration_dir, test, duration=None, target_spec="local", proce
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     results_dir = iteration_dir / "results" / f"{test}-{stamp}"
     results_dir.mkdir(parents=True)
+    seconds, shape_set, stages = load_shape(test, duration, shape_set, stages, target_spec)
 
-    seconds = parse_duration(duration)
-    if seconds is None and test == "breakpoint":
-        seconds = DEFAULT_BREAKPOINT_SECONDS
-    # "k=v,k=v" as locust/shapes.py reads it; a later key wins, so --duration beats duration_s
-    shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}" if seconds is not None else ""]))
-    if test == "endurance" and not stages:
-        stages = STAGES["local" if target_spec == "local" else "remote"]
-
-    run = {"iteration": iteration_dir.name, "test": test, "target": "local" if target_spec == "local" else
-           ("gcp" if target_spec == "gcp" else "url"), "started": datetime.datetime.now().isoformat(timespec="seconds"),
+    run = {"iteration": iteration_dir.name, "test": test, "target": target_kind(target_spec),
+           "started": datetime.datetime.now().isoformat(timespec="seconds"),
            "settings": json.loads(Path(settings.source).read_text()),
            "shape": f"{test} {shape_set}"
            + (f", stages from {Path(stages).name if Path(str(stages)).exists() else stages}" if stages else "")
@@ -179,7 +237,13 @@ def run_iteration(iteration_dir, test, duration=None, target_spec="local", proce
         if sampler.errors:
             run["notes"].append(f"{sampler.errors} server samples failed (gaps in server-samples.jsonl).")
         if hasattr(target, "window_samples"):  # platforms whose figures arrive after the fact
-            samples = target.window_samples(load_started, time.time(), results_dir)
+            # the window spans the load and the convergence wait, so the backlog's drain is in it
+            log("reading the platform's metrics for the test window (after its ingestion delay) ...")
+            try:
+                samples = target.window_samples(load_started, time.time(), results_dir)
+            except Exception as error:  # e.g. no monitoring.viewer role: keep the client-side report
+                samples = []
+                run["notes"].append(f"The platform's metrics could not be read: {error!r}")
             with open(results_dir / "server-samples.jsonl", "w") as out:
                 out.writelines(json.dumps(s) + "\n" for s in samples)
         (results_dir / "run.json").write_text(json.dumps(run, indent=2))

@@ -1,0 +1,109 @@
+"""A Google Cloud run's report, offline: the results folder gets its server samples and metrics/*.csv
+from the saved Cloud Monitoring responses (tests/fixtures/monitoring, through the GCP target and a
+fake client), its Locust files as a local run's; then the report, the plots and the comparison."""
+import csv
+import json
+
+import pytest
+
+from test_monitoring import MINUTE, SUBSCRIPTION, T0, FakeMetricClient
+from test_report import make_results
+from visitkit import compare, gcp, plots, report
+
+PNG = b"\x89PNG\r\n\x1a\n"
+LOAD_OFFSET = T0 + 30 - 1000  # make_results' load runs from 1000 to 1054: move it to T0+30..T0+84
+
+
+def shift_times(results, offset):
+    """Moves make_results' Locust history and convergence polls by `offset` seconds."""
+    path = results / "locust_stats_history.csv"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    for row in rows[1:]:
+        row[0] = str(int(row[0]) + offset)
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    polls = [json.loads(line) for line in (results / "convergence.jsonl").read_text().splitlines()]
+    (results / "convergence.jsonl").write_text(
+        "".join(json.dumps({**poll, "time": poll["time"] + offset}) + "\n" for poll in polls))
+
+
+def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="2026-01-05T00:00:00"):
+    results = make_results(iteration_dir, name, started=started)
+    run = json.loads((results / "run.json").read_text())
+    (results / "run.json").write_text(json.dumps({**run, "target": "gcp"}))
+    shift_times(results, LOAD_OFFSET)
+    outputs = {"base_url": "https://example.invalid", "subscription_name": SUBSCRIPTION}
+    target = gcp.GcpTarget(outputs, "visit-counter-test", {}, metrics_client=FakeMetricClient(),
+                           ingestion_delay=0)
+    samples = target.window_samples(T0 + 25, T0 + 3 * MINUTE - 10, results, now=lambda: T0 + 10 * MINUTE,
+                                    sleep=pytest.fail)
+    (results / "server-samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return results
+
+
+@pytest.fixture
+def iteration(tmp_path):
+    folder = tmp_path / "iterations" / "iteration-1"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def test_window_samples_start_with_zero_counters_at_the_window_start(iteration):
+    samples = [json.loads(line) for line in
+               (make_gcp_results(iteration) / "server-samples.jsonl").read_text().splitlines()]
+    assert [s["time"] for s in samples] == [T0, T0 + MINUTE, T0 + 2 * MINUTE, T0 + 3 * MINUTE]
+    assert samples[0]["functions"]["inc-counter"]["requests"] == 0
+    assert samples[0]["store"]["backlog"] is None
+
+
+def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
+    results = make_gcp_results(iteration)
+    summary = report.write_report(results, iteration)
+    plots.write_plots(results, summary)
+    text = (results / "report.md").read_text()
+    assert text.startswith("# iteration-1: breakpoint test (gcp)")
+    section = text.split("## Google Cloud metrics", 1)[1].split("\n## ", 1)[0]
+    assert "![latency p50/p95, requests by code class, instances, backlog, Firestore writes](gcp-metrics.png)" in section
+    # per function over the window: requests, 429s, 5xx, worst minute's p50 and p95, most instances
+    assert "| inc-counter | 5,155 | 480 | 3 | 192 | 3,072 | 2 |" in section
+    assert "undelivered messages peak 3,035, oldest unacked message peak 212 s" in section
+    assert "Firestore document writes: 3,270 (peak 1,120/min" in section
+    for name in ("request_count", "request_latencies", "instance_count", "undelivered_messages",
+                 "oldest_unacked_age", "firestore_writes"):
+        assert f"`metrics/{name}.csv`" in section
+    assert "Server figures: gcp-monitoring" in text
+    assert summary["server"]["inc-counter"]["responses_429"] == 480
+    # the load (T0+30 to T0+84) holds one minute's end, T0+60: its rate needs the zero sample at T0
+    assert summary["store"]["published_per_s"] == pytest.approx(1450 / 60)
+    for name in ("load.png", "server.png", "gcp-metrics.png"):
+        assert (results / name).read_bytes()[:8] == PNG
+
+
+def test_local_report_has_no_google_cloud_section(iteration):
+    results = make_results(iteration)
+    summary = report.write_report(results, iteration)
+    plots.write_plots(results, summary)
+    assert "## Google Cloud metrics" not in (results / "report.md").read_text()
+    assert summary["platform"] is None
+    assert not (results / "gcp-metrics.png").exists()
+
+
+def test_gcp_metrics_plot_needs_metrics(tmp_path):
+    assert plots.plot_gcp_metrics(tmp_path / "metrics", tmp_path / "gcp-metrics.png", "t", None, None) is False
+    assert not (tmp_path / "gcp-metrics.png").exists()
+
+
+def test_compare_puts_a_gcp_run_beside_a_local_one(iteration):
+    local = make_results(iteration)
+    report.write_report(local, iteration)
+    cloud = make_gcp_results(iteration)
+    report.write_report(cloud, iteration)
+    header, _, *rows = compare.compare_table([local, cloud]).splitlines()
+    assert header == "| figure | iteration-1 (local) | iteration-1 (gcp) |"
+    assert "| run | breakpoint 20260101-000000 | breakpoint 20260105-000000 |" in rows
+    backlog = next(r for r in rows if r.startswith("| backlog peak"))
+    assert backlog.endswith("| 3,035 |")
+    # an iteration folder gives its latest run for the target asked for
+    header, _, *rows = compare.compare_table([iteration], target="gcp").splitlines()
+    assert "| run | breakpoint 20260105-000000 |" in rows

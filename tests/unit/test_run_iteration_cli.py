@@ -1,0 +1,106 @@
+"""`scripts/run-iteration ... --dry-run`, run for real as a subprocess: it prints the plan and
+touches nothing. A fake `terraform` and `gcloud` first on PATH record any call, and the Google
+credentials point nowhere, so a run that tried to deploy or read Google Cloud would show."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "run-iteration"
+INFRA = ROOT / "infra"
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A copy of iteration 1 and an environment whose terraform/gcloud only leave a trace."""
+    iteration = tmp_path / "iterations" / "iteration-1"
+    iteration.mkdir(parents=True)
+    shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
+    bin_dir, trace = tmp_path / "bin", tmp_path / "called"
+    bin_dir.mkdir()
+    for tool in ("terraform", "gcloud"):
+        fake = bin_dir / tool
+        fake.write_text(f"#!/bin/sh\necho {tool} \"$@\" >> '{trace}'\nexit 1\n")
+        fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "no-such-credentials.json"),
+           "GOOGLE_CLOUD_PROJECT": "", "CLOUDSDK_CORE_PROJECT": ""}
+    return iteration, env, trace
+
+
+def dry_run(iteration, env, *args):
+    result = subprocess.run([sys.executable, str(SCRIPT), str(iteration), "--test", "breakpoint", *args,
+                             "--dry-run"], env=env, capture_output=True, text=True, timeout=60)
+    return result
+
+
+def command_lines(plan):
+    return [line.strip()[2:] for line in plan.splitlines() if line.strip().startswith("$ ")]
+
+
+def test_gcp_dry_run_prints_the_plan_and_touches_nothing(sandbox):
+    iteration, env, trace = sandbox
+    result = dry_run(iteration, env, "--target", "gcp", "--project", "demo-p", "--region", "us-central1",
+                     "--duration", "90s")
+    assert result.returncode == 0, result.stderr
+    commands = command_lines(result.stdout)
+    [apply] = [c for c in commands if c.startswith("terraform") and " apply " in c]
+    # terraform runs in infra/ and reads this iteration's settings file
+    var_file = next(arg for arg in apply.split() if arg.startswith("-var-file="))[len("-var-file="):]
+    assert (INFRA / var_file).resolve() == (iteration / "settings.tfvars.json").resolve()
+    assert "-var=project_id=demo-p" in apply and "-var=region=us-central1" in apply
+    [locust] = [c for c in commands if " -m locust " in c]
+    assert "--host '<base_url>'" in locust and "--shape breakpoint" in locust
+    assert "duration_s=90" in locust
+    text = result.stdout
+    for metric in ("run.googleapis.com/request_latencies", "run.googleapis.com/request_count",
+                   "run.googleapis.com/container/instance_count",
+                   "pubsub.googleapis.com/subscription/num_undelivered_messages",
+                   "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
+                   "firestore.googleapis.com/document/write_count"):
+        assert metric in text
+    assert text.index(apply) < text.index(locust) < text.index("request_latencies")
+    # without --destroy, destroy is only suggested, never a step
+    assert not any(" destroy " in c for c in commands)
+    assert "clean up later" in text
+    assert not trace.exists()
+    assert not (iteration / "results").exists()
+
+
+def test_gcp_dry_run_with_destroy_ends_with_terraform_destroy(sandbox):
+    iteration, env, trace = sandbox
+    result = dry_run(iteration, env, "--target", "gcp", "--project", "demo-p", "--destroy")
+    assert result.returncode == 0, result.stderr
+    commands = command_lines(result.stdout)
+    assert commands[-1].startswith("terraform") and " destroy " in commands[-1]
+    assert "-var=project_id=demo-p" in commands[-1]
+    assert not trace.exists() and not (iteration / "results").exists()
+
+
+def test_gcp_dry_run_needs_a_project(sandbox):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, "--target", "gcp")
+    assert result.returncode != 0 and "--project" in result.stderr
+
+
+def test_local_dry_run_names_the_stack_and_the_locust_command(sandbox):
+    iteration, env, trace = sandbox
+    result = dry_run(iteration, env)
+    assert result.returncode == 0, result.stderr
+    assert "start the local stack" in result.stdout
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    assert "--shape breakpoint" in locust
+    assert not (iteration / "results").exists()
+
+
+def test_url_dry_run_aims_locust_at_the_url(sandbox):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, "--target", "https://example.invalid/")
+    assert result.returncode == 0, result.stderr
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    assert "--host https://example.invalid " in locust
+    assert not (iteration / "results").exists()
