@@ -100,6 +100,15 @@ def rolling_mean(values, window):
     return out
 
 
+def without_final_stop(loaded):
+    """The samples before users start leaving for good at the end of the test: while they stop,
+    the figures describe the stopping (requests cut short), not the load."""
+    end = len(loaded)
+    while end > 1 and loaded[end - 1]["users"] < loaded[end - 2]["users"]:
+        end -= 1
+    return loaded[:end]
+
+
 def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
     """Where the system stops keeping up, from the aggregated history.
 
@@ -108,7 +117,7 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
     dated back to where RPS reached the level it then stayed at: RPS stopped growing with users. first_failure: first second with a failed request.
     p95 ceiling: the highest p95, and when p95 first got within 5 % of it.
     """
-    loaded = [s for s in series if s["users"] > 0]
+    loaded = without_final_stop([s for s in series if s["users"] > 0])
     result = {"knee": None, "first_failure": None, "peak_rps": None, "p95_ceiling": None,
               "healthy_rps_per_user": None}
     if not loaded:

@@ -143,3 +143,13 @@ def test_percentile_table_orders_endpoints_and_puts_aggregated_last():
     assert [r["name"] for r in table] == ["/app?view=about", "/app?view=jobs", "/inc-counter?visit_type=home", "Aggregated"]
     by_function = analysis.client_by_function(table)
     assert by_function["serve-page"]["requests"] == 6 and by_function["inc-counter"]["p95_ms"] == 20
+
+
+def test_the_final_stop_is_not_part_of_the_load():
+    # 150 users, then they leave in 10 s; while they leave, p95 jumps (requests cut short)
+    rows = history([(u, 0.7 * u) for u in range(1, 151)] + [(150 - 15 * i, 10.0) for i in range(1, 10)])
+    for row in rows[150:]:
+        row["p95_ms"] = 99_999.0
+    result = analysis.find_breakpoint(rows)
+    assert result["p95_ceiling"]["p95_ms"] == 50.0 + 100 * (150 - 100)
+    assert result["peak_rps"]["users"] == 150
