@@ -4,6 +4,7 @@ The page itself registers its visit (POST to inc-counter) and shows its total (f
 so this function needs no access to Firestore or Pub/Sub. The sibling functions' URLs are
 settings: relative paths work wherever one host routes all three, as the Cloud Functions URL does.
 """
+import functools
 import html
 import json
 import os
@@ -41,6 +42,7 @@ CONTENT = {
 NAVIGATION = ("home", "jobs", "about", "about_offices", "about_legals")
 
 
+@functools.cache  # a page's HTML never changes while the process lives
 def render(view):
     label, heading, paragraphs = CONTENT[view]
     nav = "\n".join(

@@ -93,6 +93,7 @@ class LocalStack:
         self.state_dir = Path(state_dir).resolve()
         self.state_file = self.state_dir / "state.json"
         self.logs = self.state_dir / "logs"
+        self._client = None  # a Firestore client for totals(), made once the stack is up
 
     # ---- state -------------------------------------------------------------------------
     def state(self):
@@ -155,6 +156,7 @@ class LocalStack:
             while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
         self.state_file.unlink(missing_ok=True)
+        self._client = None
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
@@ -268,7 +270,9 @@ class LocalStack:
 
     def totals(self, client=None):
         """Stored visits per page, summed straight from the shards in the Firestore emulator."""
-        client = client or self.firestore()
+        if client is None:
+            self._client = self._client or self.firestore()
+            client = self._client
         totals = {}
         for page in PAGES:
             shards = client.collection("counters").document(page).collection("shards")
