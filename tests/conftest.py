@@ -1,4 +1,5 @@
 """Fixtures shared by the tests: a local stack on free ports, with its own state folder."""
+import contextlib
 import json
 import os
 
@@ -11,6 +12,7 @@ import locust  # noqa: E402,F401
 
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
+from visitkit.settings import FUNCTIONS  # noqa: E402
 from visitkit.stack import LocalStack  # noqa: E402
 
 ITERATION_0 = "iterations/iteration-0/settings.tfvars.json"
@@ -20,15 +22,24 @@ def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):
     path.write_text(json.dumps({
         "shards_per_page": shards, "cache_ttl_seconds": ttl,
         "functions": {name: {"max_instances": instances, "concurrency": concurrency}
-                      for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")},
+                      for name in FUNCTIONS},
     }))
     return path
+
+
+@contextlib.contextmanager
+def running_stack(state_dir, settings=ITERATION_0, **options):
+    """A local stack on free ports, stopped again whatever the tests did to it."""
+    local = LocalStack(state_dir)
+    local.up(settings, port=0, **options)
+    try:
+        yield local
+    finally:
+        local.down()
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory):
     """The local stack with iteration 0's settings, shared by the tests that only read deltas."""
-    local = LocalStack(tmp_path_factory.mktemp("stack"))
-    local.up(ITERATION_0, port=0)
-    yield local
-    local.down()
+    with running_stack(tmp_path_factory.mktemp("stack")) as local:
+        yield local

@@ -8,10 +8,10 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import ITERATION_0
+from conftest import running_stack
 from helpers import call, function_server, push_body, wait_for
 
-from visitkit.stack import LocalStack, free_port
+from visitkit.stack import free_port
 
 CLOSED = f"127.0.0.1:{free_port()}"  # nothing listens here: the emulator is down
 
@@ -38,10 +38,9 @@ def test_store_inc_counter_fails_so_pubsub_retries_when_firestore_is_down():
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    local = LocalStack(tmp_path_factory.mktemp("failures"))
-    local.up(ITERATION_0, port=0)
-    yield local
-    local.down()
+    """A stack of this module's own: its tests freeze Firestore and kill instances."""
+    with running_stack(tmp_path_factory.mktemp("failures")) as local:
+        yield local
 
 
 def post_visits(base_url, page, count, threads=8):

@@ -7,10 +7,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import write_settings
+from conftest import running_stack, write_settings
 from helpers import call, wait_for
 
-from visitkit.stack import LocalStack, group_alive, port_is_open
+from visitkit.stack import group_alive, port_is_open
 
 QUEUE_TIMEOUT = 1.0
 CACHE_TTL = 5
@@ -19,11 +19,9 @@ CACHE_TTL = 5
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
     folder = tmp_path_factory.mktemp("limited")
-    local = LocalStack(folder / "state")
-    local.up(write_settings(folder / "settings.json", ttl=CACHE_TTL, instances=1), port=0,
-             queue_timeout=QUEUE_TIMEOUT)
-    yield local
-    local.down()
+    settings = write_settings(folder / "settings.json", ttl=CACHE_TTL, instances=1)
+    with running_stack(folder / "state", settings, queue_timeout=QUEUE_TIMEOUT) as local:
+        yield local
 
 
 def hold_instance(base_url, path):
