@@ -4,10 +4,14 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 
 import flask
 
-PAGES = ("home", "jobs", "about", "about_legals", "about_offices")
+# The one list of pages and Firestore names, shared with Terraform and the kit (deployed beside this file).
+CATALOGUE = json.loads((Path(__file__).parent / "catalogue.json").read_text())
+PAGES = tuple(CATALOGUE["pages"])
+FIRESTORE = CATALOGUE["firestore"]
 PAGE_NAME = re.compile(r"^[a-z_]{1,32}$")
 # None of the endpoints takes a body; anything larger than this is a mistake or abuse.
 MAX_BODY_BYTES = 1024
@@ -27,6 +31,11 @@ def firestore_client():
     from google.cloud import firestore
 
     return firestore.Client(project=project_id())
+
+
+def shards_of(page):
+    """The collection of a page's counter shards."""
+    return firestore_client().collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
 
 
 def log(severity, message, **fields):

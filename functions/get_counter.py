@@ -11,7 +11,7 @@ import functions_framework
 from google.api_core import exceptions as google_errors
 from google.api_core.retry import Retry
 
-from common import check_request, env_int, error_reply, firestore_client, json_reply, log, page_from
+from common import FIRESTORE, check_request, env_int, error_reply, json_reply, log, page_from, shards_of
 
 CACHE_TTL_SECONDS = env_int("CACHE_TTL_SECONDS", 0)
 READ_TIMEOUT_SECONDS = 10
@@ -21,14 +21,10 @@ _cache = {}  # page -> (count, monotonic time it expires)
 _locks = collections.defaultdict(threading.Lock)
 
 
-def shards_of(page):
-    return firestore_client().collection("counters").document(page).collection("shards")
-
-
 def read_total(page):
     """The page's stored visits: the sum of its shards (0 for a page never visited)."""
     # An explicit retry deadline: the default one retries an unreachable Firestore for minutes.
-    result = shards_of(page).sum("count", alias="total").get(
+    result = shards_of(page).sum(FIRESTORE["count_field"], alias="total").get(
         timeout=READ_TIMEOUT_SECONDS, retry=Retry(timeout=READ_TIMEOUT_SECONDS))
     return int(result[0][0].value or 0) if result else 0
 

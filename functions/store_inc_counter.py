@@ -17,7 +17,7 @@ from google.api_core import exceptions as google_errors
 from google.api_core.retry import Retry
 from google.cloud import firestore
 
-from common import PAGES, env_int, firestore_client, log
+from common import FIRESTORE, PAGES, env_int, firestore_client, log, shards_of
 
 SHARDS_PER_PAGE = env_int("SHARDS_PER_PAGE", 2)
 MARKER_TTL_DAYS = env_int("MARKER_TTL_DAYS", 7)
@@ -44,10 +44,9 @@ def count_visit(page, message_id, shard):
     db = firestore_client()
     expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=MARKER_TTL_DAYS)
     batch = db.batch()
-    batch.create(db.collection("processed_messages").document(marker_id(message_id)),
-                 {"visit_type": page, "expire_at": expire_at})
-    batch.set(db.collection("counters").document(page).collection("shards").document(str(shard)),
-              {"count": firestore.Increment(1)}, merge=True)
+    batch.create(db.collection(FIRESTORE["markers"]).document(marker_id(message_id)),
+                 {"visit_type": page, FIRESTORE["marker_expiry_field"]: expire_at})
+    batch.set(shards_of(page).document(str(shard)), {FIRESTORE["count_field"]: firestore.Increment(1)}, merge=True)
     try:
         batch.commit(timeout=WRITE_TIMEOUT_SECONDS, retry=Retry(timeout=WRITE_TIMEOUT_SECONDS))
     except google_errors.AlreadyExists:
@@ -60,8 +59,10 @@ def store_inc_counter(cloud_event):
     message = (cloud_event.data or {}).get("message") or {}
     message_id = message.get("messageId") or message.get("message_id") or cloud_event["id"]
     page = visit_of(message)
+    # One structured line per delivery: on Google Cloud a log-based metric counts them by outcome.
     if page is None:
-        log("WARNING", "dropped a malformed visit message", message_id=message_id)
+        log("WARNING", "visit message", outcome="malformed", message_id=message_id)
         return
-    if not count_visit(page, message_id, random.randrange(SHARDS_PER_PAGE)):
-        log("INFO", "redelivered visit message already counted", message_id=message_id, visit_type=page)
+    counted = count_visit(page, message_id, random.randrange(SHARDS_PER_PAGE))
+    log("INFO", "visit message", outcome="counted" if counted else "already_counted", message_id=message_id,
+        visit_type=page)

@@ -1,0 +1,48 @@
+"""The one catalogue of functions and pages: everything that names them reads it."""
+import re
+from pathlib import Path
+
+import locustfile
+from visitkit import catalogue, haproxy, monitoring
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_visitor_visits_exactly_the_catalogue_pages():
+    assert {task.__name__ for task in locustfile.Visitor.tasks} == set(catalogue.PAGES)
+
+
+def test_the_functions_read_the_same_pages():
+    import common
+
+    assert common.PAGES == catalogue.PAGES and common.FIRESTORE == catalogue.FIRESTORE
+
+
+def test_public_paths_are_the_deployed_names():
+    assert catalogue.PUBLIC_PATHS == {"/app": "serve-page", "/get-counter": "get-counter",
+                                      "/inc-counter": "inc-counter"}
+    assert catalogue.PUSH_FUNCTION == "store-inc-counter"
+    assert catalogue.function_of_path("/get-counter?visit_type=home") == "get-counter"
+    assert monitoring.SERVICE_NAMES["serve-page"] == "app"
+
+
+def test_entry_points_exist_in_the_functions_main_module():
+    import main
+
+    for function in catalogue.CATALOGUE.values():
+        assert callable(getattr(main, function.entry_point))
+
+
+def test_haproxy_routes_every_public_function_and_only_those():
+    text = haproxy.render_config(public_port=1, push_port=2, stats_address="127.0.0.1:3", errorfile_path="x",
+                                 instances={}, settings=None, queue_timeout=1)
+    routed = dict(re.findall(r"use_backend (\S+) if \{ path (\S+) \}", text))
+    assert {path: name for name, path in routed.items()} == catalogue.PUBLIC_PATHS
+
+
+def test_terraform_reads_the_catalogue_rather_than_repeating_it():
+    main_tf = (ROOT / "infra" / "main.tf").read_text()
+    assert "catalogue.json" in main_tf
+    for function in catalogue.CATALOGUE.values():
+        assert not re.search(rf'=\s*"{function.entry_point}"', main_tf), f"main.tf spells out {function.entry_point}"
+    assert not re.search(r'=\s*"processed_messages"', main_tf)
