@@ -1,20 +1,15 @@
 locals {
+  # functions/catalogue.json is shared with the Python side (the functions and the local
+  # stack): the pages, each function's entry point, Cloud Run service name and whether it is
+  # public, and the Firestore names. Terraform takes the deployed names from it.
+  catalogue = jsondecode(file("${path.module}/../functions/catalogue.json"))
+
   # Deployed names make https://REGION-PROJECT.cloudfunctions.net/NAME route like the
   # local stack: /app (serve-page), /get-counter, /inc-counter.
-  deployed_names = {
-    "serve-page"        = "app"
-    "get-counter"       = "get-counter"
-    "inc-counter"       = "inc-counter"
-    "store-inc-counter" = "store-inc-counter"
-  }
-  entry_points = {
-    "serve-page"        = "serve_page"
-    "get-counter"       = "get_counter"
-    "inc-counter"       = "inc_counter"
-    "store-inc-counter" = "store_inc_counter"
-  }
-  # store-inc-counter is reached only through its Eventarc trigger.
-  public_functions = toset(["serve-page", "get-counter", "inc-counter"])
+  deployed_names = { for key, f in local.catalogue.functions : key => f.service }
+  entry_points   = { for key, f in local.catalogue.functions : key => f.entry_point }
+  # store-inc-counter is reached only through the push subscription.
+  public_functions = toset([for key, f in local.catalogue.functions : key if f.public])
 
   base_url = "https://${var.region}-${var.project_id}.cloudfunctions.net"
 
@@ -34,13 +29,16 @@ locals {
   }
 
   # Below 1 vCPU a 2nd gen function serves one request at a time.
+  # variables.tf repeats this rule in its Cloud Run CPU/memory validations: keep both in step.
   cpu = { for key, f in var.functions : key => coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167") }
 
+  # Every API a resource below needs. cloudresourcemanager serves the project's IAM policy and
+  # data.google_project; it is off in some new projects.
   services = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
-    "eventarc.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
@@ -49,6 +47,29 @@ locals {
     "run.googleapis.com",
     "storage.googleapis.com",
   ])
+
+  # Pub/Sub's service agent: it pushes to store-inc-counter (with the push account's OIDC
+  # token) and moves failed messages to the dead-letter topic.
+  pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+
+  # Every project-wide role the kit grants, in one place (tests/wiring.tftest.hcl checks the
+  # roles against an allow-list). Everything else is granted on the resource it concerns.
+  project_roles = {
+    # Firestore has no finer IAM resource than the project.
+    "get-counter-reads-firestore" = { role = "roles/datastore.viewer", member = google_service_account.function["get-counter"].member }
+    # datastore.user is the narrowest predefined role that can write entities
+    # (it also reads them, which the dedup check needs).
+    "store-inc-counter-writes-firestore" = { role = "roles/datastore.user", member = google_service_account.function["store-inc-counter"].member }
+    # The build account: build logs, and the images in the gcf-artifacts repository that
+    # Cloud Functions creates itself (so it cannot be granted on the repository beforehand).
+    "build-writes-logs"   = { role = "roles/logging.logWriter", member = google_service_account.build.member }
+    "build-pushes-images" = { role = "roles/artifactregistry.writer", member = google_service_account.build.member }
+    # Cloud Functions copies the source zip into its own gcf-v2-sources-NUMBER-REGION bucket,
+    # created on the first deployment, and the build fetches it from there ("Access to bucket
+    # gcf-v2-sources-... denied. You must grant Storage Object Viewer permission"): that
+    # bucket does not exist before the first function, so read is granted on the project.
+    "build-reads-sources" = { role = "roles/storage.objectViewer", member = google_service_account.build.member }
+  }
 }
 
 resource "google_project_service" "this" {
@@ -58,6 +79,14 @@ resource "google_project_service" "this" {
   service = each.value
   # Other things in the project may use these APIs: destroy leaves them on.
   disable_on_destroy = false
+}
+
+# Read once the APIs are on (cloudresourcemanager serves it): for the project number in
+# service agents' names.
+data "google_project" "this" {
+  project_id = var.project_id
+
+  depends_on = [google_project_service.this]
 }
 
 # --- Data ----------------------------------------------------------------------
@@ -78,8 +107,8 @@ resource "google_firestore_database" "default" {
 resource "google_firestore_field" "marker_ttl" {
   project    = var.project_id
   database   = google_firestore_database.default.name
-  collection = "processed_messages"
-  field      = "expire_at"
+  collection = local.catalogue.firestore.markers
+  field      = local.catalogue.firestore.marker_expiry_field
 
   ttl_config {}
   # No single-field indexes on a TTL timestamp: they are never queried and
@@ -97,37 +126,74 @@ resource "google_pubsub_topic" "visits" {
   depends_on = [google_project_service.this]
 }
 
-# No dead-letter topic: Eventarc creates and owns the push subscription, and
-# neither google_eventarc_trigger nor Cloud Functions can set its dead-letter
-# policy; an out-of-band change would drift from this configuration. Failed
-# deliveries are retried with backoff for the subscription's retention (24 h),
-# which is what the study measures as backlog. See README.md.
-resource "google_eventarc_trigger" "store_inc_counter" {
-  project         = var.project_id
-  name            = "store-inc-counter"
-  location        = var.region
-  service_account = google_service_account.eventarc.email
+# store-inc-counter's own push subscription (no Eventarc): Pub/Sub posts each message, in its
+# push envelope, to the function's Cloud Run URL with an OIDC token of the push account;
+# functions-framework turns the envelope into the CloudEvent the function takes.
+resource "google_pubsub_subscription" "store_inc_counter" {
+  project = var.project_id
+  name    = "${var.topic_name}-store-inc-counter"
+  topic   = google_pubsub_topic.visits.id
 
-  matching_criteria {
-    attribute = "type"
-    value     = "google.cloud.pubsub.topic.v1.messagePublished"
-  }
+  # Also the push request's timeout.
+  ack_deadline_seconds       = var.subscription.ack_deadline_seconds
+  message_retention_duration = "${var.subscription.message_retention_seconds}s"
 
-  transport {
-    pubsub {
-      topic = google_pubsub_topic.visits.id
+  push_config {
+    # The run.app URL, not the cloudfunctions.net one: Pub/Sub pushes in the same project
+    # count as internal traffic only on the default run.app URL (Cloud Run's ingress
+    # documentation), which store-inc-counter's ALLOW_INTERNAL_ONLY ingress needs. Cloud Run
+    # accepts its own URL as the token's audience.
+    push_endpoint = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
+    oidc_token {
+      service_account_email = google_service_account.push.email
+      audience              = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
     }
   }
 
-  destination {
-    cloud_run_service {
-      service = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service
-      region  = var.region
-    }
+  # A failed push (any non-2xx answer, including a 429 at max instances, or no answer within
+  # the ack deadline) is retried with exponential backoff, then dead-lettered.
+  retry_policy {
+    minimum_backoff = "${var.subscription.minimum_backoff_seconds}s"
+    maximum_backoff = "${var.subscription.maximum_backoff_seconds}s"
   }
 
-  # The trigger may only deliver once its identity can invoke the function.
-  depends_on = [google_cloud_run_v2_service_iam_member.eventarc_invokes_store]
+  dead_letter_policy {
+    dead_letter_topic     = google_pubsub_topic.dead_letter.id
+    max_delivery_attempts = var.subscription.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = "" # never expires, however long no message comes
+  }
+
+  depends_on = [
+    google_cloud_run_v2_service_iam_member.push_invokes_store,
+    google_pubsub_topic_iam_member.pubsub_agent_dead_letters,
+  ]
+}
+
+# Visits Pub/Sub gave up on after max_delivery_attempts; the runner counts them.
+resource "google_pubsub_topic" "dead_letter" {
+  # checkov:skip=CKV_GCP_83: visit events are not sensitive; Google-managed encryption is enough for a load test.
+  project = var.project_id
+  name    = "${var.topic_name}-dead-letter"
+
+  depends_on = [google_project_service.this]
+}
+
+# A pull subscription keeps dead-lettered visits (messages on a topic without a
+# subscription are lost) for the runner to count or a person to inspect.
+resource "google_pubsub_subscription" "dead_letter" {
+  project = var.project_id
+  name    = "${var.topic_name}-dead-letter-pull"
+  topic   = google_pubsub_topic.dead_letter.id
+
+  ack_deadline_seconds       = 60
+  message_retention_duration = "604800s" # 7 days
+
+  expiration_policy {
+    ttl = ""
+  }
 }
 
 # --- Function source -----------------------------------------------------------
@@ -173,6 +239,8 @@ resource "google_cloudfunctions2_function" "this" {
   build_config {
     runtime     = "python312"
     entry_point = local.entry_points[each.key]
+    # Our own build account: new projects' default build account may lack the roles.
+    service_account = google_service_account.build.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -190,11 +258,24 @@ resource "google_cloudfunctions2_function" "this" {
     environment_variables            = local.environment
     service_account_email            = google_service_account.function[each.key].email
     all_traffic_on_latest_revision   = true
-    # Eventarc's Pub/Sub deliveries in the same project count as internal traffic.
+    # Pub/Sub's pushes from the same project to the run.app URL count as internal traffic.
     ingress_settings = contains(local.public_functions, each.key) ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
   }
 
-  depends_on = [google_project_service.this]
+  lifecycle {
+    precondition {
+      condition     = toset(keys(local.catalogue.functions)) == toset(keys(var.functions))
+      error_message = "functions/catalogue.json and the functions variable must name the same functions."
+    }
+  }
+
+  # The build runs as the build account: its roles first (they may still take a minute to
+  # propagate on a new project; see README.md).
+  depends_on = [
+    google_project_service.this,
+    google_project_iam_member.this,
+    google_storage_bucket_iam_member.build_reads_source,
+  ]
 }
 
 # --- Identities and access -----------------------------------------------------
@@ -209,12 +290,50 @@ resource "google_service_account" "function" {
   depends_on = [google_project_service.this]
 }
 
-resource "google_service_account" "eventarc" {
+resource "google_service_account" "build" {
   project      = var.project_id
-  account_id   = "visitkit-eventarc"
-  display_name = "Visit counter Eventarc trigger of store-inc-counter"
+  account_id   = "visitkit-build"
+  display_name = "Visit counter Cloud Build of the functions"
 
   depends_on = [google_project_service.this]
+}
+
+# The identity in the push subscription's OIDC tokens: it may only invoke store-inc-counter.
+resource "google_service_account" "push" {
+  project      = var.project_id
+  account_id   = "visitkit-push"
+  display_name = "Visit counter Pub/Sub push to store-inc-counter"
+
+  depends_on = [google_project_service.this]
+}
+
+# Project-wide roles, all listed in local.project_roles. Like every project-level binding
+# they wait for the APIs (cloudresourcemanager serves the project's IAM policy).
+resource "google_project_iam_member" "this" {
+  for_each = local.project_roles
+
+  project = var.project_id
+  role    = each.value.role
+  member  = each.value.member
+
+  depends_on = [google_project_service.this]
+}
+
+moved {
+  from = google_project_iam_member.get_counter_reads_firestore
+  to   = google_project_iam_member.this["get-counter-reads-firestore"]
+}
+
+moved {
+  from = google_project_iam_member.store_inc_counter_writes_firestore
+  to   = google_project_iam_member.this["store-inc-counter-writes-firestore"]
+}
+
+# The build reads our source zip (the copy in gcf-v2-sources is covered in project_roles).
+resource "google_storage_bucket_iam_member" "build_reads_source" {
+  bucket = google_storage_bucket.source.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.build.member
 }
 
 # serve-page gets no role at all.
@@ -225,19 +344,36 @@ resource "google_pubsub_topic_iam_member" "inc_counter_publishes" {
   member  = google_service_account.function["inc-counter"].member
 }
 
-# Firestore access is granted on the project: Firestore has no finer IAM resource.
-resource "google_project_iam_member" "get_counter_reads_firestore" {
+# Dead lettering is done by Pub/Sub's service agent: it publishes to the dead-letter topic
+# and acknowledges the message on the subscription it gives up on. Both roles are granted
+# on those two resources only.
+#
+# The agent is created by Google when the Pub/Sub API is first enabled, sometimes a minute
+# or so later. hashicorp/google 6.50.0 has no google_project_service_identity (google-beta
+# only) to wait for it, so on a brand-new project these grants may fail once with "Service
+# account service-NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com does not exist": applying
+# again succeeds (the kit's runner retries apply on that error). See README.md.
+resource "google_pubsub_topic_iam_member" "pubsub_agent_dead_letters" {
   project = var.project_id
-  role    = "roles/datastore.viewer"
-  member  = google_service_account.function["get-counter"].member
+  topic   = google_pubsub_topic.dead_letter.name
+  role    = "roles/pubsub.publisher"
+  member  = local.pubsub_service_agent
 }
 
-# datastore.user is the narrowest predefined role that can write entities
-# (it also reads them, which the dedup check needs).
-resource "google_project_iam_member" "store_inc_counter_writes_firestore" {
-  project = var.project_id
-  role    = "roles/datastore.user"
-  member  = google_service_account.function["store-inc-counter"].member
+resource "google_pubsub_subscription_iam_member" "pubsub_agent_acks_dead_letters" {
+  project      = var.project_id
+  subscription = google_pubsub_subscription.store_inc_counter.name
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_service_agent
+}
+
+# Pub/Sub mints the push account's OIDC tokens as its service agent. Projects created since
+# April 2021 allow that already; granting it on the push account alone makes older ones work
+# too, without a project-wide token creator.
+resource "google_service_account_iam_member" "pubsub_agent_signs_push_tokens" {
+  service_account_id = google_service_account.push.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_service_agent
 }
 
 # 2nd gen functions are Cloud Run services: invocation is run.invoker on them.
@@ -251,10 +387,72 @@ resource "google_cloud_run_v2_service_iam_member" "public" {
   member   = "allUsers"
 }
 
-resource "google_cloud_run_v2_service_iam_member" "eventarc_invokes_store" {
+# The push account is the only principal that may invoke store-inc-counter.
+resource "google_cloud_run_v2_service_iam_member" "push_invokes_store" {
   project  = var.project_id
   location = var.region
   name     = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service
   role     = "roles/run.invoker"
-  member   = google_service_account.eventarc.member
+  member   = google_service_account.push.member
+}
+
+# --- Log-based metrics (read by the runner) ---------------------------------------
+
+# Requests Cloud Run refused with 429 (no instance free at max instances), per function.
+# Cloud Run's request_count leaves most of these out; its request logs have them all.
+resource "google_logging_metric" "requests_429" {
+  project     = var.project_id
+  name        = "visitkit_requests_429"
+  description = "Requests to the visit counter's functions refused with 429 Too Many Requests, by Cloud Run service."
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\"",
+    "httpRequest.status=429",
+    "resource.labels.service_name=(${join(" OR ", [for name in values(local.deployed_names) : "\"${name}\""])})",
+  ])
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "service_name"
+      value_type  = "STRING"
+      description = "Cloud Run service (deployed function name)."
+    }
+  }
+  label_extractors = {
+    service_name = "EXTRACT(resource.labels.service_name)"
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+# store-inc-counter logs one JSON line per delivery: {"message": "visit message",
+# "outcome": "counted" | "already_counted" | "malformed", ...}.
+resource "google_logging_metric" "store_deliveries" {
+  project     = var.project_id
+  name        = "visitkit_store_deliveries"
+  description = "Pub/Sub deliveries store-inc-counter handled, by outcome: counted, already_counted or malformed."
+  filter = join(" AND ", [
+    "resource.type=\"cloud_run_revision\"",
+    "resource.labels.service_name=\"${local.deployed_names["store-inc-counter"]}\"",
+    "jsonPayload.message=\"visit message\"",
+  ])
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "INT64"
+    unit        = "1"
+    labels {
+      key         = "outcome"
+      value_type  = "STRING"
+      description = "counted, already_counted or malformed."
+    }
+  }
+  label_extractors = {
+    outcome = "EXTRACT(jsonPayload.outcome)"
+  }
+
+  depends_on = [google_project_service.this]
 }

@@ -14,8 +14,38 @@ output "topic_name" {
 }
 
 output "subscription_name" {
-  description = "Short name of the push subscription Eventarc created on the topic for store-inc-counter (its backlog is the study's lag)."
-  value       = element(split("/", google_eventarc_trigger.store_inc_counter.transport[0].pubsub[0].subscription), 3)
+  description = "Short name of store-inc-counter's push subscription on the topic (its backlog is the study's lag)."
+  value       = google_pubsub_subscription.store_inc_counter.name
+}
+
+output "dead_letter_topic_name" {
+  description = "Short name of the topic Pub/Sub moves a visit to after subscription.max_delivery_attempts failed pushes."
+  value       = google_pubsub_topic.dead_letter.name
+}
+
+output "dead_letter_subscription_name" {
+  description = "Short name of the pull subscription on the dead-letter topic (its backlog counts dead-lettered visits)."
+  value       = google_pubsub_subscription.dead_letter.name
+}
+
+output "push_service_account" {
+  description = "Email of the service account whose OIDC token the push subscription sends; the only invoker of store-inc-counter."
+  value       = google_service_account.push.email
+}
+
+output "build_service_account" {
+  description = "Email of the service account Cloud Build runs the functions' builds as."
+  value       = google_service_account.build.email
+}
+
+output "requests_429_metric_name" {
+  description = "Log-based metric (logging.googleapis.com/user/NAME) counting requests Cloud Run refused with 429, label service_name."
+  value       = google_logging_metric.requests_429.name
+}
+
+output "store_deliveries_metric_name" {
+  description = "Log-based metric (logging.googleapis.com/user/NAME) counting store-inc-counter's deliveries, label outcome (counted, already_counted, malformed)."
+  value       = google_logging_metric.store_deliveries.name
 }
 
 output "project_id" {

@@ -13,7 +13,7 @@ variable "project_id" {
 }
 
 variable "region" {
-  description = "Region of the functions, the Eventarc trigger, the source bucket and the Firestore database (the study used southamerica-east1)."
+  description = "Region of the functions, the source bucket and the Firestore database (the study used southamerica-east1)."
   type        = string
   default     = "southamerica-east1"
 
@@ -113,5 +113,72 @@ variable "functions" {
   validation {
     condition     = alltrue([for f in values(var.functions) : f.concurrency == 1 || f.cpu == null || try(tonumber(f.cpu) >= 1, false)])
     error_message = "A function with concurrency above 1 needs cpu of at least \"1\" (a 2nd gen function with less than 1 vCPU serves one request at a time)."
+  }
+
+  # Cloud Run's CPU/memory rules, on the effective cpu: cpu if set, else "1" when concurrency
+  # is above 1, else "0.167" (as local.cpu in main.tf). Memory units: M = 10^6 bytes,
+  # Mi = 2^20, G = 10^9, Gi = 2^30. A value the rules above already reject passes here (try).
+  validation {
+    condition = alltrue([for f in values(var.functions) : try(
+      tonumber(regex("^([0-9]+)(M|Mi|G|Gi)$", f.memory)[0]) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("^([0-9]+)(M|Mi|G|Gi)$", f.memory)[1]] <= 536870912
+      || tonumber(coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167")) >= 0.5,
+    true)])
+    error_message = "A function with memory above 512 MiB needs cpu of at least \"0.5\" (Cloud Run's rule)."
+  }
+
+  validation {
+    condition = alltrue([for f in values(var.functions) : try(
+      tonumber(regex("^([0-9]+)(M|Mi|G|Gi)$", f.memory)[0]) * { M = 1000000, Mi = 1048576, G = 1000000000, Gi = 1073741824 }[regex("^([0-9]+)(M|Mi|G|Gi)$", f.memory)[1]] <= 1073741824
+      || tonumber(coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167")) >= 1,
+    true)])
+    error_message = "A function with memory above 1 GiB needs cpu of at least \"1\" (Cloud Run's rule)."
+  }
+
+  validation {
+    condition = alltrue([for f in values(var.functions) : try(
+      tonumber(coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167")) <= 1
+      || floor(tonumber(coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167"))) == tonumber(coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167")),
+    true)])
+    error_message = "A function's cpu above \"1\" must be a whole number of vCPUs, such as \"2\" or \"4\" (Cloud Run's rule)."
+  }
+}
+
+variable "subscription" {
+  description = <<-EOT
+    store-inc-counter's push subscription on the topic. ack_deadline_seconds (10 to 600) is also
+    the push request's timeout; a failed push is retried after minimum_backoff_seconds, growing
+    to maximum_backoff_seconds (0 to 600), until max_delivery_attempts (5 to 100) when the
+    message goes to the dead-letter topic; a 429 at max instances counts as a failed attempt, so
+    keep it high. message_retention_seconds (600 to 604800) keeps undelivered messages.
+  EOT
+  type = object({
+    ack_deadline_seconds      = optional(number, 60)
+    minimum_backoff_seconds   = optional(number, 10)
+    maximum_backoff_seconds   = optional(number, 600)
+    max_delivery_attempts     = optional(number, 20)
+    message_retention_seconds = optional(number, 86400)
+  })
+  default = {}
+
+  validation {
+    condition     = var.subscription.ack_deadline_seconds >= 10 && var.subscription.ack_deadline_seconds <= 600 && floor(var.subscription.ack_deadline_seconds) == var.subscription.ack_deadline_seconds
+    error_message = "subscription.ack_deadline_seconds must be a whole number from 10 to 600."
+  }
+
+  validation {
+    condition = alltrue([
+      for s in [var.subscription.minimum_backoff_seconds, var.subscription.maximum_backoff_seconds] : s >= 0 && s <= 600 && floor(s) == s
+    ]) && var.subscription.minimum_backoff_seconds <= var.subscription.maximum_backoff_seconds
+    error_message = "subscription.minimum_backoff_seconds and subscription.maximum_backoff_seconds must be whole numbers from 0 to 600, the minimum not above the maximum."
+  }
+
+  validation {
+    condition     = var.subscription.max_delivery_attempts >= 5 && var.subscription.max_delivery_attempts <= 100 && floor(var.subscription.max_delivery_attempts) == var.subscription.max_delivery_attempts
+    error_message = "subscription.max_delivery_attempts must be a whole number from 5 to 100."
+  }
+
+  validation {
+    condition     = var.subscription.message_retention_seconds >= 600 && var.subscription.message_retention_seconds <= 604800 && floor(var.subscription.message_retention_seconds) == var.subscription.message_retention_seconds
+    error_message = "subscription.message_retention_seconds must be a whole number from 600 (10 minutes) to 604800 (7 days)."
   }
 }

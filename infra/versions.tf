@@ -5,11 +5,11 @@ terraform {
   required_providers {
     google = {
       source  = "hashicorp/google"
-      version = "~> 6.50"
+      version = "6.50.0"
     }
     archive = {
       source  = "hashicorp/archive"
-      version = "~> 2.7"
+      version = "2.7.1"
     }
   }
 }

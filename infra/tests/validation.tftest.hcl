@@ -161,3 +161,253 @@ run "cpu_not_a_number" {
   }
   expect_failures = [var.functions]
 }
+
+run "bad_region" {
+  command = plan
+  variables {
+    region = "South America East"
+  }
+  expect_failures = [var.region]
+}
+
+run "topic_name_starting_with_goog" {
+  command = plan
+  variables {
+    topic_name = "google-visits"
+  }
+  expect_failures = [var.topic_name]
+}
+
+run "topic_name_too_short" {
+  command = plan
+  variables {
+    topic_name = "vi"
+  }
+  expect_failures = [var.topic_name]
+}
+
+run "max_instances_above_1000" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 1001, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "concurrency_above_1000" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1001 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "timeout_above_3600" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1, timeout_seconds = 3601 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "cpu_above_8" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1, cpu = "16", memory = "512Mi" }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+# Cloud Run's CPU/memory rules. Each failing case below breaks exactly one rule.
+# Sizes on the edges that Cloud Run accepts: 512 MiB with the default 0.167 vCPU,
+# 1 GiB (and 1 G, which is less) with 0.5 vCPU, 2 GiB with the 1 vCPU that
+# concurrency above 1 implies, 4 GiB with 2 vCPUs.
+run "cloud_run_sizes_on_the_edges_plan" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1, memory = "512Mi" }
+      "get-counter"       = { max_instances = 2, concurrency = 1, memory = "1Gi", cpu = "0.5" }
+      "inc-counter"       = { max_instances = 2, concurrency = 4, memory = "2Gi" }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1, memory = "4Gi", cpu = "2" }
+    }
+  }
+}
+
+run "cloud_run_sizes_in_decimal_units_plan" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1, memory = "536M" }
+      "get-counter"       = { max_instances = 2, concurrency = 1, memory = "1G", cpu = "0.5" }
+      "inc-counter"       = { max_instances = 2, concurrency = 1, memory = "1073M", cpu = "0.5" }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1, cpu = "1" }
+    }
+  }
+}
+
+run "memory_above_512_mib_needs_half_a_vcpu" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1, memory = "768Mi" }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "memory_above_512_mib_in_megabytes_needs_half_a_vcpu" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1, memory = "537M", cpu = "0.333" }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "memory_above_1_gib_needs_a_vcpu" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1, memory = "2G", cpu = "0.5" }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+run "cpu_above_1_must_be_whole" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1, cpu = "1.5" }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}
+
+# store-inc-counter's push subscription settings.
+run "subscription_settings_on_the_edges_plan" {
+  command = plan
+  variables {
+    subscription = {
+      ack_deadline_seconds      = 600
+      minimum_backoff_seconds   = 0
+      maximum_backoff_seconds   = 0
+      max_delivery_attempts     = 100
+      message_retention_seconds = 604800
+    }
+  }
+}
+
+run "ack_deadline_below_10" {
+  command = plan
+  variables {
+    subscription = { ack_deadline_seconds = 9 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "ack_deadline_above_600" {
+  command = plan
+  variables {
+    subscription = { ack_deadline_seconds = 601 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "ack_deadline_fractional" {
+  command = plan
+  variables {
+    subscription = { ack_deadline_seconds = 30.5 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "minimum_backoff_above_maximum" {
+  command = plan
+  variables {
+    subscription = { minimum_backoff_seconds = 60, maximum_backoff_seconds = 30 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "maximum_backoff_above_600" {
+  command = plan
+  variables {
+    subscription = { maximum_backoff_seconds = 601 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "negative_minimum_backoff" {
+  command = plan
+  variables {
+    subscription = { minimum_backoff_seconds = -1 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "max_delivery_attempts_below_5" {
+  command = plan
+  variables {
+    subscription = { max_delivery_attempts = 4 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "max_delivery_attempts_above_100" {
+  command = plan
+  variables {
+    subscription = { max_delivery_attempts = 101 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "message_retention_below_10_minutes" {
+  command = plan
+  variables {
+    subscription = { message_retention_seconds = 599 }
+  }
+  expect_failures = [var.subscription]
+}
+
+run "message_retention_above_7_days" {
+  command = plan
+  variables {
+    subscription = { message_retention_seconds = 604801 }
+  }
+  expect_failures = [var.subscription]
+}

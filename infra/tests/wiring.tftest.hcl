@@ -1,8 +1,15 @@
-# How the pieces connect: names, URLs, environment, triggers and who may
-# invoke what. `command = apply` against the mocks (nothing leaves the process)
-# gives every computed value, such as each function's Cloud Run service and
-# each service account's email, a distinct made-up value to follow.
-mock_provider "google" {}
+# How the pieces connect: names, URLs, environment, the push subscription and
+# who may invoke what. `command = apply` against the mocks (nothing leaves the
+# process) gives every computed value, such as each function's Cloud Run service
+# and each service account's email, a distinct made-up value to follow.
+mock_provider "google" {
+  # The project number names Pub/Sub's service agent.
+  mock_data "google_project" {
+    defaults = {
+      number = "123456789012"
+    }
+  }
+}
 mock_provider "archive" {}
 
 variables {
@@ -33,6 +40,14 @@ run "names_route_like_the_local_stack" {
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.build_config[0].entry_point } == { "serve-page" = "serve_page", "get-counter" = "get_counter", "inc-counter" = "inc_counter", "store-inc-counter" = "store_inc_counter" }
     error_message = "Entry points must be the Python functions in functions/main.py."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.name } == { for k, f in jsondecode(file("../functions/catalogue.json")).functions : k => f.service }
+    error_message = "Deployed names must come from functions/catalogue.json."
+  }
+  assert {
+    condition     = google_firestore_field.marker_ttl.collection == "processed_messages" && google_firestore_field.marker_ttl.field == "expire_at"
+    error_message = "The TTL policy must be on the dedup markers' expiry field named in functions/catalogue.json."
   }
 }
 
@@ -78,7 +93,7 @@ run "sizes_and_limits_per_function" {
   }
 }
 
-run "store_inc_counter_is_triggered_not_public" {
+run "store_inc_counter_is_pushed_not_public" {
   command = apply
 
   assert {
@@ -90,52 +105,243 @@ run "store_inc_counter_is_triggered_not_public" {
     error_message = "Public functions are invokable by allUsers."
   }
   assert {
-    condition     = google_cloud_run_v2_service_iam_member.eventarc_invokes_store.name == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service && google_cloud_run_v2_service_iam_member.eventarc_invokes_store.member == google_service_account.eventarc.member
-    error_message = "Only the Eventarc trigger's identity invokes store-inc-counter."
+    condition     = !contains([for m in google_cloud_run_v2_service_iam_member.public : m.name], google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service)
+    error_message = "store-inc-counter must not be public."
+  }
+  assert {
+    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store.name == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service && google_cloud_run_v2_service_iam_member.push_invokes_store.role == "roles/run.invoker" && google_cloud_run_v2_service_iam_member.push_invokes_store.member == google_service_account.push.member
+    error_message = "The push account invokes store-inc-counter."
+  }
+  assert {
+    condition     = !contains(concat([for sa in google_service_account.function : sa.member], [google_service_account.build.member]), google_service_account.push.member)
+    error_message = "The push account is its own identity, shared with no function and not the build."
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].ingress_settings } == { "serve-page" = "ALLOW_ALL", "get-counter" = "ALLOW_ALL", "inc-counter" = "ALLOW_ALL", "store-inc-counter" = "ALLOW_INTERNAL_ONLY" }
     error_message = "Only store-inc-counter is closed to outside traffic."
   }
+}
+
+run "subscription_pushes_to_store_inc_counter" {
+  command = apply
+
   assert {
-    condition     = google_eventarc_trigger.store_inc_counter.destination[0].cloud_run_service[0].service == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service
-    error_message = "The trigger must deliver to store-inc-counter."
+    condition     = google_pubsub_subscription.store_inc_counter.topic == google_pubsub_topic.visits.id
+    error_message = "The subscription must be on the visits topic."
   }
   assert {
-    condition     = one(google_eventarc_trigger.store_inc_counter.matching_criteria).value == "google.cloud.pubsub.topic.v1.messagePublished"
-    error_message = "The trigger must fire on messages published to the topic."
+    condition     = google_pubsub_subscription.store_inc_counter.push_config[0].push_endpoint == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
+    error_message = "The subscription must push to store-inc-counter's Cloud Run URL."
   }
   assert {
-    condition     = google_eventarc_trigger.store_inc_counter.service_account == google_service_account.eventarc.email
-    error_message = "The trigger must run as its own identity, the only one allowed to invoke store-inc-counter."
+    condition     = google_pubsub_subscription.store_inc_counter.push_config[0].oidc_token[0].service_account_email == google_service_account.push.email && google_pubsub_subscription.store_inc_counter.push_config[0].oidc_token[0].audience == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
+    error_message = "Pushes must carry an OIDC token of the push account, for store-inc-counter's URL."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.ack_deadline_seconds == 60 && google_pubsub_subscription.store_inc_counter.message_retention_duration == "86400s"
+    error_message = "Defaults: 60 s ack deadline (and push timeout), 1 day retention."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.retry_policy[0].minimum_backoff == "10s" && google_pubsub_subscription.store_inc_counter.retry_policy[0].maximum_backoff == "600s"
+    error_message = "Default backoff: 10 s to 600 s."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].max_delivery_attempts == 20
+    error_message = "Default: 20 delivery attempts before dead lettering."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.expiration_policy[0].ttl == "" && google_pubsub_subscription.dead_letter.expiration_policy[0].ttl == ""
+    error_message = "Neither subscription may expire."
+  }
+  assert {
+    condition     = output.subscription_name == google_pubsub_subscription.store_inc_counter.name && output.push_service_account == google_service_account.push.email
+    error_message = "Outputs must name the managed subscription and the push account."
+  }
+}
+
+run "subscription_settings_from_the_variable" {
+  command = apply
+
+  variables {
+    subscription = {
+      ack_deadline_seconds      = 120
+      minimum_backoff_seconds   = 5
+      maximum_backoff_seconds   = 300
+      max_delivery_attempts     = 50
+      message_retention_seconds = 3600
+    }
+  }
+
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.ack_deadline_seconds == 120 && google_pubsub_subscription.store_inc_counter.message_retention_duration == "3600s"
+    error_message = "ack_deadline_seconds and message_retention_seconds must reach the subscription."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.retry_policy[0].minimum_backoff == "5s" && google_pubsub_subscription.store_inc_counter.retry_policy[0].maximum_backoff == "300s"
+    error_message = "The backoff must reach the subscription's retry policy."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].max_delivery_attempts == 50
+    error_message = "max_delivery_attempts must reach the dead-letter policy."
+  }
+}
+
+run "subscription_partial_settings_keep_defaults" {
+  command = apply
+
+  variables {
+    subscription = { max_delivery_attempts = 30 }
+  }
+
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].max_delivery_attempts == 30 && google_pubsub_subscription.store_inc_counter.ack_deadline_seconds == 60 && google_pubsub_subscription.store_inc_counter.retry_policy[0].maximum_backoff == "600s"
+    error_message = "Settings left out keep their defaults."
+  }
+}
+
+run "dead_letter_wiring" {
+  command = apply
+
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter.id && google_pubsub_topic.dead_letter.name != google_pubsub_topic.visits.name
+    error_message = "Failed visits must go to their own dead-letter topic."
+  }
+  assert {
+    condition     = google_pubsub_subscription.dead_letter.topic == google_pubsub_topic.dead_letter.id && length(google_pubsub_subscription.dead_letter.push_config) == 0
+    error_message = "The dead-letter topic has its own pull subscription."
+  }
+  assert {
+    condition     = google_pubsub_topic_iam_member.pubsub_agent_dead_letters.topic == google_pubsub_topic.dead_letter.name && google_pubsub_topic_iam_member.pubsub_agent_dead_letters.role == "roles/pubsub.publisher" && google_pubsub_topic_iam_member.pubsub_agent_dead_letters.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    error_message = "Pub/Sub's service agent may publish to the dead-letter topic."
+  }
+  assert {
+    condition     = google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.subscription == google_pubsub_subscription.store_inc_counter.name && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.role == "roles/pubsub.subscriber" && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    error_message = "Pub/Sub's service agent may acknowledge on the store subscription."
+  }
+  assert {
+    condition     = google_service_account_iam_member.pubsub_agent_signs_push_tokens.service_account_id == google_service_account.push.name && google_service_account_iam_member.pubsub_agent_signs_push_tokens.role == "roles/iam.serviceAccountTokenCreator" && google_service_account_iam_member.pubsub_agent_signs_push_tokens.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    error_message = "Pub/Sub's service agent may mint tokens for the push account only."
+  }
+  assert {
+    condition     = alltrue([for m in google_project_iam_member.this : !endswith(m.member, "@gcp-sa-pubsub.iam.gserviceaccount.com")])
+    error_message = "Pub/Sub's service agent gets nothing project-wide."
+  }
+  assert {
+    condition     = output.dead_letter_topic_name == google_pubsub_topic.dead_letter.name && output.dead_letter_subscription_name == google_pubsub_subscription.dead_letter.name
+    error_message = "Outputs must name the dead-letter topic and its subscription."
   }
 }
 
 run "least_privilege" {
   command = apply
 
+  # Every project-wide binding is an instance of google_project_iam_member.this (no other
+  # project IAM resource in any .tf file), and each holds a role of this allow-list (never
+  # editor, owner or anything broader).
+  assert {
+    condition     = length(google_project_iam_member.this) == 5 && length(regexall("resource\\s+\"google_project_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 1
+    error_message = "Project-wide roles are granted only through google_project_iam_member.this (local.project_roles in main.tf)."
+  }
+  assert {
+    condition = alltrue([for m in google_project_iam_member.this : contains([
+      "roles/datastore.viewer",
+      "roles/datastore.user",
+      "roles/logging.logWriter",
+      "roles/artifactregistry.writer",
+      "roles/storage.objectViewer",
+    ], m.role)])
+    error_message = "A project-wide role outside the allow-list was granted."
+  }
+  assert {
+    condition     = alltrue([for m in google_project_iam_member.this : !contains(["roles/editor", "roles/owner", "roles/viewer"], m.role) && m.member != "allUsers" && m.member != "allAuthenticatedUsers"])
+    error_message = "No basic role and nothing public at the project level."
+  }
+  assert {
+    condition = toset([for m in google_project_iam_member.this : "${m.role} ${m.member}"]) == toset([
+      "roles/datastore.viewer ${google_service_account.function["get-counter"].member}",
+      "roles/datastore.user ${google_service_account.function["store-inc-counter"].member}",
+      "roles/logging.logWriter ${google_service_account.build.member}",
+      "roles/artifactregistry.writer ${google_service_account.build.member}",
+      "roles/storage.objectViewer ${google_service_account.build.member}",
+    ])
+    error_message = "Project-wide: get-counter reads Firestore, store-inc-counter writes it, the build writes logs and images and reads sources; nothing else."
+  }
   assert {
     condition     = google_pubsub_topic_iam_member.inc_counter_publishes.role == "roles/pubsub.publisher" && google_pubsub_topic_iam_member.inc_counter_publishes.topic == "visits" && google_pubsub_topic_iam_member.inc_counter_publishes.member == google_service_account.function["inc-counter"].member
     error_message = "inc-counter may publish to the topic."
   }
   assert {
-    condition     = google_project_iam_member.get_counter_reads_firestore.role == "roles/datastore.viewer" && google_project_iam_member.get_counter_reads_firestore.member == google_service_account.function["get-counter"].member
-    error_message = "get-counter may only read Firestore."
+    condition     = google_storage_bucket_iam_member.build_reads_source.bucket == google_storage_bucket.source.name && google_storage_bucket_iam_member.build_reads_source.role == "roles/storage.objectViewer" && google_storage_bucket_iam_member.build_reads_source.member == google_service_account.build.member
+    error_message = "The build account may read the source bucket."
   }
   assert {
-    condition     = google_project_iam_member.store_inc_counter_writes_firestore.role == "roles/datastore.user" && google_project_iam_member.store_inc_counter_writes_firestore.member == google_service_account.function["store-inc-counter"].member
-    error_message = "store-inc-counter may write Firestore."
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.build_config[0].service_account == google_service_account.build.id])
+    error_message = "Every function must be built by the build account."
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].service_account_email } == { for k, sa in google_service_account.function : k => sa.email }
     error_message = "Each function runs as its own service account."
   }
   assert {
-    condition     = length(distinct([for sa in google_service_account.function : sa.email])) == 4
-    error_message = "Functions must not share a service account."
+    condition     = length(distinct(concat([for sa in google_service_account.function : sa.email], [google_service_account.build.email, google_service_account.push.email]))) == 6
+    error_message = "Functions, the build and the push must not share a service account."
   }
   assert {
-    condition     = !contains([google_pubsub_topic_iam_member.inc_counter_publishes.member, google_project_iam_member.get_counter_reads_firestore.member, google_project_iam_member.store_inc_counter_writes_firestore.member, google_cloud_run_v2_service_iam_member.eventarc_invokes_store.member], google_service_account.function["serve-page"].member)
+    condition     = !contains(concat([for m in google_project_iam_member.this : m.member], [google_pubsub_topic_iam_member.inc_counter_publishes.member, google_cloud_run_v2_service_iam_member.push_invokes_store.member, google_storage_bucket_iam_member.build_reads_source.member]), google_service_account.function["serve-page"].member)
     error_message = "serve-page needs no role."
+  }
+}
+
+run "apis_for_a_new_project" {
+  command = apply
+
+  assert {
+    condition = toset(keys(google_project_service.this)) == toset([
+      "artifactregistry.googleapis.com",
+      "cloudbuild.googleapis.com",
+      "cloudfunctions.googleapis.com",
+      "cloudresourcemanager.googleapis.com",
+      "firestore.googleapis.com",
+      "iam.googleapis.com",
+      "logging.googleapis.com",
+      "monitoring.googleapis.com",
+      "pubsub.googleapis.com",
+      "run.googleapis.com",
+      "storage.googleapis.com",
+    ])
+    error_message = "The APIs enabled must be exactly those the resources need, Cloud Resource Manager included and Eventarc not."
+  }
+  assert {
+    condition     = alltrue([for s in google_project_service.this : s.disable_on_destroy == false])
+    error_message = "Destroy must leave the APIs on."
+  }
+}
+
+run "log_metrics_for_the_runner" {
+  command = apply
+
+  assert {
+    condition     = strcontains(google_logging_metric.requests_429.filter, "resource.type=\"cloud_run_revision\"") && strcontains(google_logging_metric.requests_429.filter, "httpRequest.status=429") && strcontains(google_logging_metric.requests_429.filter, "run.googleapis.com%2Frequests")
+    error_message = "The 429 metric counts Cloud Run request log entries with status 429."
+  }
+  assert {
+    condition     = alltrue([for name in ["app", "get-counter", "inc-counter", "store-inc-counter"] : strcontains(google_logging_metric.requests_429.filter, "\"${name}\"")])
+    error_message = "The 429 metric covers the four functions' services."
+  }
+  assert {
+    condition     = google_logging_metric.requests_429.label_extractors == tomap({ service_name = "EXTRACT(resource.labels.service_name)" }) && one(google_logging_metric.requests_429.metric_descriptor[0].labels).key == "service_name"
+    error_message = "The 429 metric is labelled by Cloud Run service."
+  }
+  assert {
+    condition     = strcontains(google_logging_metric.store_deliveries.filter, "resource.labels.service_name=\"store-inc-counter\"") && strcontains(google_logging_metric.store_deliveries.filter, "jsonPayload.message=\"visit message\"")
+    error_message = "The deliveries metric counts store-inc-counter's \"visit message\" log lines."
+  }
+  assert {
+    condition     = google_logging_metric.store_deliveries.label_extractors == tomap({ outcome = "EXTRACT(jsonPayload.outcome)" }) && one(google_logging_metric.store_deliveries.metric_descriptor[0].labels).key == "outcome"
+    error_message = "The deliveries metric is labelled by outcome."
+  }
+  assert {
+    condition     = output.requests_429_metric_name == google_logging_metric.requests_429.name && output.store_deliveries_metric_name == google_logging_metric.store_deliveries.name
+    error_message = "Outputs must name both log metrics."
   }
 }
