@@ -7,7 +7,7 @@ PYTHON := $(VENV)/bin/python
 # A short breakpoint test of iteration 0. It ramps 8 users/s rather than the study's 1/s so that it
 # passes the local knee (about 380 users on 2 cores) in 90 s instead of 6 minutes.
 run: setup
-	$(PYTHON) scripts/run-iteration iterations/iteration-0 --test breakpoint --duration 90s --shape-set spawn_rate=8
+	scripts/run-iteration iterations/iteration-0 --test breakpoint --duration 90s --shape-set spawn_rate=8
 
 test: setup
 	scripts/check-infra
@@ -16,18 +16,20 @@ test: setup
 setup: $(VENV)/.installed
 	scripts/setup-system
 
-$(VENV)/.installed: requirements-dev.txt functions/requirements.txt
+# The pinned versions first, then the kit itself (editable: its code stays in scripts/visitkit).
+$(VENV)/.installed: requirements-dev.txt functions/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 
 # The local stack alone, left running: open $(BASE_URL)/app?view=home in a browser.
 up: setup
-	$(PYTHON) scripts/local up
+	scripts/local up
 
 down:
-	$(PYTHON) scripts/local down
+	@if [ -x $(VENV)/bin/visitkit ]; then scripts/local down; fi
 
 clean: down
 	rm -rf $(VENV) build .local

@@ -12,7 +12,8 @@ import locust  # noqa: E402,F401
 
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
-from visitkit.settings import FUNCTIONS  # noqa: E402
+from visitkit.catalogue import FUNCTIONS  # noqa: E402
+from visitkit.settings import load_settings  # noqa: E402
 from visitkit.stack import LocalStack  # noqa: E402
 
 ITERATION_0 = "iterations/iteration-0/settings.tfvars.json"
@@ -31,7 +32,7 @@ def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):
 def running_stack(state_dir, settings=ITERATION_0, **options):
     """A local stack on free ports, stopped again whatever the tests did to it."""
     local = LocalStack(state_dir)
-    local.up(settings, port=0, **options)
+    local.up(load_settings(settings), port=0, **options)
     try:
         yield local
     finally:

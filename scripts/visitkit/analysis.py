@@ -3,28 +3,9 @@
 Pure functions on plain rows/dicts, so they are tested on synthetic data.
 Times are unix seconds; durations seconds; latencies milliseconds.
 """
-import csv
-import json
-import statistics
-from pathlib import Path
-
-from visitkit.settings import FUNCTIONS, PAGES
+from visitkit.catalogue import FUNCTIONS, PAGES, PUBLIC_PATHS, function_of_path
 
 STUDY_PERCENTILES = ("50%", "60%", "70%", "80%", "90%", "95%")
-ENDPOINT_FUNCTIONS = {"/app": "serve-page", "/get-counter": "get-counter", "/inc-counter": "inc-counter"}
-
-
-# ---- reading ------------------------------------------------------------------------------------
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def read_jsonl(path):
-    path = Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def number(text):
@@ -33,10 +14,6 @@ def number(text):
         return float(text)
     except (TypeError, ValueError):
         return None
-
-
-def function_of(endpoint_name):
-    return ENDPOINT_FUNCTIONS.get(endpoint_name.split("?")[0])
 
 
 # ---- client side: Locust ------------------------------------------------------------------------
@@ -57,8 +34,8 @@ def percentile_table(stats_rows):
 def client_by_function(table):
     """Per function: requests, failures, request-weighted mean, worst page's p50 and p95."""
     result = {}
-    for name in ENDPOINT_FUNCTIONS.values():
-        rows = [r for r in table if function_of(r["name"]) == name and r["requests"]]
+    for name in PUBLIC_PATHS.values():
+        rows = [r for r in table if function_of_path(r["name"]) == name and r["requests"]]
         if not rows:
             continue
         requests = sum(r["requests"] for r in rows)
@@ -186,7 +163,7 @@ def server_series(samples):
     series = {"time": [s["time"] for s in samples],
               "backlog": [store_field("backlog")(s) for s in samples],
               "writes_per_s": counter_rate(samples, store_field("stored")),
-              "published_per_s": counter_rate(samples, store_field("published")),
+              "accepted_per_s": counter_rate(samples, store_field("accepted")),
               "functions": {}}
     for name in FUNCTIONS:
         series["functions"][name] = {
@@ -228,18 +205,24 @@ def server_by_function(samples, start, end):
     return result
 
 
+def progress_field(samples):
+    """The store's progress counter: `stored` (visits in Firestore) where the platform samples it,
+    else `delivered` (push deliveries acknowledged, per minute on Google Cloud)."""
+    return "stored" if any(store_field("stored")(s) is not None for s in samples) else "delivered"
+
+
 def store_figures(samples, load_start, load_end):
-    """Publish and store rates during the load, the store's throughput while it had a backlog,
-    the backlog's peak and how fast it drained from there (the study's slope)."""
-    figures = {"published_per_s": None, "writes_per_s": None, "throughput_per_s": None,
-               "backlog_peak": None, "backlog_peak_time": None, "drain_per_s": None}
-    published = counter_rate(samples, store_field("published"))
-    writes = counter_rate(samples, store_field("stored"))
+    """Accept, delivery and store rates during the load, the store's throughput while it had a
+    backlog, the backlog's peak and how fast it drained from there (the study's slope)."""
+    figures = {"accepted_per_s": None, "delivered_per_s": None, "writes_per_s": None, "throughput_per_s": None,
+               "throughput_of": progress_field(samples), "backlog_peak": None, "backlog_peak_time": None,
+               "drain_per_s": None}
     in_load = lambda t: load_start is not None and load_start <= t <= load_end  # noqa: E731
-    figures["published_per_s"] = mean(r for t, r in published if in_load(t))
-    figures["writes_per_s"] = mean(r for t, r in writes if in_load(t))
+    for key, field in (("accepted_per_s", "accepted"), ("delivered_per_s", "delivered"), ("writes_per_s", "stored")):
+        figures[key] = mean(r for t, r in counter_rate(samples, store_field(field)) if in_load(t))
     backlog = {s["time"]: store_field("backlog")(s) for s in samples}
-    figures["throughput_per_s"] = mean(r for t, r in writes if (backlog.get(t) or 0) > 0)
+    progress = counter_rate(samples, store_field(figures["throughput_of"]))
+    figures["throughput_per_s"] = mean(r for t, r in progress if (backlog.get(t) or 0) > 0)
     known = [(s["time"], store_field("backlog")(s)) for s in samples if store_field("backlog")(s) is not None]
     if known:
         peak_time, peak = max(known, key=lambda tb: tb[1])

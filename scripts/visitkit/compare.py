@@ -1,8 +1,8 @@
 """Several iterations' latest reports side by side: one row per figure, one column per iteration."""
-import json
 from pathlib import Path
 
-from visitkit import report
+from visitkit import results
+from visitkit.formatting import fmt, percent
 
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),
@@ -11,7 +11,7 @@ ROWS = [  # (headline key, label)
     ("failure_ratio", "failure ratio"), ("slowest_function", "slowest function (client p95)"),
     ("p95_ms.serve-page", "serve-page p95 (ms)"), ("p95_ms.get-counter", "get-counter p95 (ms)"),
     ("p95_ms.inc-counter", "inc-counter p95 (ms)"), ("service_ms.store-inc-counter", "store-inc-counter service (ms)"),
-    ("store.published_per_s", "published/s (load)"), ("store.writes_per_s", "stored/s (load)"),
+    ("store.accepted_per_s", "accepted (202)/s (load)"), ("store.writes_per_s", "stored/s (load)"),
     ("store.throughput_per_s", "store throughput/s (backlogged)"), ("store.backlog_peak", "backlog peak"),
     ("convergence_s", "converged after load (s)"), ("extra_min_per_min", "extra min per min of load"),
     ("visits.acknowledged", "visits acknowledged"), ("visits.lost", "visits lost"), ("visits.duplicated", "visits duplicated"),
@@ -20,15 +20,8 @@ ROWS = [  # (headline key, label)
 
 def find_summary(path, target, test):
     """A results folder's summary, or an iteration's latest one for target and test."""
-    path = Path(path)
-    if (path / "summary.json").exists():
-        return json.loads((path / "summary.json").read_text())
-    found = []
-    for file in path.glob("results/*/summary.json"):
-        data = json.loads(file.read_text())
-        if data.get("target") == target and (test is None or data.get("test") == test):
-            found.append((data.get("started") or "", data))
-    return max(found, key=lambda pair: pair[0])[1] if found else None
+    exact = results.ResultsFolder(path).summary()
+    return exact if exact is not None else results.latest_summary(path, target, test)
 
 
 def cell(summary, key):
@@ -39,18 +32,18 @@ def cell(summary, key):
     if key == "results_dir":
         return f"{summary['test']} {summary['results_dir'].split('-', 1)[-1]}"
     value = summary["headline"].get(key)
-    if key == "failure_ratio" and value is not None:
-        return f"{value * 100:.1f} %"
-    return report.fmt(value, 2 if key == "extra_min_per_min" else 1)
+    if key == "failure_ratio":
+        return percent(value)
+    return fmt(value, 2 if key == "extra_min_per_min" else 1)
 
 
 def column_name(path, summary):
     """An iteration folder's name; for an exact run, its iteration and target, so a local and a
     Google Cloud run of one iteration can stand side by side."""
-    path = Path(path)
-    if (path / "summary.json").exists():
-        return f"{path.parent.parent.name} ({summary['target']})"
-    return path.name
+    folder = results.ResultsFolder(path)
+    if folder.summary() is not None:
+        return f"{folder.iteration_dir.name} ({summary['target']})"
+    return Path(path).name
 
 
 def compare_table(paths, target="local", test=None):

@@ -4,7 +4,10 @@ reading of its statistics into server-side samples.
 """
 import csv
 import io
+import re
 import socket
+
+from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
@@ -17,9 +20,12 @@ TOO_MANY_REQUESTS = (
     '{"error": "too many requests: every instance of this function is busy, try again later"}\n'
 )
 
-# The public routes of the Cloud Functions URL: path -> function.
-PUBLIC_ROUTES = {"/app": "serve-page", "/get-counter": "get-counter", "/inc-counter": "inc-counter"}
-PUSH_FUNCTION = "store-inc-counter"
+# inc-counter answers 202 once Pub/Sub accepted a visit; HAProxy's own figures only count status
+# classes (a CORS preflight's 204 is a 2xx too), so a one-entry stick table counts the 202s.
+ACCEPTED_TABLE = "inc-counter"
+ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
+                  "    http-request track-sc0 int(1)",
+                  "    http-response sc-inc-gpc0(0) if { status 202 }"]
 
 
 def render_config(*, public_port, push_port, stats_address, errorfile_path, instances, settings,
@@ -46,10 +52,10 @@ def render_config(*, public_port, push_port, stats_address, errorfile_path, inst
         "frontend public",
         f"    bind 127.0.0.1:{public_port}",
     ]
-    known = " ".join(f"!{{ path {path} }}" for path in PUBLIC_ROUTES)
+    known = " ".join(f"!{{ path {path} }}" for path in PUBLIC_PATHS)
     lines.append("    http-request return status 404 content-type application/json "
                  f"string '{{\"error\": \"no function at this path\"}}' if {known}")
-    lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in PUBLIC_ROUTES.items()]
+    lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in PUBLIC_PATHS.items()]
     lines += [
         "",
         "# Only the Pub/Sub emulator's push subscription reaches store-inc-counter, as on Google Cloud.",
@@ -60,6 +66,8 @@ def render_config(*, public_port, push_port, stats_address, errorfile_path, inst
     for function, ports in instances.items():
         spec = settings.functions[function]
         lines += ["", f"backend {function}", f"    timeout server {spec.timeout_seconds}s"]
+        if function == ACCEPTED_TABLE:
+            lines += ACCEPTED_RULES
         # observe layer4: the first refused connection marks a crashed instance down at once,
         # so retried requests go to a live one instead of waiting for the next health check.
         lines += [f"    server instance-{i} 127.0.0.1:{port} maxconn {spec.concurrency} "
@@ -68,16 +76,31 @@ def render_config(*, public_port, push_port, stats_address, errorfile_path, inst
     return "\n".join(lines) + "\n"
 
 
-def show_stat(stats_address):
-    """HAProxy's `show stat` CSV as a list of dicts, from its stats socket at "host:port"."""
+def _ask(stats_address, command):
+    """One command on HAProxy's stats socket at "host:port"; its whole answer."""
     host, port = stats_address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(b"show stat\n")
+        sock.settimeout(5)
+        sock.sendall(command.encode() + b"\n")
         chunks = []
         while chunk := sock.recv(65536):
             chunks.append(chunk)
-    text = b"".join(chunks).decode().lstrip("# ")
-    return list(csv.DictReader(io.StringIO(text)))
+    return b"".join(chunks).decode()
+
+
+def show_stat(stats_address):
+    """HAProxy's `show stat` CSV as a list of dicts."""
+    return list(csv.DictReader(io.StringIO(_ask(stats_address, "show stat").lstrip("# "))))
+
+
+def accepted_count(stats_address):
+    """How many 202s inc-counter has answered (its stick table's one counter)."""
+    return parse_accepted(_ask(stats_address, f"show table {ACCEPTED_TABLE}"))
+
+
+def parse_accepted(table_text):
+    found = re.search(r"\bgpc0=(\d+)", table_text)
+    return int(found[1]) if found else 0
 
 
 def _int(value):

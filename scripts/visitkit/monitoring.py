@@ -33,16 +33,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from visitkit.settings import FUNCTIONS
+from visitkit.catalogue import CATALOGUE, FUNCTIONS
 
 PERIOD_SECONDS = 60
 # request_count's data may take up to 180 s to become visible; leave some margin on top.
 DEFAULT_INGESTION_DELAY_SECONDS = 240
 
 # Cloud Run service names of the deployed functions, by logical name (serve-page is deployed as `app`).
-SERVICE_NAMES = {"serve-page": "app", "get-counter": "get-counter", "inc-counter": "inc-counter",
-                 "store-inc-counter": "store-inc-counter"}
-assert set(SERVICE_NAMES) == set(FUNCTIONS)
+SERVICE_NAMES = {name: function.service for name, function in CATALOGUE.items()}
 
 SERVICE = "resource.label.service_name"
 
@@ -205,16 +203,17 @@ def window_start_sample(when):
     """A sample at the window's start: counters at zero, gauges unknown."""
     return {"time": when, "source": "gcp-monitoring",
             "functions": {name: empty_function() for name in FUNCTIONS},
-            "store": {"published": 0, "stored": 0, "backlog": None, "oldest_unacked_s": None,
+            "store": {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
                       "firestore_writes": 0}}
 
 
 def samples_from_rows(rows_by_query, service_names=None):
     """One sample per minute that has any data, cumulative counters from the window's start.
 
-    store.published counts inc-counter's 2xx answers (it answers 202 only once Pub/Sub accepted
-    the visit) and store.stored store-inc-counter's 2xx answers (each one acknowledges one
-    delivery to the push subscription), both per the platform; store.backlog is the
+    store.accepted counts inc-counter's 202 answers (it answers 202 only once Pub/Sub accepted
+    the visit; a CORS preflight's 204 is not one) and store.delivered store-inc-counter's 2xx
+    answers (each one acknowledges one delivery, redeliveries included), both per the platform;
+    store.stored (visits in Firestore) has no per-minute figure here; store.backlog is the
     subscription's undelivered messages. oldest_unacked_s and firestore_writes are extra fields
     the local stack has no figure for.
     """
@@ -226,7 +225,7 @@ def samples_from_rows(rows_by_query, service_names=None):
         return [row for row in rows_by_query.get(query, []) if row["time"] == when]
 
     counters = {name: {key: 0 for key in COUNTERS} for name in service_names}
-    writes = 0
+    writes = accepted = 0
     samples = []
     for when in times:
         for row in at("request_count", when):
@@ -239,6 +238,8 @@ def samples_from_rows(rows_by_query, service_names=None):
                 counters[name][f"responses_{code // 100}xx"] += count
             if code == 429:
                 counters[name]["responses_429"] += count
+            if code == 202 and name == "inc-counter":
+                accepted += count
         functions = {name: {**empty_function(), **counters[name]} for name in service_names}
         for row in at("request_latencies", when):
             name = function_of.get(row.get("service_name"))
@@ -257,9 +258,8 @@ def samples_from_rows(rows_by_query, service_names=None):
             "time": when,
             "source": "gcp-monitoring",
             "functions": functions,
-            "store": {"published": functions["inc-counter"]["responses_2xx"],
-                      "stored": functions["store-inc-counter"]["responses_2xx"],
-                      "backlog": max(backlog) if backlog else None,
+            "store": {"accepted": accepted, "delivered": functions["store-inc-counter"]["responses_2xx"],
+                      "stored": None, "backlog": max(backlog) if backlog else None,
                       "oldest_unacked_s": max(oldest) if oldest else None,
                       "firestore_writes": writes},
         })

@@ -7,8 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from visitkit import analysis  # noqa: E402
-from visitkit.monitoring import SERVICE_NAMES  # noqa: E402
-from visitkit.settings import FUNCTIONS  # noqa: E402
+from visitkit.catalogue import FUNCTIONS, function_of_service  # noqa: E402
+from visitkit.report import PLOTS  # noqa: E402
 
 CODE_CLASSES = {"2xx": "tab:green", "4xx (not 429)": "tab:orange", "429": "tab:red", "5xx": "black"}
 
@@ -68,7 +68,8 @@ def plot_server(samples, path, title, load_start, load_end):
     fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
     axes[0].plot(t, series["backlog"], color="tab:brown")
     axes[0].set_ylabel("backlog\n(not yet stored)")
-    for key, colour, label in (("published_per_s", "tab:blue", "published/s"), ("writes_per_s", "tab:green", "stored (Firestore writes)/s")):
+    for key, colour, label in (("accepted_per_s", "tab:blue", "accepted (202)/s"),
+                               ("writes_per_s", "tab:green", "stored (Firestore)/s")):
         axes[1].plot([x - start for x, _ in series[key]], [v for _, v in series[key]], color=colour, label=label)
     axes[1].set_ylabel("visits/s")
     axes[1].legend(loc="upper left", fontsize=8)
@@ -82,11 +83,6 @@ def plot_server(samples, path, title, load_start, load_end):
     _mark_load(axes, start, load_end)
     _finish(fig, axes, path, title)
     return True
-
-
-def _metric_rows(metrics_dir, name):
-    path = metrics_dir / f"{name}.csv"
-    return analysis.read_csv(path) if path.exists() else []
 
 
 def _per_minute(rows, key_of, value_of):
@@ -116,19 +112,16 @@ def _draw(ax, series, start, styles=None, **common):
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="grey")
 
 
-def plot_gcp_metrics(metrics_dir, path, title, load_start, load_end):
+def plot_gcp_metrics(metrics, path, title, load_start, load_end):
     """Cloud Monitoring's per-minute series (points at the end of their minute), one panel each:
     latency p50/p95 per function, requests by code class, instances, the subscription's backlog and
-    oldest unacked message, Firestore writes. False when there is nothing to plot."""
-    from pathlib import Path
-
-    metrics_dir = Path(metrics_dir)
-    if not any(metrics_dir.glob("*.csv")):
+    oldest unacked message, Firestore writes. metrics: {metric name: rows}. False when there is
+    nothing to plot."""
+    if not metrics:
         return False
-    function_of = {service: name for name, service in SERVICE_NAMES.items()}
-    service = lambda row: function_of.get(row.get("service_name"))  # noqa: E731
+    service = lambda row: function_of_service(row.get("service_name"))  # noqa: E731
     value = lambda key: lambda row: analysis.number(row.get(key))  # noqa: E731
-    rows = {name: _metric_rows(metrics_dir, name) for name in (
+    rows = {name: metrics.get(name, []) for name in (
         "request_latencies", "request_count", "instance_count", "undelivered_messages", "oldest_unacked_age",
         "firestore_writes")}
     times = [float(r["time"]) for series in rows.values() for r in series]
@@ -166,14 +159,14 @@ def plot_gcp_metrics(metrics_dir, path, title, load_start, load_end):
     return True
 
 
-def write_plots(results_dir, summary):
-    from pathlib import Path
-
-    results_dir = Path(results_dir)
-    history = analysis.aggregated_history(analysis.read_csv(results_dir / "locust_stats_history.csv"))
+def write_plots(folder, data, summary):
+    """The run's plots beside its report; returns the PLOTS keys of those written."""
     title = f"{summary['iteration']} {summary['test']} ({summary['target']})"
-    plot_load(history, results_dir / "load.png", title, summary.get("breakpoint"))
-    samples = analysis.read_jsonl(results_dir / "server-samples.jsonl")
-    plot_server(samples, results_dir / "server.png", title, summary["load"]["start"], summary["load"]["end"])
-    plot_gcp_metrics(results_dir / "metrics", results_dir / "gcp-metrics.png", title, summary["load"]["start"],
-                     summary["load"]["end"])
+    start, end = summary["load"]["start"], summary["load"]["end"]
+    plot_load(data.history, folder / PLOTS["load"], title, summary.get("breakpoint"))
+    written = {"load"}
+    if plot_server(data.samples, folder / PLOTS["server"], title, start, end):
+        written.add("server")
+    if plot_gcp_metrics(data.metrics, folder / PLOTS["gcp"], title, start, end):
+        written.add("gcp")
+    return written

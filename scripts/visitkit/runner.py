@@ -1,31 +1,39 @@
-"""One iteration's experiment loop: settings -> load test -> measured figures -> report.
+"""One iteration's experiment loop, as named steps: start the target -> totals before -> Locust
+headless (the platform sampled every second) -> poll stored totals until they reach before +
+acknowledged -> (the platform's own metrics) -> stop the target -> report.
 
-  bring up the target -> totals before -> Locust headless (server sampled every second)
-  -> poll stored totals until they reach before + acknowledged -> report, plots, README block
+`RunConfig` holds everything a run needs, checked once where it is built; `plan(config)` gives
+the steps, which `run(config)` runs and `--dry-run` prints.
 """
+import csv
 import datetime
 import json
+import re
 import shlex
-import socket
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import plots, report, targets
+from visitkit import publish, results
+from visitkit.errors import RunError
+from visitkit.formatting import fmt, ms, percent
+from visitkit.net import free_port
+from visitkit.paths import LOCUST_DIR, ROOT
+from visitkit.progress import Progress
 from visitkit.settings import load_settings
+from visitkit.steps import Step, plan_lines, run_steps
 
-ROOT = Path(__file__).resolve().parents[2]
-LOCUSTFILE = ROOT / "locust" / "locustfile.py"
-STAGES = {"local": ROOT / "locust" / "stages" / "endurance-local.csv",
-          "remote": ROOT / "locust" / "stages" / "endurance-study.csv"}
+TESTS = ("breakpoint", "endurance", "load", "spike")
+LOCUSTFILE = LOCUST_DIR / "locustfile.py"
+STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
+          "remote": LOCUST_DIR / "stages" / "endurance-study.csv"}
 DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
 STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
-LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
-              "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "
-              "latencies are far below Google Cloud's; compare iterations with each other, not with the study.")
+MIN_CONVERGENCE_WAIT_S = 120
 
 
 def parse_duration(text):
@@ -40,47 +48,117 @@ def parse_duration(text):
             total += float(digits) * {"h": 3600, "m": 60, "s": 1}[char]
             digits = ""
         else:
-            raise ValueError(f"cannot read duration {text!r} (e.g. 90s, 5m, 1h30m)")
+            raise RunError(f"cannot read duration {text!r} (e.g. 90s, 5m, 1h30m)")
     return total + (float(digits) if digits else 0.0)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass(frozen=True)
+class LoadPlan:
+    """The Locust side of a run: the test's shape and its settings."""
+    test: str
+    seconds: float = None  # a cap on the load; None: the shape's own length
+    shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
+    stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
+    processes: int = None  # Locust worker processes
+
+    @classmethod
+    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True):
+        if test not in TESTS:
+            raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
+        seconds = parse_duration(duration)
+        if seconds is None and test == "breakpoint":
+            seconds = DEFAULT_BREAKPOINT_SECONDS
+        # a later key wins in locust/shapes.py, so --duration beats a duration_s in --shape-set
+        shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}" if seconds is not None else ""]))
+        if test == "endurance" and not stages:
+            stages = str(STAGES["local" if local else "remote"])
+        if processes is not None and processes < 1:
+            raise RunError("--processes must be 1 or more")
+        return cls(test, seconds, shape_set, stages, processes)
+
+    def describe(self):
+        stages = ""
+        if self.stages:
+            stages = f", stages from {Path(self.stages).name if Path(self.stages).exists() else self.stages}"
+        return (f"{self.test} {self.shape_set}{stages}"
+                + (f", {self.processes} Locust processes" if self.processes else ""))
+
+    def locust_command(self, base_url, folder):
+        command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", base_url,
+                   "--shape", self.test, "--csv", str(folder / results.LOCUST_PREFIX), "--csv-full-history",
+                   "--html", str(folder / results.LOCUST_HTML), "--ledger-file", str(folder / results.LEDGER),
+                   "--stop-timeout", str(STOP_TIMEOUT_S), "--only-summary", "--exit-code-on-error", "0",
+                   "--logfile", str(folder / results.LOCUST_LOG)]
+        if self.shape_set:
+            command += ["--shape-set", self.shape_set]
+        if self.stages:
+            command += ["--stages", str(self.stages)]
+        if self.processes:
+            port = str(free_port())  # never Locust's default 5557: others may run Locust too
+            command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
+        return command
 
 
-def locust_command(base_url, test, results_dir, shape_set, stages=None, processes=None):
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", base_url,
-               "--shape", test, "--csv", str(results_dir / "locust"), "--csv-full-history",
-               "--html", str(results_dir / "locust.html"), "--ledger-file", str(results_dir / "ledger.json"),
-               "--stop-timeout", str(STOP_TIMEOUT_S), "--only-summary", "--exit-code-on-error", "0",
-               "--logfile", str(results_dir / "locust.log")]
-    if shape_set:
-        command += ["--shape-set", shape_set]
-    if stages:
-        command += ["--stages", str(stages)]
-    if processes:
-        port = str(free_port())  # never Locust's default 5557: others may run Locust too
-        command += ["--processes", str(processes), "--master-port", port, "--master-bind-port", port]
-    return command
+@dataclass(frozen=True)
+class RunConfig:
+    """What to run, checked once: the iteration and its settings, the load, the target."""
+    iteration_dir: Path
+    settings: object  # settings.Settings
+    load: LoadPlan
+    target: str = "local"  # local, gcp, or a base URL
+    convergence_timeout: float = None
+    queue_timeout: float = 10.0
+    keep_up: bool = False
+    project: str = None
+    region: str = None
+    destroy: bool = False
+
+    @classmethod
+    def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
+              processes=None, **options):
+        if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
+            raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
+        iteration_dir = Path(iteration_dir).resolve()
+        load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
+        return cls(iteration_dir, load_settings(iteration_dir), load, target, **options)
+
+    @property
+    def target_kind(self):
+        return self.target if self.target in ("local", "gcp") else "url"
+
+
+def make_target(config, folder):
+    """The target object for a config; builds it without starting or contacting anything."""
+    if config.target == "local":
+        from visitkit.targets import LocalTarget
+
+        return LocalTarget(config.settings, folder / results.STACK, config.queue_timeout, config.keep_up)
+    if config.target == "gcp":
+        from visitkit.gcp import GcpTarget
+
+        return GcpTarget(config.settings, config.iteration_dir, config.project, config.region, config.destroy)
+    from visitkit.targets import UrlTarget
+
+    return UrlTarget(config.target, config.settings)
 
 
 class Sampler(threading.Thread):
-    """Appends target.sample() to a JSONL file once per second until stopped."""
+    """Appends target.sample() to a JSONL file once per second until stopped; keeps the latest."""
 
     def __init__(self, target, path, interval=1.0):
         super().__init__(daemon=True)
         self.target, self.path, self.interval = target, path, interval
         self.stopping = threading.Event()
         self.errors = 0
+        self.latest = {}
 
     def run(self):
         with open(self.path, "a") as out:
             while not self.stopping.is_set():
                 started = time.monotonic()
                 try:
-                    out.write(json.dumps(self.target.sample()) + "\n")
+                    self.latest = self.target.sample()
+                    out.write(json.dumps(self.latest) + "\n")
                     out.flush()
                 except Exception as error:  # a missed sample must not end the run
                     self.errors += 1
@@ -92,17 +170,125 @@ class Sampler(threading.Thread):
         self.stopping.set()
         self.join(timeout=30)
 
+    def figure(self, section, key):
+        """The latest sample's figure, summed over functions for a per-function key."""
+        if section == "store":
+            return (self.latest.get("store") or {}).get(key)
+        values = [f.get(key) for f in (self.latest.get("functions") or {}).values() if f.get(key) is not None]
+        return sum(values) if values else None
 
-def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1.0):
+
+@dataclass
+class RunState:
+    """What the steps share while a run goes on; `record` becomes run.json."""
+    config: RunConfig
+    folder: results.ResultsFolder
+    target: object
+    log: object = print
+    record: dict = field(default_factory=dict)
+    sampler: Sampler = None
+    load_started: float = None
+    load_ended: float = None
+    summary: dict = None
+
+
+def last_aggregated(history_path):
+    """Locust's latest per-second Aggregated row (users, RPS, failures), read from the end of its
+    history CSV, or None before there is one."""
+    try:
+        with open(history_path, newline="") as f:
+            header = next(csv.reader([f.readline()]), None)
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 16384))
+            tail = f.read().splitlines()
+    except OSError:
+        return None
+    rows = [row for row in csv.reader(tail[1:]) if header and len(row) == len(header)]
+    aggregated = [dict(zip(header, row)) for row in rows if "Aggregated" in row]
+    return aggregated[-1] if aggregated else None
+
+
+def planned_seconds(config, log_path):
+    """The shape's planned length: --duration, or what the Locust file logged at start."""
+    if config.load.seconds is not None:
+        return config.load.seconds
+    try:
+        found = re.search(r"planned (\d+(?:\.\d+)?) s", Path(log_path).read_text())
+    except OSError:
+        return None
+    return float(found[1]) if found else None
+
+
+# ---- the steps' actions --------------------------------------------------------------------------
+def read_totals_before(state):
+    state.record["base_url"] = state.target.base_url
+    state.record["before"] = state.target.totals()
+    state.folder.save_run(state.record)
+
+
+def run_load(state):
+    config, folder = state.config, state.folder
+    state.sampler = Sampler(state.target, folder / results.SAMPLES)
+    state.sampler.start()
+    command = config.load.locust_command(state.target.base_url, folder.path)
+    state.record["locust_command"] = command
+    timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
+    state.load_started = time.time()
+    progress = Progress("load")
+    try:
+        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT) as locust:
+            while locust.poll() is None:
+                elapsed = time.time() - state.load_started
+                if timeout is not None and elapsed > timeout:
+                    locust.kill()
+                    raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
+                row = last_aggregated(folder / results.HISTORY) or {}
+                progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
+                                users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
+                                failures=row.get("Total Failure Count"),
+                                responses_429=state.sampler.figure("functions", "responses_429"),
+                                backlog=state.sampler.figure("store", "backlog"))
+                time.sleep(1)
+    finally:
+        progress.close()
+    state.load_ended = time.time()
+    state.record["locust_exit_code"] = locust.returncode
+    if locust.returncode != 0:
+        state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
+    log_text = (folder / results.LOCUST_LOG).read_text() if (folder / results.LOCUST_LOG).exists() else ""
+    if "CPU usage above" in log_text or "exceeded cpu threshold" in log_text:
+        state.record["notes"].append("Locust itself ran out of CPU during the run: its figures understate the "
+                                     "system; rerun with --processes N (see locust/README.md).")
+
+
+def _float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def convergence_wait(config, target, load_seconds):
+    if config.convergence_timeout is not None:
+        return config.convergence_timeout
+    return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, target.min_convergence_wait)
+
+
+def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1.0, progress=None,
+                         backlog=lambda: None):
     """Polls stored totals into a JSONL file until every page holds before + acknowledged (then a few
-    more polls, so late duplicates show) or the timeout passes."""
+    more polls, so late duplicates show) or the timeout passes. True when it converged."""
     expected = {page: before.get(page, 0) + count for page, count in acknowledged.items()}
-    deadline, settle = time.monotonic() + timeout, None
+    started = time.monotonic()
+    deadline, settle = started + timeout, None
     with open(path, "a") as out:
         while True:
             totals = target.totals()
             out.write(json.dumps({"time": time.time(), "totals": totals}) + "\n")
             out.flush()
+            if progress is not None:
+                progress.update(time.monotonic() - started, timeout, stored=sum(totals.values()) - sum(before.values()),
+                                of=sum(acknowledged.values()), backlog=backlog())
             if settle is None and all(totals.get(p, 0) >= n for p, n in expected.items()):
                 settle = SETTLE_POLLS
             if settle is not None:
@@ -114,154 +300,99 @@ def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1
             time.sleep(interval)
 
 
-def target_kind(target_spec):
-    return target_spec if target_spec in ("local", "gcp") else "url"
-
-
-def load_shape(test, duration, shape_set, stages, target_spec):
-    """(load seconds or None, Locust --shape-set, endurance stages) for a run."""
-    seconds = parse_duration(duration)
-    if seconds is None and test == "breakpoint":
-        seconds = DEFAULT_BREAKPOINT_SECONDS
-    # "k=v,k=v" as locust/shapes.py reads it; a later key wins, so --duration beats duration_s
-    shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}" if seconds is not None else ""]))
-    if test == "endurance" and not stages:
-        stages = STAGES["local" if target_spec == "local" else "remote"]
-    return seconds, shape_set, stages
-
-
-def convergence_wait_text(convergence_timeout):
-    if convergence_timeout is not None:
-        return f"up to {convergence_timeout:g} s"
-    return "up to 3 x the load's length, at least 120 s"
-
-
-def dry_run_plan(iteration_dir, test, duration=None, target_spec="local", processes=None, shape_set=None,
-                 stages=None, convergence_timeout=None, queue_timeout=10.0, keep_up=False, project=None,
-                 region=None, destroy=False):
-    """What run_iteration would do, as lines to print; starts, writes and contacts nothing."""
-    iteration_dir = Path(iteration_dir).resolve()
-    settings = load_settings(iteration_dir)
-    _, shape_set, stages = load_shape(test, duration, shape_set, stages, target_spec)
-    results_dir = iteration_dir / "results" / f"{test}-<timestamp>"
-    is_url = target_spec.startswith(("http://", "https://"))
-    base_url = target_spec.rstrip("/") if is_url else "<base_url>"  # the others' is known once started
-    command = locust_command(base_url, test, results_dir, shape_set, stages, processes)
-    locust_line = f"  $ {shlex.join(command)}"
-    if target_spec == "gcp":
-        from visitkit import gcp
-
-        if not project:
-            raise SystemExit("--target gcp needs --project")
-        return [f"results: {results_dir}"] + gcp.dry_run_plan(
-            iteration_dir, project, region, test=test, destroy=destroy, locust_command=command)
-    local = target_spec == "local"
-    if local:
-        instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
-        start = [f"start the local stack with {settings.source}: Firestore and Pub/Sub emulators, HAProxy "
-                 f"({queue_timeout:g} s queue before a 429), function instances x concurrency: {instances}; "
-                 "<base_url> is its HAProxy on a free port",
-                 "read totals before the load from the Firestore emulator"]
-        totals, end = "the Firestore emulator", ["leave the stack running" if keep_up else "stop the stack"]
-    elif is_url:
-        start = [f"use the deployed system at {base_url}",
-                 f"read totals before the load through {base_url}/get-counter"]
-        totals, end = "get-counter (its cache delays them by up to one TTL)", []
-    else:
-        raise SystemExit(f"--target must be local, gcp or a base URL, not {target_spec!r}")
-    return [f"results: {results_dir}", *start,
-            f"run the Locust test '{test}' against {base_url}", locust_line,
-            f"measure convergence: read totals from {totals} until they match the visits Locust recorded "
-            f"({convergence_wait_text(convergence_timeout)})",
-            "write report.md, summary.json and the plots"
-            + (" and update the iteration README's latest-results block" if local else ""),
-            *end]
-
-
-def run_iteration(iteration_dir, test, duration=None, target_spec="local", processes=None, shape_set=None,
-                  stages=None, convergence_timeout=None, keep_up=False, queue_timeout=10.0, project=None,
-                  region=None, destroy=False, log=print):
-    iteration_dir = Path(iteration_dir).resolve()
-    settings = load_settings(iteration_dir)  # fails early on a bad settings file
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    results_dir = iteration_dir / "results" / f"{test}-{stamp}"
-    results_dir.mkdir(parents=True)
-    seconds, shape_set, stages = load_shape(test, duration, shape_set, stages, target_spec)
-
-    run = {"iteration": iteration_dir.name, "test": test, "target": target_kind(target_spec),
-           "started": datetime.datetime.now().isoformat(timespec="seconds"),
-           "settings": json.loads(Path(settings.source).read_text()),
-           "shape": f"{test} {shape_set}"
-           + (f", stages from {Path(stages).name if Path(str(stages)).exists() else stages}" if stages else "")
-           + (f", {processes} Locust processes" if processes else ""),
-           "notes": []}
-    log(f"results: {results_dir}")
-    log(f"bringing up the target ({target_spec}) ...")
-    target = targets.open_target(target_spec, iteration_dir, results_dir / "stack", queue_timeout=queue_timeout,
-                                 keep_up=keep_up, project=project, region=region, destroy=destroy)
+def converge(state):
+    ledger = json.loads((state.folder / results.LEDGER).read_text())
+    wait = convergence_wait(state.config, state.target, state.load_ended - state.load_started)
+    progress = Progress("convergence")
     try:
-        if target_spec == "local":
-            run["notes"].append(LOCAL_NOTE)
-        if getattr(target, "convergence_note", ""):
-            run["notes"].append(target.convergence_note)
-        run["base_url"] = target.base_url
-        run["before"] = target.totals()
-        (results_dir / "run.json").write_text(json.dumps(run, indent=2))
-
-        sampler = Sampler(target, results_dir / "server-samples.jsonl")
-        sampler.start()
-        command = locust_command(target.base_url, test, results_dir, shape_set, stages, processes)
-        run["locust_command"] = command
-        log(f"load test: {run['shape']} against {target.base_url}")
-        load_started = time.time()
-        timeout = seconds + STOP_TIMEOUT_S + 120 if seconds is not None else None
-        finished = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                  timeout=timeout, cwd=ROOT)
-        load_ended = time.time()
-        run["locust_exit_code"] = finished.returncode
-        if finished.returncode != 0:
-            run["notes"].append(f"Locust exited with code {finished.returncode}: see locust.log")
-        log_text = (results_dir / "locust.log").read_text() if (results_dir / "locust.log").exists() else ""
-        if "CPU usage above" in log_text or "exceeded cpu threshold" in log_text:
-            run["notes"].append("Locust itself ran out of CPU during the run: its figures understate the system; "
-                                "rerun with --processes N (see locust/README.md).")
-
-        ledger = json.loads((results_dir / "ledger.json").read_text())
-        wait = convergence_timeout if convergence_timeout is not None else max(120.0, 3 * (load_ended - load_started))
-        log(f"load done; waiting up to {wait:.0f} s for the counters to converge ...")
-        converged = wait_for_convergence(target, run["before"], ledger.get("acknowledged", {}),
-                                         results_dir / "convergence.jsonl", wait)
-        sampler.stop()
-        if not converged:
-            run["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
-        if sampler.errors:
-            run["notes"].append(f"{sampler.errors} server samples failed (gaps in server-samples.jsonl).")
-        if hasattr(target, "window_samples"):  # platforms whose figures arrive after the fact
-            # the window spans the load and the convergence wait, so the backlog's drain is in it
-            log("reading the platform's metrics for the test window (after its ingestion delay) ...")
-            try:
-                samples = target.window_samples(load_started, time.time(), results_dir)
-            except Exception as error:  # e.g. no monitoring.viewer role: keep the client-side report
-                samples = []
-                run["notes"].append(f"The platform's metrics could not be read: {error!r}")
-            with open(results_dir / "server-samples.jsonl", "w") as out:
-                out.writelines(json.dumps(s) + "\n" for s in samples)
-        (results_dir / "run.json").write_text(json.dumps(run, indent=2))
+        converged = wait_for_convergence(state.target, state.record["before"], ledger.get("acknowledged", {}),
+                                         state.folder / results.POLLS, wait, progress=progress,
+                                         backlog=lambda: state.sampler.figure("store", "backlog"))
     finally:
-        target.close()
+        progress.close()
+        state.sampler.stop()
+    if not converged:
+        state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
+    if state.sampler.errors:
+        state.record["notes"].append(f"{state.sampler.errors} server samples failed (gaps in {results.SAMPLES}).")
+    state.folder.save_run(state.record)
 
-    summary = report.write_report(results_dir, iteration_dir, update_iteration_readme=(target_spec == "local"))
-    plots.write_plots(results_dir, summary)
-    return results_dir, summary
+
+def read_window(state):
+    """The platform's figures for the load and the convergence wait (so the backlog's drain is in
+    them) replace the live samples."""
+    try:
+        samples = state.target.window_samples(state.load_started, time.time(), state.folder.path)
+    except Exception as error:  # e.g. no monitoring.viewer role: keep the client-side report
+        samples = []
+        state.record["notes"].append(f"The platform's metrics could not be read: {error!r}")
+    with open(state.folder / results.SAMPLES, "w") as out:
+        out.writelines(json.dumps(s) + "\n" for s in samples)
+    state.folder.save_run(state.record)
 
 
-def headline_lines(results_dir, summary):
+def write_report(state):
+    state.summary = publish.publish(state.folder, update_readme=state.target.updates_readme)
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+def plan(config, folder, target):
+    """The run's steps, in order; the same list is run or printed."""
+    load, shown_url = config.load, target.base_url
+    command = config.load.locust_command(shown_url, folder.path)
+    convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
+                   f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
+                   + (f" and the subscription's maximum backoff ({target.min_convergence_wait} s)"
+                      if target.min_convergence_wait else ""))
+    steps = [
+        *target.start_steps(),
+        Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
+        Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
+                                                    f"$ {shlex.join(command)}"], run_load),
+        Step("wait for the counters to converge", [
+            f"read totals from {target.totals_source} until they match the visits Locust saw acknowledged "
+            f"({convergence})"], converge),
+    ]
+    if hasattr(target, "window_step"):
+        window = target.window_step()
+        steps.append(Step(window.name, window.details, read_window))
+    stop = target.stop_step()
+    if stop is not None:
+        steps.append(stop)
+    steps.append(Step("write the report", [
+        f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
+        + (" and the iteration README's latest-results block" if target.updates_readme else "")], write_report))
+    return steps
+
+
+def dry_run(config):
+    """The plan as lines to print; starts, writes and contacts nothing."""
+    folder = results.ResultsFolder(config.iteration_dir / "results" / f"{config.load.test}-<timestamp>")
+    target = make_target(config, folder)
+    return [f"results: {folder.path}", *plan_lines(plan(config, folder, target))]
+
+
+def run(config, log=print):
+    """Runs the plan; returns (ResultsFolder, summary)."""
+    folder = results.ResultsFolder.new(config.iteration_dir, config.load.test)
+    folder.create()
+    target = make_target(config, folder)
+    record = {"iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
+              "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
+              "shape": config.load.describe(), "notes": list(target.notes)}
+    state = RunState(config, folder, target, log, record)
+    folder.save_run(record)
+    log(f"results: {folder.path}")
+    run_steps(plan(config, folder, target), state, log)
+    return folder, state.summary
+
+
+def headline_lines(folder, summary):
     h, verdict = summary["headline"], summary.get("verdict", {})
-    fmt, ms = report.fmt, report.ms
     return [
-        f"report: {results_dir / 'report.md'}",
+        f"report: {folder / results.REPORT}",
         f"  verdict: {verdict.get('outcome', 'n/a')}",
-        f"  users max {h['users_max']}, requests {h['requests']}, failure ratio {fmt((h['failure_ratio'] or 0) * 100)} %",
+        f"  users max {h['users_max']}, requests {h['requests']}, failure ratio {percent(h['failure_ratio'] or 0)}",
         f"  knee: {fmt(h['knee_users'], 0)} users / {fmt(h['knee_rps'])} RPS; first failure: "
         f"{fmt(h['first_failure_users'], 0)} users / {fmt(h['first_failure_rps'])} RPS; peak {fmt(h['rps_peak'])} RPS; "
         f"p95 ceiling {ms(h['p95_ceiling_ms'])} ms; slowest: {h.get('slowest_function', 'n/a')}",

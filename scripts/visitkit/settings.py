@@ -1,65 +1,211 @@
-"""An iteration's settings: the same `.tfvars.json` file Terraform reads.
+"""An iteration's settings: the `settings.tfvars.json` file Terraform reads with -var-file.
 
-Only the knobs the local stack needs are interpreted here; Terraform-only keys
-(memory, cpu, timeout) are kept as they are.
+Parsed and validated once, with the rules and messages of infra/variables.tf (a test holds the
+two together), into a `Settings` value that flows through a run. A file that loads here deploys.
 """
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PAGES = ("home", "jobs", "about", "about_legals", "about_offices")
-FUNCTIONS = ("serve-page", "get-counter", "inc-counter", "store-inc-counter")
-DEFAULT_TIMEOUT_SECONDS = 60
+from visitkit.catalogue import CATALOGUE, FUNCTIONS
+from visitkit.errors import SettingsError
+from visitkit.paths import SETTINGS_FILE
+
+MEMORY = re.compile(r"^[1-9][0-9]*(M|Mi|G|Gi)$")
+MEMORY_BYTES = {"M": 10**6, "Mi": 2**20, "G": 10**9, "Gi": 2**30}
+MIB_512, GIB_1 = 512 * 2**20, 2**30
+
+# infra/variables.tf's error messages, word for word.
+MESSAGES = {
+    "shards_per_page": "shards_per_page must be a whole number >= 1.",
+    "cache_ttl_seconds": "cache_ttl_seconds must be a whole number >= 0.",
+    "marker_ttl_days": "marker_ttl_days must be a whole number >= 1.",
+    "functions": "functions must have exactly the keys serve-page, get-counter, inc-counter and store-inc-counter.",
+    "max_instances": "Each function's max_instances must be a whole number from 1 to 1000.",
+    "concurrency": "Each function's concurrency must be a whole number from 1 to 1000.",
+    "timeout_seconds": "Each function's timeout_seconds must be a whole number from 1 to 3600.",
+    "memory": "Each function's memory must look like \"256M\", \"512Mi\" or \"1G\".",
+    "cpu": "Each function's cpu must be a number of vCPUs from above 0 to 8, written as a string such as "
+           "\"0.167\" or \"1\".",
+    "cpu_for_concurrency": "A function with concurrency above 1 needs cpu of at least \"1\" (a 2nd gen function "
+                           "with less than 1 vCPU serves one request at a time).",
+    "cpu_for_512mib": "A function with memory above 512 MiB needs cpu of at least \"0.5\" (Cloud Run's rule).",
+    "cpu_for_1gib": "A function with memory above 1 GiB needs cpu of at least \"1\" (Cloud Run's rule).",
+    "cpu_whole": "A function's cpu above \"1\" must be a whole number of vCPUs, such as \"2\" or \"4\" "
+                 "(Cloud Run's rule).",
+    "ack_deadline_seconds": "subscription.ack_deadline_seconds must be a whole number from 10 to 600.",
+    "backoff": "subscription.minimum_backoff_seconds and subscription.maximum_backoff_seconds must be whole "
+               "numbers from 0 to 600, the minimum not above the maximum.",
+    "max_delivery_attempts": "subscription.max_delivery_attempts must be a whole number from 5 to 100.",
+    "message_retention_seconds": "subscription.message_retention_seconds must be a whole number from 600 "
+                                 "(10 minutes) to 604800 (7 days).",
+}
+# Variables infra/ declares that a settings file may also set; the kit passes these itself.
+TERRAFORM_ONLY = {"project_id", "region", "topic_name"}
 
 
 @dataclass(frozen=True)
 class FunctionSettings:
-    max_instances: int = 2
-    concurrency: int = 1
-    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    extra: dict = field(default_factory=dict)
+    max_instances: int
+    concurrency: int
+    memory: str = "256M"
+    cpu: str = None  # None: Terraform's default, see effective_cpu
+    timeout_seconds: int = 60
+
+    @property
+    def effective_cpu(self):
+        """The vCPUs Terraform deploys: the cpu given, else 1 for concurrency above 1, else 1/6."""
+        return self.cpu if self.cpu is not None else ("1" if self.concurrency > 1 else "0.167")
+
+    @property
+    def slots(self):
+        """Requests the function serves at once at most: instances x concurrency."""
+        return self.max_instances * self.concurrency
+
+
+@dataclass(frozen=True)
+class SubscriptionSettings:
+    """The push subscription to store-inc-counter (Terraform deploys it; the local twin follows it)."""
+    ack_deadline_seconds: int = 60  # also the push request's timeout
+    minimum_backoff_seconds: int = 10
+    maximum_backoff_seconds: int = 600
+    max_delivery_attempts: int = 20  # then the dead-letter topic
+    message_retention_seconds: int = 86400
 
 
 @dataclass(frozen=True)
 class Settings:
     shards_per_page: int
     cache_ttl_seconds: int
-    functions: dict  # name -> FunctionSettings
-    source: str = ""
+    functions: dict  # name -> FunctionSettings, in catalogue order
+    subscription: SubscriptionSettings = SubscriptionSettings()
+    marker_ttl_days: int = 7
+    raw: dict = field(default_factory=dict, compare=False)  # the file's own content
+    source: str = ""  # where it was read from
+
+    @property
+    def largest_slots(self):
+        return max(f.slots for f in self.functions.values())
 
 
-class SettingsError(ValueError):
-    pass
+def _whole(value, low, high=None):
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= low
+            and (high is None or value <= high))
 
 
-def _positive_int(value, what):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SettingsError(f"{what} must be a whole number >= 1, got {value!r}")
-    return value
+def _cpu_number(text):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(text, str) and 0 < value <= 8 else None
 
 
-def parse_settings(raw, source=""):
-    shards = _positive_int(raw.get("shards_per_page"), "shards_per_page")
-    ttl = raw.get("cache_ttl_seconds")
-    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
-        raise SettingsError(f"cache_ttl_seconds must be a whole number >= 0, got {ttl!r}")
-    given = raw.get("functions") or {}
-    unknown = set(given) - set(FUNCTIONS)
+def _require(ok, key, where, value):
+    if not ok:
+        raise SettingsError(f"{where}: {MESSAGES[key]} Got {value!r}.")
+
+
+def _function(name, spec, where):
+    where = f"{where} functions.{name}"
+    if not isinstance(spec, dict):
+        raise SettingsError(f"{where}: must be an object with max_instances and concurrency.")
+    unknown = set(spec) - {"max_instances", "concurrency", "memory", "cpu", "timeout_seconds"}
     if unknown:
-        raise SettingsError(f"unknown functions in settings: {sorted(unknown)}")
-    functions = {}
-    for name in FUNCTIONS:
-        spec = dict(given.get(name) or {})
-        max_instances = _positive_int(spec.pop("max_instances", 2), f"{name}.max_instances")
-        concurrency = _positive_int(spec.pop("concurrency", 1), f"{name}.concurrency")
-        timeout = _positive_int(spec.pop("timeout_seconds", DEFAULT_TIMEOUT_SECONDS), f"{name}.timeout_seconds")
-        functions[name] = FunctionSettings(max_instances, concurrency, timeout, spec)
-    return Settings(shards, ttl, functions, source)
+        raise SettingsError(f"{where}: unknown keys {sorted(unknown)}.")
+    for key in ("max_instances", "concurrency"):
+        if key not in spec:
+            raise SettingsError(f"{where}: {key} is required.")
+    result = FunctionSettings(**spec)
+    _require(_whole(result.max_instances, 1, 1000), "max_instances", where, result.max_instances)
+    _require(_whole(result.concurrency, 1, 1000), "concurrency", where, result.concurrency)
+    _require(_whole(result.timeout_seconds, 1, 3600), "timeout_seconds", where, result.timeout_seconds)
+    memory = MEMORY.match(result.memory) if isinstance(result.memory, str) else None
+    _require(memory, "memory", where, result.memory)
+    _require(result.cpu is None or _cpu_number(result.cpu) is not None, "cpu", where, result.cpu)
+    cpu, memory_bytes = float(result.effective_cpu), int(result.memory[:memory.start(1)]) * MEMORY_BYTES[memory[1]]
+    _require(result.concurrency == 1 or result.cpu is None or cpu >= 1, "cpu_for_concurrency", where, result.cpu)
+    _require(memory_bytes <= MIB_512 or cpu >= 0.5, "cpu_for_512mib", where, result.effective_cpu)
+    _require(memory_bytes <= GIB_1 or cpu >= 1, "cpu_for_1gib", where, result.effective_cpu)
+    _require(cpu <= 1 or cpu == int(cpu), "cpu_whole", where, result.effective_cpu)
+    return result
+
+
+def _subscription(spec, where):
+    where = f"{where} subscription"
+    if not isinstance(spec, dict):
+        raise SettingsError(f"{where}: must be an object.")
+    unknown = set(spec) - set(SubscriptionSettings.__dataclass_fields__)
+    if unknown:
+        raise SettingsError(f"{where}: unknown keys {sorted(unknown)}.")
+    result = SubscriptionSettings(**spec)
+    _require(_whole(result.ack_deadline_seconds, 10, 600), "ack_deadline_seconds", where, result.ack_deadline_seconds)
+    low, high = result.minimum_backoff_seconds, result.maximum_backoff_seconds
+    _require(_whole(low, 0, 600) and _whole(high, 0, 600) and low <= high, "backoff", where, (low, high))
+    _require(_whole(result.max_delivery_attempts, 5, 100), "max_delivery_attempts", where,
+             result.max_delivery_attempts)
+    _require(_whole(result.message_retention_seconds, 600, 604800), "message_retention_seconds", where,
+             result.message_retention_seconds)
+    return result
+
+
+def parse_settings(raw, source="settings"):
+    """A Settings value from a settings file's parsed JSON; SettingsError names the first problem."""
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{source}: a settings file holds one JSON object.")
+    known = set(Settings.__dataclass_fields__) - {"raw", "source"} | TERRAFORM_ONLY
+    unknown = set(raw) - known
+    if unknown:
+        raise SettingsError(f"{source}: unknown settings {sorted(unknown)}; infra/variables.tf declares "
+                            f"{', '.join(sorted(known))}.")
+    for key in ("shards_per_page", "cache_ttl_seconds", "functions"):
+        if key not in raw:
+            raise SettingsError(f"{source}: {key} is required.")
+    _require(_whole(raw["shards_per_page"], 1), "shards_per_page", source, raw["shards_per_page"])
+    _require(_whole(raw["cache_ttl_seconds"], 0), "cache_ttl_seconds", source, raw["cache_ttl_seconds"])
+    marker_ttl_days = raw.get("marker_ttl_days", 7)
+    _require(_whole(marker_ttl_days, 1), "marker_ttl_days", source, marker_ttl_days)
+    given = raw["functions"]
+    _require(isinstance(given, dict) and set(given) == set(FUNCTIONS), "functions", source,
+             sorted(given) if isinstance(given, dict) else given)
+    return Settings(
+        shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
+        functions={name: _function(name, given[name], source) for name in FUNCTIONS},
+        subscription=_subscription(raw.get("subscription", {}), source),
+        marker_ttl_days=marker_ttl_days, raw=raw, source=str(source))
 
 
 def load_settings(path):
+    """An iteration folder's settings file, or the file at `path`."""
     path = Path(path)
     if path.is_dir():
-        path = path / "settings.tfvars.json"
-    with open(path) as f:
-        return parse_settings(json.load(f), str(path))
+        path = path / SETTINGS_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"no settings file at {path}") from None
+    except json.JSONDecodeError as error:
+        raise SettingsError(f"{path} is not valid JSON: {error}") from None
+    return parse_settings(raw, path)
+
+
+def function_environment(settings, *, project, topic, base_url=""):
+    """The environment every function gets, as infra/main.tf sets it (a test checks the two agree).
+    base_url: where the public functions live; "" keeps serve-page's calls relative (one host)."""
+    return {
+        "GOOGLE_CLOUD_PROJECT": project,
+        "PUBSUB_TOPIC": topic,
+        "SHARDS_PER_PAGE": str(settings.shards_per_page),
+        "CACHE_TTL_SECONDS": str(settings.cache_ttl_seconds),
+        "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
+        "INC_COUNTER_URL": f"{base_url}{CATALOGUE['inc-counter'].path}",
+        "GET_COUNTER_URL": f"{base_url}{CATALOGUE['get-counter'].path}",
+    }
+
+
+def summary_line(settings):
+    """One line for plans and reports: shards, cache and each function's instances x concurrency."""
+    instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
+    return (f"{settings.shards_per_page} shards/page, get-counter cache {settings.cache_ttl_seconds} s; "
+            f"instances x concurrency: {instances}")

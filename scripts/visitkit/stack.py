@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,15 +17,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from visitkit import ROOT, haproxy
-from visitkit.settings import FUNCTIONS, PAGES, load_settings
+from visitkit import haproxy
+from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, stored_totals
+from visitkit.errors import StackError
+from visitkit.net import free_port, http_status, port_is_open
+from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
+from visitkit.settings import function_environment
 
-FUNCTIONS_SOURCE = ROOT / "functions" / "main.py"
+FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
 TOPIC = "visits"
-SUBSCRIPTION = "store-inc-counter"
-ENTRY_POINTS = {"serve-page": "serve_page", "get-counter": "get_counter",
-                "inc-counter": "inc_counter", "store-inc-counter": "store_inc_counter"}
+SUBSCRIPTION = PUSH_FUNCTION
 STARTUP_TIMEOUT = 90
 EMULATORS_MISSING = (
     "The Firestore and Pub/Sub emulators were not found. Install them with\n"
@@ -38,31 +39,10 @@ HAPROXY_MISSING = "HAProxy was not found: install it (Debian: apt-get install ha
 _environment_lock = threading.Lock()
 
 
-class StackError(RuntimeError):
-    pass
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def port_is_open(port):
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def http_status(url, method="GET", timeout=2.0):
-    request = urllib.request.Request(url, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return reply.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (OSError, urllib.error.URLError):
-        return None
+def function_command(function, port):
+    """One functions-framework server of a function (an instance, as Cloud Run runs it)."""
+    return [sys.executable, "-m", "functions_framework", "--target", CATALOGUE[function].entry_point,
+            "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(port)]
 
 
 def sdk_root():
@@ -89,7 +69,7 @@ def emulator_commands(firestore_port, pubsub_port):
 
 
 class LocalStack:
-    def __init__(self, state_dir=ROOT / ".local"):
+    def __init__(self, state_dir=LOCAL_STATE_DIR):
         self.state_dir = Path(state_dir).resolve()
         self.state_file = self.state_dir / "state.json"
         self.logs = self.state_dir / "logs"
@@ -160,15 +140,15 @@ class LocalStack:
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
-    def up(self, settings_path, port=8080, queue_timeout=10.0):
-        """Starts everything and returns the base URL once every part answers."""
+    def up(self, settings, port=8080, queue_timeout=10.0):
+        """Starts everything with an iteration's Settings and returns the base URL once every part
+        answers."""
         if self.state():
             if any(alive for *_, alive in self.status()):
                 raise StackError(f"the local stack already runs from {self.state_dir}: stop it first (down)")
             self.state_file.unlink()
         if not shutil.which("haproxy"):
             raise StackError(HAPROXY_MISSING)
-        settings = load_settings(settings_path)
         port = port or free_port()
         if port_is_open(port):
             raise StackError(f"port {port} is already in use: choose another with --port")
@@ -186,33 +166,24 @@ class LocalStack:
             instances = self._start_functions(state, settings)
             self._start_haproxy(state, settings, instances, port, push_port, queue_timeout)
             self._wait_until_ready(state)
-            self._create_topic_and_subscription(state)
+            self._create_topic_and_subscription(state, settings)
         except BaseException:
             self.down()
             raise
         return state["base_url"]
 
     def _start_functions(self, state, settings):
-        env = {
-            "GOOGLE_CLOUD_PROJECT": PROJECT,
-            "FIRESTORE_EMULATOR_HOST": state["firestore"],
-            "PUBSUB_EMULATOR_HOST": state["pubsub"],
-            "PUBSUB_TOPIC": TOPIC,
-            "SHARDS_PER_PAGE": str(settings.shards_per_page),
-            "CACHE_TTL_SECONDS": str(settings.cache_ttl_seconds),
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = {**function_environment(settings, project=PROJECT, topic=TOPIC),
+               "FIRESTORE_EMULATOR_HOST": state["firestore"], "PUBSUB_EMULATOR_HOST": state["pubsub"],
+               "PYTHONUNBUFFERED": "1"}
         instances = {}
-        for function in FUNCTIONS:
-            spec = settings.functions[function]
+        for function, spec in settings.functions.items():
             instances[function] = []
             for i in range(spec.max_instances):
                 port = free_port()
                 # Each instance is its own process with its own in-process cache, as on Cloud Run.
-                command = [sys.executable, "-m", "functions_framework", "--target", ENTRY_POINTS[function],
-                           "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(port)]
-                self._start(state, f"{function}-{i}", command, port=port,
-                            env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": function})
+                self._start(state, f"{function}-{i}", function_command(function, port), port=port,
+                            env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": CATALOGUE[function].service})
                 instances[function].append(port)
         return instances
 
@@ -251,13 +222,13 @@ class LocalStack:
             time.sleep(0.2)
         self.totals()
 
-    def _create_topic_and_subscription(self, state):
+    def _create_topic_and_subscription(self, state, settings):
         pubsub = f"http://{state['pubsub']}/v1/projects/{PROJECT}"
         _put_json(f"{pubsub}/topics/{TOPIC}", {})
         _put_json(f"{pubsub}/subscriptions/{SUBSCRIPTION}", {
             "topic": f"projects/{PROJECT}/topics/{TOPIC}",
-            "pushConfig": {"pushEndpoint": f"{state['push_url']}/store-inc-counter"},
-            "ackDeadlineSeconds": 60,
+            "pushConfig": {"pushEndpoint": f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}"},
+            "ackDeadlineSeconds": settings.subscription.ack_deadline_seconds,  # as Terraform deploys it
         })
 
     # ---- reading the stack -----------------------------------------------------------------
@@ -273,12 +244,7 @@ class LocalStack:
         if client is None:
             self._client = self._client or self.firestore()
             client = self._client
-        totals = {}
-        for page in PAGES:
-            shards = client.collection("counters").document(page).collection("shards")
-            result = shards.sum("count", alias="total").get(timeout=30)
-            totals[page] = int(result[0][0].value or 0) if result else 0
-        return totals
+        return stored_totals(client)
 
     def reset_counts(self):
         """Deletes every document in the Firestore emulator (counters and dedup markers)."""
@@ -286,16 +252,17 @@ class LocalStack:
         url = f"http://{state['firestore']}/emulator/v1/projects/{state['project']}/databases/(default)/documents"
         urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
 
-    def haproxy_stats(self):
-        return haproxy.show_stat(self._require()["haproxy_stats"])
-
     def sample(self, client=None):
-        """One server-side sample: per function figures from HAProxy, the store's progress."""
-        figures = haproxy.function_figures(self.haproxy_stats(), FUNCTIONS)
-        published = figures["inc-counter"]["responses_2xx"]
+        """One server-side sample: per function figures from HAProxy, the store's progress.
+        accepted: inc-counter's 202s (visits Pub/Sub accepted); delivered: store-inc-counter's 2xx
+        (push deliveries acknowledged, redeliveries included); stored: visits in Firestore."""
+        stats = self._require()["haproxy_stats"]
+        figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
+        accepted = haproxy.accepted_count(stats)
         stored = sum(self.totals(client).values())
         return {"time": time.time(), "source": "local-haproxy", "functions": figures,
-                "store": {"published": published, "stored": stored, "backlog": published - stored}}
+                "store": {"accepted": accepted, "delivered": figures[PUSH_FUNCTION]["responses_2xx"],
+                          "stored": stored, "backlog": accepted - stored}}
 
 
 def group_alive(pgid):

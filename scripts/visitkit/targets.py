@@ -1,29 +1,52 @@
-"""What a run is aimed at: an object with base_url, totals(), sample(), close().
+"""What a run is aimed at: the local stack, a deployed base URL, or a Google Cloud deployment.
 
-Optional: window_samples(start, end, results_dir) -> [samples] for platforms whose figures only
-arrive after the run (Cloud Monitoring); the runner then uses those instead of the live samples.
-`convergence_note` says anything that delays or blurs the stored totals.
+A target is built from the run's configuration without side effects, so a dry run can ask it
+for its steps. It offers:
+  start_steps() / stop_step(): named steps (steps.Step) the runner runs and --dry-run prints
+  base_url, totals(), sample()            once started
+  totals_source                           where totals come from, in words
+  notes                                   what the report should say about figures from it
+  min_convergence_wait                    seconds a late redelivery may still take
+  window_step() (optional)                the platform's figures, read after the run
 """
 import json
 import time
 import urllib.request
-from pathlib import Path
 
-from visitkit.settings import PAGES
+from visitkit.catalogue import CATALOGUE, PAGES
+from visitkit.steps import Step
+
+LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
+              "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "
+              "latencies are far below Google Cloud's; compare iterations with each other, not with the study.")
 
 
 class LocalTarget:
-    """The emulator stack, brought up with the iteration's settings and taken down at close()."""
-    convergence_note = ""
+    """The emulator stack, brought up with the iteration's settings and taken down at the end."""
+    kind = "local"
+    totals_source = "the Firestore emulator"
+    min_convergence_wait = 0
+    updates_readme = True
 
-    def __init__(self, iteration_dir, state_dir, queue_timeout=10.0, port=0, keep_up=False):
+    def __init__(self, settings, state_dir, queue_timeout=10.0, keep_up=False):
         from visitkit.stack import LocalStack  # only the local target needs the emulators
 
-        # The stack's state folder is inside the results: its logs stay with the run.
-        self.stack = LocalStack(state_dir)
-        self.keep_up = keep_up
-        self.base_url = self.stack.up(Path(iteration_dir) / "settings.tfvars.json", port=port,
-                                      queue_timeout=queue_timeout).rstrip("/")
+        self.settings, self.queue_timeout, self.keep_up = settings, queue_timeout, keep_up
+        self.stack = LocalStack(state_dir)  # inside the results folder: its logs stay with the run
+        self.base_url = "<base_url>"  # a free port, known once started
+        self.notes = [LOCAL_NOTE]
+        self._client = self._sample_client = None
+
+    def start_steps(self):
+        from visitkit.settings import summary_line
+
+        return [Step("start the local stack", [
+            f"Firestore and Pub/Sub emulators, HAProxy ({self.queue_timeout:g} s queue before a 429) and the "
+            f"functions with {self.settings.source}: {summary_line(self.settings)}",
+            "<base_url> is its HAProxy on a free port"], self._start)]
+
+    def _start(self, _run):
+        self.base_url = self.stack.up(self.settings, port=0, queue_timeout=self.queue_timeout).rstrip("/")
         self._client = self.stack.firestore()
         self._sample_client = self.stack.firestore()  # the sampler thread has its own
 
@@ -33,50 +56,41 @@ class LocalTarget:
     def sample(self):
         return self.stack.sample(self._sample_client)
 
-    def close(self):
+    def stop_step(self):
         if self.keep_up:
-            print(f"stack left running; stop it with: scripts/local down --state-dir {self.stack.state_dir}")
-            return
-        self.stack.down()
+            return Step("leave the local stack running", [
+                f"stop it later: scripts/local down --state-dir {self.stack.state_dir}"], None, always=True)
+        return Step("stop the local stack", ["every process it started, by process group"],
+                    lambda _run: self.stack.down(), always=True)
 
 
 class UrlTarget:
     """An already deployed system known only by its base URL: totals come from get-counter."""
+    kind = "url"
+    min_convergence_wait = 0
+    updates_readme = False
 
-    def __init__(self, base_url, cache_ttl_seconds=None):
+    def __init__(self, base_url, settings):
         self.base_url = base_url.rstrip("/")
-        ttl = f"{cache_ttl_seconds} s" if cache_ttl_seconds is not None else "the configured"
-        self.convergence_note = (
-            f"Totals read through get-counter, whose in-process cache ({ttl} TTL, per instance) "
-            "delays convergence by up to one TTL and can show different totals per instance.")
+        self.totals_source = (f"{self.base_url}{CATALOGUE['get-counter'].path} (its cache delays them by up to "
+                              f"one TTL)")
+        self.notes = [f"Totals read through get-counter, whose in-process cache ({settings.cache_ttl_seconds} s "
+                      "TTL, per instance) delays convergence by up to one TTL and can show different totals per "
+                      "instance."]
+
+    def start_steps(self):
+        return [Step("use the deployed system", [f"at {self.base_url}"], None)]
 
     def totals(self):
         totals = {}
         for page in PAGES:
-            with urllib.request.urlopen(f"{self.base_url}/get-counter?visit_type={page}", timeout=30) as reply:
+            url = f"{self.base_url}{CATALOGUE['get-counter'].path}?visit_type={page}"
+            with urllib.request.urlopen(url, timeout=30) as reply:
                 totals[page] = int(json.load(reply)["count"])
         return totals
 
     def sample(self):
         return {"time": time.time(), "source": "url", "functions": {}, "store": {}}
 
-    def close(self):
-        pass
-
-
-def open_target(spec, iteration_dir, state_dir, *, queue_timeout=10.0, keep_up=False, project=None,
-                region=None, destroy=False):
-    """spec: "local", "gcp" or a base URL."""
-    if spec == "local":
-        return LocalTarget(iteration_dir, state_dir, queue_timeout=queue_timeout, keep_up=keep_up)
-    if spec == "gcp":
-        from visitkit import gcp
-
-        if not project:
-            raise SystemExit("--target gcp needs --project")
-        return gcp.open_target(iteration_dir, project, region=region, destroy=destroy)
-    if spec.startswith(("http://", "https://")):
-        from visitkit.settings import load_settings
-
-        return UrlTarget(spec, load_settings(iteration_dir).cache_ttl_seconds)
-    raise SystemExit(f"--target must be local, gcp or a base URL, not {spec!r}")
+    def stop_step(self):
+        return None

@@ -9,7 +9,8 @@ import time
 import urllib.error
 import urllib.request
 
-from visitkit.stack import FUNCTIONS_SOURCE, free_port, http_status
+from visitkit.net import free_port, http_status
+from visitkit.stack import FUNCTIONS_SOURCE
 
 
 def call(url, method="GET", body=None, headers=None, timeout=30):

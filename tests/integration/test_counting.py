@@ -5,7 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from helpers import call, push_body, wait_for
 
-from visitkit.settings import PAGES
+from visitkit.catalogue import PAGES
+from visitkit.net import http_status
 
 VISITS_PER_PAGE = 500
 
@@ -77,12 +78,22 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize("method, path, body, status", BAD_REQUESTS)
 def test_bad_input_gets_a_clear_4xx_and_changes_nothing(stack, method, path, body, status):
     before = stack.totals()
-    published = stack.sample()["store"]["published"]
+    accepted = stack.sample()["store"]["accepted"]
     got, reply = call(stack.base_url + path, method, body)
     assert got == status
     assert isinstance(reply, dict) and reply["error"]
     assert stack.totals() == before
-    assert stack.sample()["store"]["published"] == published
+    assert stack.sample()["store"]["accepted"] == accepted
+
+
+def test_a_cors_preflight_is_not_counted_as_an_accepted_visit(stack):
+    before = stack.sample()["store"]
+    assert http_status(f"{stack.base_url}/inc-counter?visit_type=home", "OPTIONS") == 204
+    after = stack.sample()["store"]
+    assert after["accepted"] == before["accepted"] and after["backlog"] == before["backlog"]
+    status, _ = call(f"{stack.base_url}/inc-counter?visit_type=home", "POST")
+    assert status == 202
+    assert stack.sample()["store"]["accepted"] == before["accepted"] + 1
 
 
 def test_pages_are_served_with_their_counter_wiring(stack):

@@ -11,7 +11,7 @@ import pytest
 from conftest import running_stack
 from helpers import call, function_server, push_body, wait_for
 
-from visitkit.stack import free_port
+from visitkit.net import free_port
 
 CLOSED = f"127.0.0.1:{free_port()}"  # nothing listens here: the emulator is down
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import running_stack, write_settings
 from helpers import call, wait_for
 
-from visitkit.stack import group_alive, port_is_open
+from visitkit.net import port_is_open
+from visitkit.stack import group_alive
 
 QUEUE_TIMEOUT = 1.0
 CACHE_TTL = 5

@@ -12,8 +12,8 @@ from visitkit import runner
 @pytest.mark.parametrize("processes", [None, 2])
 def test_the_ledger_matches_what_was_stored(stack, tmp_path, processes):
     before = stack.totals()
-    command = runner.locust_command(stack.base_url, "breakpoint", tmp_path, "spawn_rate=4,duration_s=8,step_s=2",
-                                    processes=processes)
+    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2", processes=processes)
+    command = load.locust_command(stack.base_url, tmp_path)
     subprocess.run(command, check=True, timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ledger = json.loads((tmp_path / "ledger.json").read_text())
     acknowledged = ledger["acknowledged"]

@@ -14,8 +14,9 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
     (iteration / "README.md").write_text("## Hypothesis\n\nBaseline.\n\n**Check:** `requests > 0`\n")
 
-    results, summary = runner.run_iteration(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
-                                            convergence_timeout=120, log=lambda *_: None)
+    config = runner.RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
+                                    convergence_timeout=120)
+    results, summary = runner.run(config, log=lambda *_: None)
 
     for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
                  "locust_stats_history.csv", "locust.html", "server-samples.jsonl", "convergence.jsonl",

@@ -94,21 +94,21 @@ def test_visit_accounting_reports_lost_visits():
     assert rows["home"]["lost"] == 2
 
 
-def sample(t, published, stored, r429=0, service=10.0, requests=1):
+def sample(t, accepted, stored, r429=0, service=10.0, requests=1):
     fn = {"instances": 2, "in_flight": 1, "queued": 2, "requests": requests, "responses_2xx": 0,
           "responses_4xx": 0, "responses_429": r429, "responses_5xx": 0, "service_ms": service,
           "service_ms_p95": None, "queue_ms": 5.0}
     return {"time": t, "source": "local-haproxy",
             "functions": {"inc-counter": fn, "get-counter": dict(fn), "serve-page": dict(fn),
                           "store-inc-counter": dict(fn)},
-            "store": {"published": published, "stored": stored, "backlog": published - stored}}
+            "store": {"accepted": accepted, "stored": stored, "backlog": accepted - stored}}
 
 
 def test_store_rates_backlog_and_drain():
     # 10 s of load publishing 20/s while storing 10/s, then the backlog of 100 drains at 10/s
     samples = [sample(t, 20 * min(t, 10), 10 * t) for t in range(0, 21)]
     figures = analysis.store_figures(samples, load_start=0, load_end=10)
-    assert figures["published_per_s"] == pytest.approx(20)
+    assert figures["accepted_per_s"] == pytest.approx(20)
     assert figures["writes_per_s"] == pytest.approx(10)
     assert figures["backlog_peak"] == 100 and figures["backlog_peak_time"] == 10
     assert figures["drain_per_s"] == pytest.approx(10)
@@ -128,7 +128,7 @@ def test_server_figures_diff_cumulative_counters_and_tolerate_missing_fields():
 
 
 def test_gcp_samples_without_store_figures():
-    samples = [{"time": 0.0, "source": "gcp-monitoring", "functions": {}, "store": {"published": None,
+    samples = [{"time": 0.0, "source": "gcp-monitoring", "functions": {}, "store": {"accepted": None,
                 "stored": None, "backlog": None}}] * 2
     figures = analysis.store_figures(samples, 0, 1)
     assert figures["backlog_peak"] is None and figures["writes_per_s"] is None

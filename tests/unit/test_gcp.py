@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from visitkit import gcp, monitoring
-from visitkit.settings import FUNCTIONS, PAGES
+from visitkit import gcp, monitoring, runner
+from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
+from visitkit.settings import load_settings
+from visitkit.steps import run_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 ITERATION_1 = ROOT / "iterations" / "iteration-1"
@@ -49,11 +51,12 @@ class FakeRun:
 
 
 class FakeFirestore:
-    """Just the calls read_totals makes: collection/document/collection/stream."""
+    """Just the calls stored_totals makes: collection/document/collection/sum/get."""
 
     def __init__(self, shards):
         self.shards = shards  # {page: [count, ...]}
         self.closed = False
+        self.summed = None
 
     def collection(self, name):
         assert name in ("counters", "shards")
@@ -62,9 +65,14 @@ class FakeFirestore:
     def document(self, page):
         return FakeFirestore({page: self.shards.get(page, [])})
 
-    def stream(self):
+    def sum(self, field, alias):
+        assert field == "count"
+        self.summed = alias
+        return self
+
+    def get(self, timeout):
         [counts] = self.shards.values()
-        return [type("Shard", (), {"to_dict": lambda self, c=c: {"count": c}})() for c in counts]
+        return [[type("Aggregation", (), {"alias": self.summed, "value": sum(counts)})()]]
 
     def close(self):
         self.closed = True
@@ -78,7 +86,7 @@ class StoringSite:
         self.not_ready = set(not_ready)
         self.requests = []
 
-    def __call__(self, method, url):
+    def __call__(self, url, method):
         self.requests.append((method, url))
         if method == "OPTIONS":
             return 404 if any(url.endswith(path) for path in self.not_ready) else 204
@@ -122,7 +130,7 @@ def test_waits_until_every_http_function_answers_the_preflight():
     clock = FakeClock()
     answers = iter([404, 204, 204, 204])  # serve-page not deployed yet on the first round
 
-    def status(method, url):
+    def status(url, method):
         assert method == "OPTIONS"
         return next(answers)
 
@@ -139,7 +147,7 @@ def test_gives_up_naming_the_functions_that_never_answered():
 
 def test_totals_sum_the_shards_of_every_page():
     firestore = FakeFirestore({"home": [3, 4], "jobs": [1]})
-    assert gcp.read_totals(firestore) == {"home": 7, "jobs": 1, "about": 0, "about_legals": 0,
+    assert stored_totals(firestore) == {"home": 7, "jobs": 1, "about": 0, "about_legals": 0,
                                           "about_offices": 0}
 
 
@@ -165,31 +173,42 @@ def test_waits_until_the_warm_up_visits_are_stored():
 
 # --- the whole start and stop --------------------------------------------------------------------
 
-def test_open_target_deploys_waits_warms_and_destroys_on_close():
+def target(**options):
+    return gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1", infra_dir=INFRA, **options)
+
+
+def quietly(steps):
+    run_steps(steps, None, log=lambda *_: None)
+
+
+def test_start_steps_deploy_wait_and_warm_and_the_stop_step_destroys():
     run, firestore = FakeRun(), FakeFirestore({})
-    site = StoringSite(firestore)
-    target = gcp.open_target(ITERATION_1, "p1", "us-central1", destroy=True, infra_dir=INFRA, run=run,
-                             status=site, firestore=firestore)
+    deployed = target(region="us-central1", destroy=True, run=run, status=StoringSite(firestore), firestore=firestore)
+    quietly(deployed.start_steps())
     assert run.steps() == ["init", "apply", "output"]
-    assert target.base_url == BASE and target.subscription == "eventarc-sub"
+    assert deployed.base_url == BASE and deployed.subscription == "eventarc-sub"
     # iteration 1: 2 instances x concurrency 1 at most, so waves of 2 visits
-    assert sum(target.totals().values()) == 2 * gcp.WARM_ROUNDS
-    target.close()
+    assert sum(deployed.totals().values()) == 2 * gcp.WARM_ROUNDS
+    quietly([deployed.stop_step()])
     assert run.steps()[-1] == "destroy" and firestore.closed
 
 
 def test_a_failed_start_with_destroy_tears_down():
     run, firestore, clock = FakeRun(), FakeFirestore({}), FakeClock()
     site = StoringSite(firestore, not_ready=["/get-counter"])
+    deployed = target(destroy=True, run=run, status=site, firestore=firestore, now=clock.now, sleep=clock.sleep)
     with pytest.raises(gcp.GcpError, match="get-counter"):
-        gcp.open_target(ITERATION_1, "p1", destroy=True, infra_dir=INFRA, run=run, status=site,
-                        firestore=firestore, now=clock.now, sleep=clock.sleep)
+        quietly([*deployed.start_steps(), deployed.stop_step()])
     assert run.steps() == ["init", "apply", "output", "destroy"]
 
 
+def test_a_target_without_project_is_refused():
+    with pytest.raises(gcp.GcpError, match="--project"):
+        gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, None)
+
+
 def test_live_sample_has_the_schema_with_no_figures():
-    target = gcp.GcpTarget(gcp.parse_outputs(json.dumps(OUTPUTS)), "p1", {}, firestore=FakeFirestore({}))
-    sample = target.sample()
+    sample = target(firestore=FakeFirestore({})).sample()
     assert sample["source"] == "gcp-monitoring" and set(sample["functions"]) == set(FUNCTIONS)
     assert all(v is None for f in sample["functions"].values() for v in f.values())
 
@@ -204,26 +223,29 @@ def test_window_samples_read_the_subscription_from_the_outputs(tmp_path):
             return []
 
     client = Client()
-    target = gcp.GcpTarget(gcp.parse_outputs(json.dumps(OUTPUTS)), "p1", {}, metrics_client=client,
-                           ingestion_delay=0)
-    assert target.window_samples(0, 120, tmp_path, now=lambda: 1000, sleep=pytest.fail) == []
+    deployed = target(run=FakeRun(), metrics_client=client, ingestion_delay=0)
+    deployed._deploy()
+    assert deployed.window_samples(0, 120, tmp_path, now=lambda: 1000, sleep=pytest.fail) == []
     assert any('subscription_id = "eventarc-sub"' in f for f in client.filters)
     assert len(client.filters) == len(monitoring.QUERIES)
 
 
 # --- dry run --------------------------------------------------------------------------------------
 
+def dry_run(**options):
+    config = runner.RunConfig.build(ITERATION_1, "breakpoint", target="gcp", project="p1", **options)
+    return "\n".join(runner.dry_run(config))
+
+
 def test_dry_run_lists_every_step_and_command_and_runs_nothing(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a dry run must not run anything")
 
     monkeypatch.setattr(subprocess, "run", refuse)
-    monkeypatch.setattr(gcp, "http_status", refuse)
+    monkeypatch.setattr(gcp, "status_of", refuse)
     monkeypatch.setattr(gcp, "firestore_client", refuse)
     monkeypatch.setattr(monitoring, "monitoring_client", refuse)
-    plan = gcp.dry_run_plan(ITERATION_1, "p1", "us-central1", test="breakpoint", destroy=True,
-                            infra_dir=INFRA)
-    text = "\n".join(plan)
+    text = dry_run(region="us-central1", destroy=True)
     assert f"$ terraform -chdir={INFRA} init -input=false" in text
     assert ("apply -auto-approve -input=false -var-file=../iterations/iteration-1/settings.tfvars.json "
             "-var=project_id=p1 -var=region=us-central1") in text
@@ -235,6 +257,7 @@ def test_dry_run_lists_every_step_and_command_and_runs_nothing(monkeypatch):
 
 
 def test_dry_run_without_destroy_says_how_to_clean_up():
-    plan = gcp.dry_run_plan(ITERATION_1, "p1", infra_dir=INFRA)
-    assert "destroy" in plan[-1] and plan[-1].startswith("leave the deployment running")
-    assert "region: infra default" in plan[0]
+    text = dry_run()
+    assert "region: infra default" in text
+    step = text.split("leave the deployment running", 1)[1].splitlines()[1]
+    assert "clean up later" in step and " destroy " in step

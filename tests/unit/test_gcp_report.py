@@ -5,10 +5,14 @@ import csv
 import json
 
 import pytest
+from pathlib import Path
 
 from test_monitoring import MINUTE, SUBSCRIPTION, T0, FakeMetricClient
 from test_report import make_results
-from visitkit import compare, gcp, plots, report
+from visitkit import compare, gcp, plots, publish
+from visitkit.settings import load_settings
+
+ITERATION_1 = Path(__file__).resolve().parents[2] / "iterations" / "iteration-1"
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LOAD_OFFSET = T0 + 30 - 1000  # make_results' load runs from 1000 to 1054: move it to T0+30..T0+84
@@ -33,9 +37,9 @@ def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="
     run = json.loads((results / "run.json").read_text())
     (results / "run.json").write_text(json.dumps({**run, "target": "gcp"}))
     shift_times(results, LOAD_OFFSET)
-    outputs = {"base_url": "https://example.invalid", "subscription_name": SUBSCRIPTION}
-    target = gcp.GcpTarget(outputs, "visit-counter-test", {}, metrics_client=FakeMetricClient(),
-                           ingestion_delay=0)
+    target = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "visit-counter-test",
+                           metrics_client=FakeMetricClient(), ingestion_delay=0)
+    target.subscription = SUBSCRIPTION
     samples = target.window_samples(T0 + 25, T0 + 3 * MINUTE - 10, results, now=lambda: T0 + 10 * MINUTE,
                                     sleep=pytest.fail)
     (results / "server-samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
@@ -59,8 +63,7 @@ def test_window_samples_start_with_zero_counters_at_the_window_start(iteration):
 
 def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
     results = make_gcp_results(iteration)
-    summary = report.write_report(results, iteration)
-    plots.write_plots(results, summary)
+    summary = publish.publish(results)
     text = (results / "report.md").read_text()
     assert text.startswith("# iteration-1: breakpoint test (gcp)")
     section = text.split("## Google Cloud metrics", 1)[1].split("\n## ", 1)[0]
@@ -75,30 +78,29 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
     assert "Server figures: gcp-monitoring" in text
     assert summary["server"]["inc-counter"]["responses_429"] == 480
     # the load (T0+30 to T0+84) holds one minute's end, T0+60: its rate needs the zero sample at T0
-    assert summary["store"]["published_per_s"] == pytest.approx(1450 / 60)
+    assert summary["store"]["accepted_per_s"] == pytest.approx(1450 / 60)
     for name in ("load.png", "server.png", "gcp-metrics.png"):
         assert (results / name).read_bytes()[:8] == PNG
 
 
 def test_local_report_has_no_google_cloud_section(iteration):
     results = make_results(iteration)
-    summary = report.write_report(results, iteration)
-    plots.write_plots(results, summary)
+    summary = publish.publish(results)
     assert "## Google Cloud metrics" not in (results / "report.md").read_text()
     assert summary["platform"] is None
     assert not (results / "gcp-metrics.png").exists()
 
 
 def test_gcp_metrics_plot_needs_metrics(tmp_path):
-    assert plots.plot_gcp_metrics(tmp_path / "metrics", tmp_path / "gcp-metrics.png", "t", None, None) is False
+    assert plots.plot_gcp_metrics({}, tmp_path / "gcp-metrics.png", "t", None, None) is False
     assert not (tmp_path / "gcp-metrics.png").exists()
 
 
 def test_compare_puts_a_gcp_run_beside_a_local_one(iteration):
     local = make_results(iteration)
-    report.write_report(local, iteration)
+    publish.publish(local)
     cloud = make_gcp_results(iteration)
-    report.write_report(cloud, iteration)
+    publish.publish(cloud)
     header, _, *rows = compare.compare_table([local, cloud]).splitlines()
     assert header == "| figure | iteration-1 (local) | iteration-1 (gcp) |"
     assert "| run | breakpoint 20260101-000000 | breakpoint 20260105-000000 |" in rows

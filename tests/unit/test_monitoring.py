@@ -15,7 +15,7 @@ from google.api.distribution_pb2 import Distribution
 from google.cloud import monitoring_v3  # parses fixtures only; no client is built
 
 from visitkit import monitoring
-from visitkit.settings import FUNCTIONS
+from visitkit.catalogue import FUNCTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
@@ -141,7 +141,7 @@ def test_one_sample_per_minute_in_the_local_schema(samples):
                                     "service_ms_p95", "queue_ms"}
             assert figures["in_flight"] is None and figures["queued"] is None
             assert figures["queue_ms"] is None
-        assert {"published", "stored", "backlog"} <= set(sample["store"])
+        assert {"accepted", "delivered", "stored", "backlog"} <= set(sample["store"])
 
 
 def test_counters_are_cumulative_from_the_window_start(samples):
@@ -176,8 +176,9 @@ def test_latency_and_instances_are_per_minute_and_missing_minutes_are_none(sampl
 
 def test_store_figures(samples):
     store = by_time(samples, T0 + 3 * MINUTE)["store"]
-    assert store["published"] == 4670  # inc-counter's 202s
-    assert store["stored"] == 520 + 560 + 555  # store-inc-counter's 2xx
+    assert store["accepted"] == 4670  # inc-counter's 202s
+    assert store["delivered"] == 520 + 560 + 555  # store-inc-counter's 2xx
+    assert store["stored"] is None  # no per-minute figure on Google Cloud
     assert store["backlog"] == 3035
     assert store["oldest_unacked_s"] == 212
     assert store["firestore_writes"] == 1040 + 1120 + 1110

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from visitkit import compare, plots, report
+from visitkit import compare, publish, readme, verdict
 
 PERCENTILES = ["50%", "60%", "70%", "80%", "90%", "95%", "99%", "100%"]
 
@@ -26,7 +26,7 @@ def make_results(iteration_dir, name="breakpoint-20260101-000000", get_counter_p
     (results / "run.json").write_text(json.dumps({
         "iteration": iteration_dir.name, "test": "breakpoint", "target": "local", "started": started,
         "settings": {"shards_per_page": 2, "cache_ttl_seconds": 0, "functions": {}}, "before": before,
-        "notes": ["a note"]}))
+        "notes": ["a note"], "format_version": 2}))
     (results / "ledger.json").write_text(json.dumps({"sent": acked, "acknowledged": acked, "rejected": {}}))
     stats_header = ["Type", "Name", "Request Count", "Failure Count", "Median Response Time", "Average Response Time",
                     "Min Response Time", "Max Response Time", "Average Content Size", "Requests/s", "Failures/s",
@@ -54,10 +54,10 @@ def make_results(iteration_dir, name="breakpoint-20260101-000000", get_counter_p
         fn = {"instances": 2, "in_flight": 1, "queued": t % 5, "requests": t, "responses_2xx": t,
               "responses_4xx": 0, "responses_429": t // 10, "responses_5xx": 0, "service_ms": 120.0,
               "service_ms_p95": None, "queue_ms": 3000.0}
-        published, stored_so_far = 2 * min(t, 55), min(t, 60) * 2 * 55 // 60
+        accepted, stored_so_far = 2 * min(t, 55), min(t, 60) * 2 * 55 // 60
         samples.append({"time": 1000.0 + t, "source": "local-haproxy",
                         "functions": {n: dict(fn) for n in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")},
-                        "store": {"published": published, "stored": stored_so_far, "backlog": published - stored_so_far}})
+                        "store": {"accepted": accepted, "stored": stored_so_far, "backlog": accepted - stored_so_far}})
     (results / "server-samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
     after = {page: before[page] + stored[page] for page in acked}
     (results / "convergence.jsonl").write_text(json.dumps({"time": 1070.0, "totals": after}) + "\n")
@@ -75,7 +75,7 @@ def iteration(tmp_path):
 
 def test_report_has_headline_table_and_consistent_visits(iteration):
     results = make_results(iteration)
-    summary = report.write_report(results, iteration)
+    summary = publish.publish(results)
     text = (results / "report.md").read_text()
     assert text.index("## Headline") < text.index("## Response times per endpoint")
     assert "| GET | /get-counter?visit_type=home | 10 | 2 | 9,000 | 9,500 | 10,000 | 10,000 | 10,000 | 9,000 |" in text
@@ -89,17 +89,17 @@ def test_report_has_headline_table_and_consistent_visits(iteration):
 def test_verdict_compares_with_the_other_iterations_latest_run(iteration):
     baseline = iteration.parent / "iteration-0"
     baseline.mkdir()
-    report.write_report(make_results(baseline, get_counter_p95=9000), baseline)
-    summary = report.write_report(make_results(iteration, get_counter_p95=150), iteration)
+    publish.publish(make_results(baseline, get_counter_p95=9000))
+    summary = publish.publish(make_results(iteration, get_counter_p95=150))
     assert summary["verdict"]["outcome"] == "supported"
-    assert summary["hypothesis"] == "A cache makes get-counter fast."
-    worse = report.write_report(make_results(iteration, "breakpoint-20260102-000000", get_counter_p95=8000,
-                                             started="2026-01-02T00:00:00"), iteration)
+    assert summary["verdict"]["hypothesis"] == "A cache makes get-counter fast."
+    worse = publish.publish(make_results(iteration, "breakpoint-20260102-000000", get_counter_p95=8000,
+                                             started="2026-01-02T00:00:00"))
     assert worse["verdict"]["outcome"] == "not supported"
 
 
 def test_verdict_is_undetermined_without_a_baseline(iteration):
-    summary = report.write_report(make_results(iteration), iteration)
+    summary = publish.publish(make_results(iteration))
     assert summary["verdict"]["outcome"] == "undetermined"
     assert "iteration-0" in summary["verdict"]["checks"][0]["detail"]
 
@@ -109,16 +109,15 @@ def test_verdict_is_undetermined_without_a_baseline(iteration):
     ("rps_peak > 10", True), ("rps_peak <= 10", False), ("missing_metric > 1", None)])
 def test_checks(expression, expected):
     figures = {"slowest_function": "get-counter", "rps_peak": 12.0}
-    assert report.evaluate_check(expression, figures, lambda name: None)[0] is expected
+    assert verdict.evaluate_check(expression, figures, lambda name: None)[0] is expected
 
 
 def test_readme_block_is_replaced_not_repeated(iteration):
-    readme = iteration / "README.md"
-    summary = report.write_report(make_results(iteration), iteration, update_iteration_readme=True)
-    report.write_report(make_results(iteration, "breakpoint-20260103-000000", started="2026-01-03T00:00:00"),
-                        iteration, update_iteration_readme=True)
-    text = readme.read_text()
-    assert text.count(report.LATEST_START) == 1 and "breakpoint-20260103-000000" in text
+    summary = publish.publish(make_results(iteration), update_readme=True)
+    publish.publish(make_results(iteration, "breakpoint-20260103-000000", started="2026-01-03T00:00:00"),
+                    update_readme=True)
+    text = (iteration / "README.md").read_text()
+    assert text.count(readme.LATEST_START) == 1 and "breakpoint-20260103-000000" in text
     assert text.startswith("# It 1") and "## More" in text
     assert summary["results_dir"] not in text
 
@@ -126,25 +125,27 @@ def test_readme_block_is_replaced_not_repeated(iteration):
 def test_lost_visits_show_in_the_report(iteration):
     acked = {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
     results = make_results(iteration, acked=acked, stored={**acked, "home": 27})
-    summary = report.write_report(results, iteration)
+    summary = publish.publish(results)
     assert summary["headline"]["visits.lost"] == 3
     assert not summary["convergence"]["converged"]
     assert "did **not** converge" in (results / "report.md").read_text()
 
 
-def test_plots_are_written(iteration):
+def test_plots_are_written_before_the_report_that_links_them(iteration):
     results = make_results(iteration)
-    summary = report.write_report(results, iteration)
-    plots.write_plots(results, summary)
+    publish.publish(results)
+    report = (results / "report.md").stat().st_mtime_ns
     for name in ("load.png", "server.png"):
         assert (results / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (results / name).stat().st_mtime_ns <= report
+        assert f"]({name})" in (results / "report.md").read_text()
 
 
 def test_compare_puts_iterations_side_by_side(iteration):
     baseline = iteration.parent / "iteration-0"
     baseline.mkdir()
-    report.write_report(make_results(baseline, get_counter_p95=9000), baseline)
-    report.write_report(make_results(iteration, get_counter_p95=150), iteration)
+    publish.publish(make_results(baseline, get_counter_p95=9000))
+    publish.publish(make_results(iteration, get_counter_p95=150))
     table = compare.compare_table([baseline, iteration, iteration.parent / "iteration-9"])
     header, _, *rows = table.splitlines()
     assert header == "| figure | iteration-0 | iteration-1 | iteration-9 |"

@@ -4,7 +4,6 @@ credentials point nowhere, so a run that tried to deploy or read Google Cloud wo
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ def sandbox(tmp_path):
 
 
 def dry_run(iteration, env, *args):
-    result = subprocess.run([sys.executable, str(SCRIPT), str(iteration), "--test", "breakpoint", *args,
+    result = subprocess.run([str(SCRIPT), str(iteration), "--test", "breakpoint", *args,
                              "--dry-run"], env=env, capture_output=True, text=True, timeout=60)
     return result
 

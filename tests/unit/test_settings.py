@@ -1,12 +1,18 @@
 """Iteration settings: the files in iterations/ load, and nonsense is refused."""
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from visitkit.settings import FUNCTIONS, SettingsError, load_settings, parse_settings
+from visitkit.catalogue import FUNCTIONS
+from visitkit.errors import SettingsError
+from visitkit.settings import MESSAGES, function_environment, load_settings, parse_settings
 
-ITERATIONS = sorted(Path("iterations").glob("iteration-*/settings.tfvars.json"))
+ROOT = Path(__file__).resolve().parents[2]
+ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
+VARIABLES_TF = (ROOT / "infra" / "variables.tf").read_text()
+MAIN_TF = (ROOT / "infra" / "main.tf").read_text()
 STUDY = {  # iteration: (shards, cache TTL, store-inc-counter instances), as in the study
     "iteration-0": (2, 0, 2), "iteration-1": (2, 10, 2), "iteration-2": (20, 10, 2), "iteration-3": (20, 10, 4)}
 
@@ -44,3 +50,83 @@ def test_nonsense_is_refused(change):
     change(raw)
     with pytest.raises(SettingsError):
         parse_settings(raw)
+
+
+def terraform_messages():
+    """Every validation message of infra/variables.tf, unescaped."""
+    found = re.findall(r'error_message\s*=\s*"((?:[^"\\]|\\.)*)"', VARIABLES_TF)
+    return {text.replace('\\"', '"') for text in found}
+
+
+def test_every_rule_says_what_terraform_says():
+    """The local stack refuses exactly what `terraform plan` refuses, in the same words: each
+    message here is one of variables.tf's, and each of its messages on a settings key is here."""
+    terraform = terraform_messages()
+    assert set(MESSAGES.values()) <= terraform, set(MESSAGES.values()) - terraform
+    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name"))}
+    assert terraform - infra_only <= set(MESSAGES.values()), terraform - infra_only - set(MESSAGES.values())
+
+
+def function(**changes):
+    return lambda s: s["functions"]["get-counter"].update(changes)
+
+
+@pytest.mark.parametrize("change, rule", [
+    (lambda s: s.update(shards_per_page=0), "shards_per_page"),
+    (lambda s: s.update(marker_ttl_days=0), "marker_ttl_days"),
+    (lambda s: s["functions"].pop("serve-page"), "functions"),
+    (function(max_instances=1001), "max_instances"),
+    (function(concurrency=1001), "concurrency"),
+    (function(timeout_seconds=3601), "timeout_seconds"),
+    (function(memory="256MB"), "memory"),
+    (function(cpu=1), "cpu"),
+    (function(cpu="9"), "cpu"),
+    (function(concurrency=8, cpu="0.5"), "cpu_for_concurrency"),
+    (function(memory="1Gi"), "cpu_for_512mib"),  # the default cpu, 1/6, is too little
+    (function(memory="2G", cpu="0.5"), "cpu_for_1gib"),
+    (function(cpu="1.5"), "cpu_whole"),
+    (lambda s: s.update(subscription={"ack_deadline_seconds": 5}), "ack_deadline_seconds"),
+    (lambda s: s.update(subscription={"minimum_backoff_seconds": 700}), "backoff"),
+    (lambda s: s.update(subscription={"minimum_backoff_seconds": 60, "maximum_backoff_seconds": 30}), "backoff"),
+    (lambda s: s.update(subscription={"max_delivery_attempts": 4}), "max_delivery_attempts"),
+    (lambda s: s.update(subscription={"message_retention_seconds": 599}), "message_retention_seconds"),
+])
+def test_each_rule_refuses_with_its_message(change, rule):
+    raw = good()
+    change(raw)
+    with pytest.raises(SettingsError) as refused:
+        parse_settings(raw, "settings.tfvars.json")
+    assert MESSAGES[rule] in str(refused.value)
+
+
+@pytest.mark.parametrize("change", [
+    function(memory="1Gi", cpu="0.5"), function(memory="4Gi", cpu="2"), function(concurrency=80),
+    function(concurrency=1000, cpu="4", memory="2Gi"),
+    lambda s: s.update(subscription={"max_delivery_attempts": 100, "maximum_backoff_seconds": 60}),
+])
+def test_what_cloud_run_accepts_loads(change):
+    raw = good()
+    change(raw)
+    parse_settings(raw)
+
+
+def test_unknown_settings_are_named():
+    with pytest.raises(SettingsError, match="shards_per_pages"):
+        parse_settings({**good(), "shards_per_pages": 3})
+
+
+def test_subscription_defaults_are_terraforms():
+    subscription = parse_settings(good()).subscription
+    assert (subscription.ack_deadline_seconds, subscription.minimum_backoff_seconds,
+            subscription.maximum_backoff_seconds, subscription.max_delivery_attempts) == (60, 10, 600, 20)
+
+
+def test_the_local_functions_get_the_environment_terraform_sets():
+    block = re.search(r"\n  environment = \{\n(.*?)\n  \}", MAIN_TF, re.S)
+    assert block, "infra/main.tf has no `environment = {...}` local"
+    terraform = dict(re.findall(r"^\s*(\w+)\s*=\s*(.+?)\s*$", block[1], re.M))
+    local = function_environment(load_settings(ITERATIONS[0]), project="p", topic="visits")
+    assert set(terraform) == set(local)
+    for variable, setting in (("SHARDS_PER_PAGE", "shards_per_page"), ("CACHE_TTL_SECONDS", "cache_ttl_seconds"),
+                              ("MARKER_TTL_DAYS", "marker_ttl_days")):
+        assert f"var.{setting}" in terraform[variable]

@@ -1,0 +1,173 @@
+"""visitkit: the kit's one command.
+
+  visitkit local up|down|status|stats|totals   the local stack (scripts/local)
+  visitkit run ITERATION --test T ...          one iteration's load test and report (scripts/run-iteration)
+  visitkit compare [PATH ...]                  latest reports side by side (scripts/compare-iterations)
+  visitkit report RESULTS_DIR                  rebuild a report from a results folder alone
+  visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
+
+The only place that turns the kit's errors into one-line messages and exit codes.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from visitkit.errors import VisitkitError
+from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
+
+DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
+RAW = argparse.RawDescriptionHelpFormatter
+
+
+def local_command(args):
+    from visitkit.settings import load_settings
+    from visitkit.stack import LocalStack
+
+    stack = LocalStack(args.state_dir)
+    if args.action == "up":
+        base_url = stack.up(load_settings(args.settings), port=args.port, queue_timeout=args.queue_timeout)
+        print(f"Local stack up with {args.settings}; logs in {stack.logs}")
+        print(f"Open a page: {base_url}/app?view=home")
+        print(base_url)
+    elif args.action == "down":
+        stopped = stack.down()
+        print(f"stopped {len(stopped)} processes" if stopped else "the local stack was not up")
+    elif args.action == "status":
+        rows = stack.status()
+        if not rows:
+            print("the local stack is not up")
+            return 3
+        for name, pid, port, alive in rows:
+            print(f"{name:24} pid {pid:<8} port {port or '-':<6} {'running' if alive else 'STOPPED'}")
+        print(f"base URL: {stack.base_url}")
+        return 0 if all(alive for *_, alive in rows) else 1
+    elif args.action == "stats":
+        print(json.dumps(stack.sample(), indent=2))
+    elif args.action == "totals":
+        print(json.dumps(stack.totals(), indent=2))
+    return 0
+
+
+def run_command(args):
+    from visitkit import runner
+
+    config = runner.RunConfig.build(
+        args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
+        stages=args.stages, processes=args.processes, convergence_timeout=args.convergence_timeout,
+        queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
+        destroy=args.destroy)
+    if args.dry_run:
+        print("\n".join(runner.dry_run(config)))
+        return 0
+    folder, summary = runner.run(config)
+    print("\n".join(runner.headline_lines(folder, summary)))
+    return 0
+
+
+def compare_command(args):
+    from visitkit.compare import compare_table
+
+    print(compare_table(args.paths or sorted(ITERATIONS_DIR.glob("iteration-*")), args.target, args.test))
+    return 0
+
+
+def report_command(args):
+    from visitkit import publish, results, runner
+
+    folder = results.ResultsFolder(args.results_dir)
+    summary = publish.publish(folder, update_readme=args.update_readme)
+    print("\n".join(runner.headline_lines(folder, summary)))
+    return 0
+
+
+def bench_command(args):
+    from visitkit import bench
+
+    print("\n".join(bench.store_path_table(args.settings or bench.DEFAULT_SETTINGS, args.visits)))
+    return 0
+
+
+def parser():
+    from visitkit.runner import TESTS
+
+    top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
+    commands = top.add_subparsers(dest="command", required=True)
+
+    local = commands.add_parser("local", help="the local stack", description=(
+        "The local stack: emulators, one functions-framework server per function instance, HAProxy."))
+    local.add_argument("action", choices=["up", "down", "status", "stats", "totals"])
+    local.add_argument("--state-dir", default=LOCAL_STATE_DIR, type=Path,
+                       help="where pids, logs and the HAProxy configuration live (default: .local)")
+    local.add_argument("--settings", default=DEFAULT_SETTINGS, type=Path,
+                       help="an iteration's settings.tfvars.json (default: iteration 0)")
+    local.add_argument("--port", default=8080, type=int, help="the front end's port (default: 8080)")
+    local.add_argument("--queue-timeout", default=10.0, type=float,
+                       help="seconds a request waits for a free instance before its 429 (default: 10)")
+    local.set_defaults(handler=local_command)
+
+    run = commands.add_parser("run", help="one iteration's load test and report", formatter_class=RAW, description=(
+        "Runs one iteration's load test end to end and writes its report in "
+        "iterations/iteration-N/results/<test>-<timestamp>/ (report.md first).\n"
+        "  visitkit run iterations/iteration-0 --test breakpoint --duration 60s\n"
+        "  visitkit run iterations/iteration-1 --test breakpoint --target gcp --project P [--region R] [--destroy]\n"
+        "  add --dry-run to print the steps (commands included) without starting or contacting anything"))
+    run.add_argument("iteration", type=Path, help="an iteration folder, e.g. iterations/iteration-0")
+    run.add_argument("--test", required=True, choices=TESTS)
+    run.add_argument("--duration", help="cap on the load, e.g. 60s, 5m (breakpoint default: 5m)")
+    run.add_argument("--target", default="local", help="local (emulator stack, default), gcp, or a base URL")
+    run.add_argument("--shape-set", default="",
+                     help="shape settings, e.g. max_users=300,spawn_rate=2 (see locust/README.md)")
+    run.add_argument("--stages", help="endurance stages: CSV file (users,hold_s) or 300:180,650:120")
+    run.add_argument("--processes", type=int, help="Locust worker processes (distributed mode; see locust/README.md)")
+    run.add_argument("--convergence-timeout", type=float, help=(
+        "seconds to wait for the counters after the load (default: 3 x the load, at least 120, and on "
+        "Google Cloud at least the subscription's maximum backoff)"))
+    run.add_argument("--queue-timeout", type=float, default=10.0, help="local: seconds in HAProxy's queue before a 429")
+    run.add_argument("--keep-up", action="store_true", help="local: leave the stack running afterwards")
+    run.add_argument("--project", help="gcp: the Google Cloud project")
+    run.add_argument("--region", help="gcp: region (default: the infra's)")
+    run.add_argument("--destroy", action="store_true", help="gcp: destroy the deployment afterwards")
+    run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
+    run.set_defaults(handler=run_command)
+
+    compare = commands.add_parser("compare", help="latest reports side by side", formatter_class=RAW, description=(
+        "Puts the latest reports of several iterations side by side (Markdown table on stdout).\n"
+        "  visitkit compare                                   every iterations/iteration-*, local, any test\n"
+        "  visitkit compare iterations/iteration-1 iterations/iteration-2 --test breakpoint\n"
+        "  visitkit compare iterations/iteration-0/results/breakpoint-20261122-031522 ...   exact runs"))
+    compare.add_argument("paths", nargs="*", type=Path, help="iteration folders or results folders")
+    compare.add_argument("--target", default="local", help="local, gcp or url (default: local)")
+    compare.add_argument("--test", choices=TESTS, help="only this test")
+    compare.set_defaults(handler=compare_command)
+
+    report = commands.add_parser("report", help="rebuild a report from a results folder alone")
+    report.add_argument("results_dir", type=Path, help="e.g. iterations/iteration-0/results/breakpoint-<timestamp>")
+    report.add_argument("--update-readme", action="store_true",
+                        help="also point the iteration README's latest-results block at this run")
+    report.set_defaults(handler=report_command)
+
+    bench = commands.add_parser("bench", help="benchmarks of the local stack", description=(
+        "store-path: how fast the local store path drains a backlog of N visits published at once, "
+        "per settings file, side by side (default: iterations 2 and 3)."))
+    bench.add_argument("benchmark", choices=["store-path"])
+    bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
+    bench.add_argument("--visits", type=int, default=3000)
+    bench.set_defaults(handler=bench_command)
+    return top
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except VisitkitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Small network helpers shared by the local stack, the runner and the Google Cloud target."""
+import socket
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_is_open(port, host="127.0.0.1"):
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def http_status(url, method="GET", timeout=2.0):
+    """The status of one request, error statuses included, or None when nothing answered."""
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+def wait_until(condition, timeout, interval=0.2, now=time.monotonic, sleep=time.sleep):
+    """Calls condition() until it returns something truthy or `timeout` seconds pass; returns
+    its last value."""
+    deadline = now() + timeout
+    while True:
+        value = condition()
+        if value or now() >= deadline:
+            return value
+        sleep(interval)

@@ -1,0 +1,26 @@
+"""Everything a results folder shows, rebuilt from the folder alone: summary.json with its
+verdict, the plots, then report.md (which links them), and optionally the iteration README's
+latest-results block."""
+from visitkit import plots, readme, report, results, summary as summaries, verdict
+
+
+def publish(folder, update_readme=False):
+    """`folder`: a ResultsFolder or its path. Returns the summary."""
+    folder = folder if isinstance(folder, results.ResultsFolder) else results.ResultsFolder(folder)
+    data = folder.load()
+    summary = summaries.summarize(data)
+    iteration_dir = folder.iteration_dir
+    readme_path = iteration_dir / "README.md"
+    readme_text = readme_path.read_text() if readme_path.exists() else ""
+
+    def other_figures(name):
+        found = results.latest_summary(iteration_dir.parent / name, summary["target"])
+        return found["headline"] if found else None
+
+    summary["verdict"] = verdict.judge(summary["headline"], readme_text, other_figures)
+    folder.save_summary(summary)
+    written = plots.write_plots(folder, data, summary)
+    (folder / results.REPORT).write_text(report.render(summary, written))
+    if update_readme and readme_path.exists():
+        readme.update_readme(readme_path, readme.latest_block(summary))
+    return summary

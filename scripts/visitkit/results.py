@@ -1,0 +1,140 @@
+"""A results folder, iterations/iteration-N/results/<test>-<timestamp>/: what one run leaves.
+
+The one place that knows its files. `ResultsFolder` saves what a run records (run.json, the
+samples, the polls) and loads it all back as `RunData`; summary, verdict, report, plots, compare
+and the README block all read from that, so `visitkit report DIR` rebuilds a report from the
+folder alone. FORMAT_VERSION is written into run.json and summary.json; older folders are read
+through `_upgrade`.
+"""
+import csv
+import datetime
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from visitkit import analysis
+from visitkit.errors import RunError
+
+FORMAT_VERSION = 2
+RUN, LEDGER, SUMMARY, REPORT = "run.json", "ledger.json", "summary.json", "report.md"
+STATS, HISTORY, FAILURES = "locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv"
+SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
+LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = "locust", "locust.html", "locust.log"
+STACK = "stack"  # the local stack's state folder: its logs and HAProxy configuration
+
+
+@dataclass
+class RunData:
+    """Everything a results folder holds, parsed."""
+    name: str
+    run: dict
+    ledger: dict
+    stats: list  # Locust's per-endpoint rows, as analysis.percentile_table makes them
+    history: list  # Locust's per-second Aggregated history
+    failures: list  # [(endpoint, error, occurrences)]
+    samples: list  # the platform's samples, one per second locally, per minute on Google Cloud
+    polls: list  # [(time, {page: stored})] after the load
+    metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
+    notes: list = field(default_factory=list)  # what loading had to say (an older format)
+
+
+def read_csv(path):
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_jsonl(path):
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _read_json(path, default=None):
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else default
+
+
+def _upgrade(run, samples):
+    """Format 1 (no version) counted inc-counter's 2xx as `published`; it is `accepted` now."""
+    if run.get("format_version", 1) >= FORMAT_VERSION:
+        return []
+    for sample in samples:
+        store = sample.get("store") or {}
+        if "published" in store:
+            store["accepted"] = store.pop("published")
+    return ["An older results folder (format 1): its `accepted` figure counts every 2xx of inc-counter, "
+            "CORS preflights included, not only its 202s."]
+
+
+class ResultsFolder:
+    def __init__(self, path):
+        self.path = Path(path)
+
+    @classmethod
+    def new(cls, iteration_dir, test, now=datetime.datetime.now):
+        return cls(Path(iteration_dir) / "results" / f"{test}-{now().strftime('%Y%m%d-%H%M%S')}")
+
+    def __truediv__(self, name):
+        return self.path / name
+
+    @property
+    def name(self):
+        return self.path.name
+
+    @property
+    def iteration_dir(self):
+        return self.path.parent.parent
+
+    def create(self):
+        self.path.mkdir(parents=True)
+
+    def save_run(self, run):
+        (self / RUN).write_text(json.dumps({**run, "format_version": FORMAT_VERSION}, indent=2))
+
+    def run(self):
+        found = _read_json(self / RUN)
+        if found is None:
+            raise RunError(f"{self.path} is not a results folder: it has no {RUN}")
+        return found
+
+    def load(self):
+        run = self.run()
+        samples = read_jsonl(self / SAMPLES)
+        metrics_dir = self / METRICS
+        return RunData(
+            name=self.name, run=run, ledger=_read_json(self / LEDGER, {}),
+            stats=analysis.percentile_table(read_csv(self / STATS)),
+            history=analysis.aggregated_history(read_csv(self / HISTORY)),
+            failures=analysis.first_failures(read_csv(self / FAILURES)),
+            samples=samples,
+            polls=[(poll["time"], poll["totals"]) for poll in read_jsonl(self / POLLS)],
+            metrics={path.stem: read_csv(path) for path in sorted(metrics_dir.glob("*.csv"))},
+            notes=_upgrade(run, samples))
+
+    def save_summary(self, summary):
+        (self / SUMMARY).write_text(json.dumps({**summary, "format_version": FORMAT_VERSION}, indent=2,
+                                               default=str))
+
+    def summary(self):
+        return _read_json(self / SUMMARY)
+
+
+def summaries(iteration_dir, target=None, test=None):
+    """[(started, folder, summary)] of an iteration's runs, oldest first, optionally one target's
+    and one test's."""
+    found = []
+    for path in Path(iteration_dir).glob(f"results/*/{SUMMARY}"):
+        summary = json.loads(path.read_text())
+        if (target is None or summary.get("target") == target) and (test is None or summary.get("test") == test):
+            found.append((summary.get("started") or "", ResultsFolder(path.parent), summary))
+    return sorted(found, key=lambda item: (item[0], item[1].name))
+
+
+def latest_summary(iteration_dir, target=None, test=None):
+    """The newest summary of an iteration (for a target and test), or None."""
+    found = summaries(iteration_dir, target, test)
+    return found[-1][2] if found else None

@@ -1,0 +1,90 @@
+"""RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
+plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
+from visitkit import analysis
+from visitkit.catalogue import FUNCTIONS
+
+
+def summarize(data):
+    run, ledger, samples = data.run, data.ledger, data.samples
+    load_start, load_end = analysis.load_window(data.history)
+    aggregated = data.stats[-1] if data.stats and data.stats[-1]["name"] == "Aggregated" else None
+    before = run.get("before", {})
+    after = data.polls[-1][1] if data.polls else before
+    requests = aggregated["requests"] if aggregated else 0
+    failures = aggregated["failures"] if aggregated else 0
+    summary = {
+        "iteration": run["iteration"], "test": run["test"], "target": run["target"],
+        "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
+        "shape": run.get("shape"), "profile": run.get("profile"),
+        "load": {"start": load_start, "end": load_end,
+                 "seconds": (load_end - load_start) if load_start is not None else None,
+                 "max_users": max((s["users"] for s in data.history), default=0),
+                 "requests": requests, "failures": failures,
+                 "failure_ratio": failures / requests if requests else None},
+        "breakpoint": analysis.find_breakpoint(data.history),
+        "percentiles": data.stats,
+        "client": analysis.client_by_function(data.stats),
+        "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
+        "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
+        "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
+        "visits": analysis.visit_accounting(ledger, before, after),
+        "failures": data.failures[:10],
+        "notes": [*run.get("notes", []), *data.notes],
+        "server_source": samples[0].get("source") if samples else None,
+        "metrics_files": [f"{name}.csv" for name in data.metrics],
+    }
+    summary["platform"] = platform_figures(samples) if summary["server_source"] == "gcp-monitoring" else None
+    summary["headline"] = headline(summary)
+    return summary
+
+
+def platform_figures(samples):
+    """Cloud Monitoring's figures over the whole window (load and convergence): per function the
+    requests, 429s and 5xx that reached it, its worst minute's p50 and p95 and its most instances;
+    the subscription's and Firestore's peaks. Counters in the samples count from the window's start."""
+    def values(get):
+        return [v for v in (get(sample) for sample in samples) if v is not None]
+
+    functions = {}
+    for name in FUNCTIONS:
+        functions[name] = {key: analysis.fn_field(name, key)(samples[-1])
+                           for key in ("requests", "responses_429", "responses_5xx")}
+        for key, field in (("p50_ms_max", "service_ms"), ("p95_ms_max", "service_ms_p95"),
+                           ("instances_max", "instances")):
+            functions[name][key] = max(values(analysis.fn_field(name, field)), default=None)
+    writes = [rate for _, rate in analysis.counter_rate(samples, analysis.store_field("firestore_writes"))
+              if rate is not None]
+    return {"functions": functions,
+            "undelivered_peak": max(values(analysis.store_field("backlog")), default=None),
+            "oldest_unacked_peak_s": max(values(analysis.store_field("oldest_unacked_s")), default=None),
+            "firestore_writes": analysis.store_field("firestore_writes")(samples[-1]),
+            "firestore_writes_peak_per_min": max(writes) * 60 if writes else None}
+
+
+def headline(summary):
+    """The flat figures checks and comparisons use (names are stable: READMEs refer to them)."""
+    bp, conv, visits = summary["breakpoint"], summary["convergence"], summary["visits"]["total"]
+    pick = lambda d, key: d[key] if d else None  # noqa: E731
+    figures = {
+        "users_max": summary["load"]["max_users"], "requests": summary["load"]["requests"],
+        "failure_ratio": summary["load"]["failure_ratio"],
+        "rps_peak": pick(bp["peak_rps"], "rps"), "knee_users": pick(bp["knee"], "users"),
+        "knee_rps": pick(bp["knee"], "rps"), "first_failure_users": pick(bp["first_failure"], "users"),
+        "first_failure_rps": pick(bp["first_failure"], "rps"), "p95_ceiling_ms": pick(bp["p95_ceiling"], "p95_ms"),
+        "convergence_s": conv["seconds_after_load"], "extra_min_per_min": conv["extra_minutes_per_minute"],
+        "visits.acknowledged": visits["acknowledged"], "visits.stored": visits["stored"],
+        "visits.lost": visits["lost"], "visits.duplicated": visits["duplicated"],
+    }
+    client = summary["client"]
+    if client:
+        figures["slowest_function"] = max(client, key=lambda name: client[name]["p95_ms"] or 0)
+    for name, row in client.items():
+        figures[f"p50_ms.{name}"], figures[f"p95_ms.{name}"] = row["p50_ms"], row["p95_ms"]
+        figures[f"failures.{name}"] = row["failures"]
+    for name, row in summary["server"].items():
+        figures[f"service_ms.{name}"] = row["service_ms"]
+        figures[f"responses_429.{name}"] = row["responses_429"]
+    for key, value in summary["store"].items():
+        if not key.endswith(("_time", "_of")):
+            figures[f"store.{key}"] = value
+    return figures

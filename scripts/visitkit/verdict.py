@@ -1,0 +1,60 @@
+"""The verdict on an iteration's hypothesis: its README's machine-checkable `**Check:**` lines
+evaluated against a run's headline figures (and another iteration's latest ones)."""
+import operator
+import re
+
+from visitkit.formatting import fmt
+
+CHECK_PATTERN = re.compile(r"\*\*Check:\*\*\s*`([^`]+)`")
+CHECK_SYNTAX = re.compile(r"\s*([\w.\-]+)\s*(<=|>=|==|!=|<|>)\s*([\w.\-]+)(?:\s*x\s*([\w\-]+))?\s*")
+OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
+             "<": operator.lt, ">": operator.gt}
+
+
+def hypothesis_checks(readme_text):
+    return CHECK_PATTERN.findall(readme_text or "")
+
+
+def hypothesis_text(readme_text):
+    """The README's '## Hypothesis' section, first paragraph."""
+    match = re.search(r"^## Hypothesis\s*\n+(.+?)(?:\n\s*\n|\Z)", readme_text or "", re.S | re.M)
+    return " ".join(match.group(1).split()) if match else None
+
+
+def evaluate_check(expression, figures, other_figures):
+    """'store.throughput_per_s >= 1.8 x iteration-2' -> (True/False/None, explanation).
+
+    other_figures(name) gives another iteration's latest headline figures (or None)."""
+    match = CHECK_SYNTAX.fullmatch(expression)
+    if not match:
+        return None, f"cannot read check `{expression}`"
+    metric, op, right, baseline_name = match.groups()
+    value = figures.get(metric)
+    if value is None:
+        return None, f"{metric} was not measured"
+    if baseline_name:
+        baseline = (other_figures(baseline_name) or {}).get(metric)
+        if baseline is None:
+            return None, f"no {metric} from {baseline_name} to compare with (run it first)"
+        threshold = float(right) * baseline
+        return (OPERATORS[op](value, threshold),
+                f"{metric} = {fmt(value)} vs {right} x {fmt(baseline)} ({baseline_name}) = {fmt(threshold)}")
+    try:
+        threshold = float(right)
+    except ValueError:
+        threshold = right
+    return OPERATORS[op](value, threshold), f"{metric} = {fmt(value)}, wanted {op} {right}"
+
+
+def judge(headline, readme_text, other_figures):
+    """{"outcome": supported | not supported | undetermined | no check stated, "checks": [...],
+    "hypothesis": the README's hypothesis}."""
+    checks = [(expr, *evaluate_check(expr, headline, other_figures)) for expr in hypothesis_checks(readme_text)]
+    if not checks:
+        outcome = "no check stated"
+    elif any(ok is None for _, ok, _ in checks):
+        outcome = "undetermined"
+    else:
+        outcome = "supported" if all(ok for _, ok, _ in checks) else "not supported"
+    return {"outcome": outcome, "hypothesis": hypothesis_text(readme_text),
+            "checks": [{"check": e, "holds": ok, "detail": d} for e, ok, d in checks]}
