@@ -1,7 +1,7 @@
 """The Google Cloud target: an iteration deployed with Terraform, measured from outside.
 
-`GcpTarget` gives the runner its steps: deploy (terraform init + apply with the iteration's
-settings file), wait until every HTTP function answers, warm the system with real visits and
+`GcpTarget` gives the runner its steps: a preflight (firstrun.py), deploy (terraform init + apply
+with the iteration's settings file, apply retried on known propagation errors), wait until every HTTP function answers, warm the system with real visits and
 wait until they are stored; then `totals()` (the shards in Firestore, read with the user's
 credentials), the platform's metrics for the test window (read after the run) and the tear-down
 when asked to. A dry run prints the same steps without running any of them.
@@ -12,12 +12,11 @@ command, HTTP call, clock and client can be injected, so tests never reach Googl
 import json
 import os
 import shlex
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from visitkit import monitoring
+from visitkit import firstrun, monitoring
 from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored_totals
 from visitkit.errors import GcpError
 from visitkit.net import http_status
@@ -51,9 +50,9 @@ def command_line(argv):
     return f"$ {shlex.join(argv)}"
 
 
-def run_command(argv, run=subprocess.run, capture=False):
+def run_command(argv, run=firstrun.stream_command, capture=False):
     """Run one command, its output shown to the user unless captured (and returned)."""
-    result = run(argv, check=False, text=True, capture_output=capture)
+    result = run(argv, check=False, text=True, capture_output=capture, echo=False)
     if result.returncode != 0:
         raise GcpError(f"command failed ({result.returncode}): {shlex.join(argv)}")
     return result.stdout if capture else ""
@@ -133,8 +132,9 @@ class GcpTarget:
     updates_readme = False
 
     def __init__(self, settings, iteration_dir, project, region=None, destroy=False, infra_dir=INFRA_DIR,
-                 run=subprocess.run, status=status_of, firestore=None, metrics_client=None, warm=True,
-                 now=time.monotonic, sleep=time.sleep, ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS):
+                 run=firstrun.stream_command, status=status_of, firestore=None, metrics_client=None, warm=True,
+                 now=time.monotonic, sleep=time.sleep, ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS,
+                 preflight=firstrun.preflight, log=print):
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
@@ -147,17 +147,28 @@ class GcpTarget:
         self.notes = []
         self.ingestion_delay = ingestion_delay
         self._run, self._status, self._now, self._sleep = run, status, now, sleep
+        self._preflight, self._log = preflight, log
         self._firestore, self._metrics_client = firestore, metrics_client
 
     # --- steps ---
     def start_steps(self):
         parallel = self.settings.largest_slots
         ready = ", ".join(f"OPTIONS <base_url>{path}" for path in PUBLIC_PATHS)
+        subscription = self.settings.subscription
+        topic = self.settings.raw.get("topic_name", "visits")
         steps = [
+            Step("preflight: check what the deployment needs, before anything is created",
+                 firstrun.preflight_text(), self._check),
             Step(f"deploy {self.iteration_name} to project {self.project}"
                  + (f", region {self.region}" if self.region else " (region: infra default)"),
                  [command_line(self.commands["init"]), command_line(self.commands["apply"]),
-                  command_line(self.commands["output"]) + "   (base_url, subscription_name)"], self._deploy),
+                  f"apply retry policy: {firstrun.retry_policy_text()}",
+                  f"store path: push subscription to store-inc-counter (OIDC), ack deadline "
+                  f"{subscription.ack_deadline_seconds} s, retry backoff {subscription.minimum_backoff_seconds}-"
+                  f"{subscription.maximum_backoff_seconds} s; after {subscription.max_delivery_attempts} delivery "
+                  f"attempts a visit goes to the dead-letter topic {topic}-dead-letter (counted in the report)",
+                  command_line(self.commands["output"]) + "   (base_url, subscription_name, log metric names)"],
+                 self._deploy),
             Step("wait until every HTTP function answers",
                  [f"204 to a preflight ({ready}); up to {READY_TIMEOUT_SECONDS} s"], self._wait_ready)]
         if self.warm:
@@ -167,7 +178,7 @@ class GcpTarget:
         return steps
 
     def window_step(self):
-        requests = monitoring.build_requests(self.project, 0, 60, self.subscription)
+        requests = monitoring.build_requests(self.project, 0, 60, self.subscription, log_metrics=self.log_metrics)
         return Step("read the platform's metrics for the test window", [
             f"after Monitoring's ingestion delay ({monitoring.DEFAULT_INGESTION_DELAY_SECONDS} s), "
             f"projects/{self.project}/timeSeries with 60 s alignment:",
@@ -180,10 +191,19 @@ class GcpTarget:
         return Step("leave the deployment running",
                     [f"clean up later: {command_line(self.commands['destroy'])}"], self._close_client, always=True)
 
+    @property
+    def log_metrics(self):
+        """{MetricQuery.log_metric: the deployed log-based metric's name}, once deployed."""
+        return {key: self.outputs[output] for key, output in monitoring.LOG_METRIC_OUTPUTS.items()
+                if output in self.outputs}
+
     # --- actions ---
+    def _check(self, _run=None):
+        self._preflight(self.project)
+
     def _deploy(self, _run=None):
         run_command(self.commands["init"], self._run)
-        run_command(self.commands["apply"], self._run)
+        firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
         self.outputs = parse_outputs(run_command(self.commands["output"], self._run, capture=True))
         self.base_url = self.outputs["base_url"].rstrip("/")
         self.subscription = self.outputs.get("subscription_name", "")
@@ -223,8 +243,8 @@ class GcpTarget:
         """The platform's per-minute samples for [start, end]; waits for ingestion first and saves
         each metric's series as results_dir/metrics/<metric>.csv."""
         samples = monitoring.fetch_window(self.project, start, end, self.subscription, results_dir,
-                                          client=self._metrics_client,
-                                          ingestion_delay=self.ingestion_delay, now=now, sleep=sleep)
+                                          client=self._metrics_client, ingestion_delay=self.ingestion_delay,
+                                          now=now, sleep=sleep, log_metrics=self.log_metrics)
         window_start = monitoring.aligned_window(start, end)[0]
         if samples and samples[0]["time"] > window_start:
             # The counters count from the window's start: saying so with a zero sample there lets

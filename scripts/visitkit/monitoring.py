@@ -21,8 +21,15 @@ Cloud Monitoring metric lists and the client's reference:
 - pubsub.googleapis.com/subscription/num_undelivered_messages: GAUGE, INT64, resource
   pubsub_subscription (label subscription_id); sampled every 60 s, visible after up to 120 s.
 - pubsub.googleapis.com/subscription/oldest_unacked_message_age: GAUGE, INT64, s; same resource.
-- firestore.googleapis.com/document/write_count: DELTA, INT64 (resource firestore_instance, or
-  firestore.googleapis.com/Database on newer projects: the filter names only the metric type).
+- firestore.googleapis.com/document/write_count: DELTA, INT64, read on the resource type Google
+  recommends, firestore.googleapis.com/Database, narrowed to database_id "(default)" (the kit's).
+- pubsub.googleapis.com/subscription/dead_letter_message_count: DELTA, INT64, on the main
+  subscription: messages Pub/Sub forwarded to the dead-letter topic.
+- logging.googleapis.com/user/<name>: the kit's log-based metrics (infra/main.tf, names from
+  `terraform output`), DELTA INT64 counters on cloud_run_revision: requests answered 429 per
+  service, from the request logs (Cloud Run's request_count leaves out requests refused at max
+  instances), and store-inc-counter's deliveries by outcome (counted, already_counted, malformed)
+  from its structured logs.
 - Aggregation: ALIGN_DELTA keeps a distribution a distribution; REDUCE_SUM "is valid for DELTA
   and GAUGE metrics with numeric and distribution values", so per-revision latency histograms are
   merged per service here and percentiles computed from the merged buckets (see `percentile`).
@@ -53,7 +60,8 @@ class MetricQuery:
     reducer: str
     group_by: tuple = ()
     resource_type: str = ""
-    scope: str = ""  # "services" or "subscription": which label the filter narrows
+    scope: str = ""  # "services", "subscription" or "database": which label the filter narrows
+    log_metric: str = ""  # the key of a log-based metric's name in LOG_METRIC_OUTPUTS
 
 
 QUERIES = (
@@ -68,8 +76,17 @@ QUERIES = (
     MetricQuery("oldest_unacked_age", "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
                 "ALIGN_MAX", "REDUCE_MAX", (), "pubsub_subscription", "subscription"),
     MetricQuery("firestore_writes", "firestore.googleapis.com/document/write_count",
-                "ALIGN_DELTA", "REDUCE_SUM"),
+                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("dead_lettered", "pubsub.googleapis.com/subscription/dead_letter_message_count",
+                "ALIGN_DELTA", "REDUCE_SUM", (), "pubsub_subscription", "subscription"),
+    MetricQuery("requests_429_logged", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
+                ("metric.label.service_name",), "cloud_run_revision", log_metric="requests_429"),
+    MetricQuery("store_deliveries", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
+                ("metric.label.outcome",), "cloud_run_revision", log_metric="store_deliveries"),
 )
+# terraform output names of the log-based metrics, by MetricQuery.log_metric.
+LOG_METRIC_OUTPUTS = {"requests_429": "requests_429_metric_name", "store_deliveries": "store_deliveries_metric_name"}
+DATABASE = "(default)"  # the Firestore database the functions use
 
 
 def aligned_window(start, end, period=PERIOD_SECONDS):
@@ -77,8 +94,15 @@ def aligned_window(start, end, period=PERIOD_SECONDS):
     return (int(start) // period * period, -(-int(end) // period) * period)
 
 
-def metric_filter(query, services, subscription):
-    parts = [f'metric.type = "{query.metric_type}"']
+def metric_type(query, log_metrics):
+    """The query's metric type; a log-based metric's name comes from `terraform output`."""
+    if not query.log_metric:
+        return query.metric_type
+    return query.metric_type.format(log_metrics.get(query.log_metric, f"<{LOG_METRIC_OUTPUTS[query.log_metric]}>"))
+
+
+def metric_filter(query, services, subscription, log_metrics=None):
+    parts = [f'metric.type = "{metric_type(query, log_metrics or {})}"']
     if query.resource_type:
         parts.append(f'resource.type = "{query.resource_type}"')
     if query.scope == "services":
@@ -86,11 +110,14 @@ def metric_filter(query, services, subscription):
         parts.append(f'resource.labels.service_name = monitoring.regex.full_match("{names}")')
     elif query.scope == "subscription":
         parts.append(f'resource.labels.subscription_id = "{subscription}"')
+    elif query.scope == "database":
+        parts.append(f'resource.labels.database_id = "{DATABASE}"')
     return " AND ".join(parts)
 
 
-def build_requests(project, start, end, subscription, services=None, period=PERIOD_SECONDS):
-    """{query name: ListTimeSeries request} for the window [start, end] (unix seconds)."""
+def build_requests(project, start, end, subscription, services=None, period=PERIOD_SECONDS, log_metrics=None):
+    """{query name: ListTimeSeries request} for the window [start, end] (unix seconds).
+    log_metrics: {MetricQuery.log_metric: the deployed metric's name}."""
     services = services or SERVICE_NAMES.values()
     start, end = aligned_window(start, end, period)
     requests = {}
@@ -101,7 +128,7 @@ def build_requests(project, start, end, subscription, services=None, period=PERI
             aggregation["group_by_fields"] = list(query.group_by)
         requests[query.name] = {
             "name": f"projects/{project}",
-            "filter": metric_filter(query, services, subscription),
+            "filter": metric_filter(query, services, subscription, log_metrics),
             "interval": {"start_time": {"seconds": start}, "end_time": {"seconds": end}},
             "aggregation": aggregation,
             "view": "FULL",
@@ -190,7 +217,8 @@ def rows_from_time_series(time_series):
 
 # --- samples in the report's schema -------------------------------------------------------------
 
-COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx")
+COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "responses_429_logged")
+DELIVERY_OUTCOMES = ("counted", "already_counted", "malformed")
 
 
 def empty_function():
@@ -204,7 +232,7 @@ def window_start_sample(when):
     return {"time": when, "source": "gcp-monitoring",
             "functions": {name: empty_function() for name in FUNCTIONS},
             "store": {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
-                      "firestore_writes": 0}}
+                      "firestore_writes": 0, "dead_lettered": 0, **dict.fromkeys(DELIVERY_OUTCOMES, 0)}}
 
 
 def samples_from_rows(rows_by_query, service_names=None):
@@ -225,7 +253,8 @@ def samples_from_rows(rows_by_query, service_names=None):
         return [row for row in rows_by_query.get(query, []) if row["time"] == when]
 
     counters = {name: {key: 0 for key in COUNTERS} for name in service_names}
-    writes = accepted = 0
+    writes = accepted = dead_lettered = 0
+    outcomes = dict.fromkeys(DELIVERY_OUTCOMES, 0)
     samples = []
     for when in times:
         for row in at("request_count", when):
@@ -240,6 +269,14 @@ def samples_from_rows(rows_by_query, service_names=None):
                 counters[name]["responses_429"] += count
             if code == 202 and name == "inc-counter":
                 accepted += count
+        for row in at("requests_429_logged", when):
+            name = function_of.get(row.get("service_name"))
+            if name is not None:
+                counters[name]["responses_429_logged"] += int(row["value"])
+        for row in at("store_deliveries", when):
+            if row.get("outcome") in outcomes:
+                outcomes[row["outcome"]] += int(row["value"])
+        dead_lettered += sum(int(row["value"]) for row in at("dead_lettered", when))
         functions = {name: {**empty_function(), **counters[name]} for name in service_names}
         for row in at("request_latencies", when):
             name = function_of.get(row.get("service_name"))
@@ -261,7 +298,7 @@ def samples_from_rows(rows_by_query, service_names=None):
             "store": {"accepted": accepted, "delivered": functions["store-inc-counter"]["responses_2xx"],
                       "stored": None, "backlog": max(backlog) if backlog else None,
                       "oldest_unacked_s": max(oldest) if oldest else None,
-                      "firestore_writes": writes},
+                      "firestore_writes": writes, "dead_lettered": dead_lettered, **outcomes},
         })
     return samples
 
@@ -295,7 +332,7 @@ def wait_for_ingestion(end, delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time
 
 def fetch_window(project, start, end, subscription, results_dir, client=None,
                  ingestion_delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep,
-                 service_names=None):
+                 service_names=None, log_metrics=None):
     """Read every metric for [start, end], save metrics/<name>.csv, return the samples."""
     service_names = service_names or SERVICE_NAMES
     wait_for_ingestion(end, ingestion_delay, now, sleep)
@@ -303,8 +340,8 @@ def fetch_window(project, start, end, subscription, results_dir, client=None,
     out = Path(results_dir) / "metrics"
     out.mkdir(parents=True, exist_ok=True)
     rows_by_query = {}
-    for name, request in build_requests(project, start, end, subscription,
-                                        service_names.values()).items():
+    for name, request in build_requests(project, start, end, subscription, service_names.values(),
+                                        log_metrics=log_metrics).items():
         rows = rows_from_time_series(client.list_time_series(request=request))
         write_csv(out / f"{name}.csv", rows)
         rows_by_query[name] = rows

@@ -27,7 +27,7 @@ def summarize(data):
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
         "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
         "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
-        "visits": analysis.visit_accounting(ledger, before, after),
+        "visits": with_dead_letters(analysis.visit_accounting(ledger, before, after), dead_lettered(samples)),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
         "server_source": samples[0].get("source") if samples else None,
@@ -36,6 +36,27 @@ def summarize(data):
     summary["platform"] = platform_figures(samples) if summary["server_source"] == "gcp-monitoring" else None
     summary["headline"] = headline(summary)
     return summary
+
+
+def dead_lettered(samples):
+    """Visits the platform moved to the dead-letter topic during the run (the last cumulative
+    figure: the store's on Google Cloud, the push delivery's locally), or None if not measured."""
+    for sample in reversed(samples):
+        for section in ("store", "push"):
+            value = (sample.get(section) or {}).get("dead_lettered")
+            if value is not None:
+                return value
+    return None
+
+
+def with_dead_letters(visits, count):
+    """A dead-lettered visit is neither stored nor lost: it waits in the dead-letter subscription.
+    Only the total is known (the metric has no page), so only the total row changes."""
+    total = visits["total"]
+    total["dead_lettered"] = count
+    if count:
+        total["lost"] = max(0, total["acknowledged"] - total["stored"] - count)
+    return visits
 
 
 def platform_figures(samples):
@@ -48,7 +69,7 @@ def platform_figures(samples):
     functions = {}
     for name in FUNCTIONS:
         functions[name] = {key: analysis.fn_field(name, key)(samples[-1])
-                           for key in ("requests", "responses_429", "responses_5xx")}
+                           for key in ("requests", "responses_429", "responses_429_logged", "responses_5xx")}
         for key, field in (("p50_ms_max", "service_ms"), ("p95_ms_max", "service_ms_p95"),
                            ("instances_max", "instances")):
             functions[name][key] = max(values(analysis.fn_field(name, field)), default=None)
@@ -58,7 +79,10 @@ def platform_figures(samples):
             "undelivered_peak": max(values(analysis.store_field("backlog")), default=None),
             "oldest_unacked_peak_s": max(values(analysis.store_field("oldest_unacked_s")), default=None),
             "firestore_writes": analysis.store_field("firestore_writes")(samples[-1]),
-            "firestore_writes_peak_per_min": max(writes) * 60 if writes else None}
+            "firestore_writes_peak_per_min": max(writes) * 60 if writes else None,
+            "deliveries": {outcome: analysis.store_field(outcome)(samples[-1])
+                           for outcome in ("counted", "already_counted", "malformed")},
+            "dead_lettered": analysis.store_field("dead_lettered")(samples[-1])}
 
 
 def headline(summary):
@@ -74,6 +98,7 @@ def headline(summary):
         "convergence_s": conv["seconds_after_load"], "extra_min_per_min": conv["extra_minutes_per_minute"],
         "visits.acknowledged": visits["acknowledged"], "visits.stored": visits["stored"],
         "visits.lost": visits["lost"], "visits.duplicated": visits["duplicated"],
+        "visits.dead_lettered": visits.get("dead_lettered"),
     }
     client = summary["client"]
     if client:

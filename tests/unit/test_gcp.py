@@ -39,7 +39,7 @@ class FakeRun:
         self.calls = []
         self.fail_on = fail_on
 
-    def __call__(self, argv, check, text, capture_output):
+    def __call__(self, argv, check, text, capture_output, echo=True):
         self.calls.append(argv)
         step = argv[2]
         code = 1 if step == self.fail_on else 0
@@ -174,6 +174,7 @@ def test_waits_until_the_warm_up_visits_are_stored():
 # --- the whole start and stop --------------------------------------------------------------------
 
 def target(**options):
+    options = {"preflight": lambda project: None, "log": lambda *_: None, **options}
     return gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1", infra_dir=INFRA, **options)
 
 
@@ -186,6 +187,7 @@ def test_start_steps_deploy_wait_and_warm_and_the_stop_step_destroys():
     deployed = target(region="us-central1", destroy=True, run=run, status=StoringSite(firestore), firestore=firestore)
     quietly(deployed.start_steps())
     assert run.steps() == ["init", "apply", "output"]
+    assert deployed.log_metrics == {}  # an older deployment without log metrics: their queries say so
     assert deployed.base_url == BASE and deployed.subscription == "eventarc-sub"
     # iteration 1: 2 instances x concurrency 1 at most, so waves of 2 visits
     assert sum(deployed.totals().values()) == 2 * gcp.WARM_ROUNDS
@@ -200,6 +202,18 @@ def test_a_failed_start_with_destroy_tears_down():
     with pytest.raises(gcp.GcpError, match="get-counter"):
         quietly([*deployed.start_steps(), deployed.stop_step()])
     assert run.steps() == ["init", "apply", "output", "destroy"]
+
+
+def test_the_preflight_runs_first_and_a_failed_one_creates_nothing():
+    run = FakeRun()
+
+    def refuse(project):
+        raise gcp.GcpError(f"no credentials for {project}")
+
+    deployed = target(run=run, preflight=refuse, destroy=True)
+    with pytest.raises(gcp.GcpError, match="no credentials for p1"):
+        quietly([*deployed.start_steps(), deployed.stop_step()])
+    assert run.steps() == ["destroy"]  # tear-down is harmless on nothing; no init, no apply
 
 
 def test_a_target_without_project_is_refused():
@@ -252,8 +266,11 @@ def test_dry_run_lists_every_step_and_command_and_runs_nothing(monkeypatch):
     assert "output -json" in text
     assert "Locust test 'breakpoint'" in text
     for query in monitoring.QUERIES:
-        assert query.metric_type in text
-    assert text.index("apply") < text.index("warm up") < text.index("Locust") < text.index("destroy")
+        assert query.metric_type.split("{")[0] in text
+    assert text.index("preflight") < text.index("apply") < text.index("warm up") < text.index("Locust")
+    assert text.index("Locust") < text.index("destroy")
+    assert "apply retry policy: up to 3 tries" in text and "visits-dead-letter" in text
+    assert "after 20 delivery attempts" in text
 
 
 def test_dry_run_without_destroy_says_how_to_clean_up():

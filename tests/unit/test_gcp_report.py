@@ -7,9 +7,9 @@ import json
 import pytest
 from pathlib import Path
 
-from test_monitoring import MINUTE, SUBSCRIPTION, T0, FakeMetricClient
+from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
 from test_report import make_results
-from visitkit import compare, gcp, plots, publish
+from visitkit import compare, gcp, monitoring, plots, publish
 from visitkit.settings import load_settings
 
 ITERATION_1 = Path(__file__).resolve().parents[2] / "iterations" / "iteration-1"
@@ -40,6 +40,7 @@ def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="
     target = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "visit-counter-test",
                            metrics_client=FakeMetricClient(), ingestion_delay=0)
     target.subscription = SUBSCRIPTION
+    target.outputs = {monitoring.LOG_METRIC_OUTPUTS[key]: name for key, name in LOG_METRICS.items()}
     samples = target.window_samples(T0 + 25, T0 + 3 * MINUTE - 10, results, now=lambda: T0 + 10 * MINUTE,
                                     sleep=pytest.fail)
     (results / "server-samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
@@ -69,7 +70,8 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
     section = text.split("## Google Cloud metrics", 1)[1].split("\n## ", 1)[0]
     assert "![latency p50/p95, requests by code class, instances, backlog, Firestore writes](gcp-metrics.png)" in section
     # per function over the window: requests, 429s, 5xx, worst minute's p50 and p95, most instances
-    assert "| inc-counter | 5,155 | 480 | 3 | 192 | 3,072 | 2 |" in section
+    assert "| inc-counter | 5,155 | 480 | 450 | 3 | 192 | 3,072 | 2 |" in section
+    assert "1,610 counted, 18 already counted (redeliveries, changed nothing), 1 malformed; 5 moved" in section
     assert "undelivered messages peak 3,035, oldest unacked message peak 212 s" in section
     assert "Firestore document writes: 3,270 (peak 1,120/min" in section
     for name in ("request_count", "request_latencies", "instance_count", "undelivered_messages",
@@ -77,6 +79,9 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
         assert f"`metrics/{name}.csv`" in section
     assert "Server figures: gcp-monitoring" in text
     assert summary["server"]["inc-counter"]["responses_429"] == 480
+    # 5 visits went to the dead-letter topic: not lost, and said so
+    assert summary["visits"]["total"]["dead_lettered"] == 5
+    assert "5 dead-lettered" in text and "Dead-lettered: 5 visits" in text
     # the load (T0+30 to T0+84) holds one minute's end, T0+60: its rate needs the zero sample at T0
     assert summary["store"]["accepted_per_s"] == pytest.approx(1450 / 60)
     for name in ("load.png", "server.png", "gcp-metrics.png"):

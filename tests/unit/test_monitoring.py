@@ -22,6 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
 T0 = int(dt.datetime(2025, 11, 22, 10, 0, tzinfo=dt.timezone.utc).timestamp())
 MINUTE = 60
 SUBSCRIPTION = "eventarc-us-central1-store-inc-counter-123-sub-456"
+LOG_METRICS = {"requests_429": "visitkit_requests_429", "store_deliveries": "visitkit_store_deliveries"}
 
 
 class FakeMetricClient:
@@ -33,7 +34,7 @@ class FakeMetricClient:
     def list_time_series(self, request):
         self.requests.append(request)
         for query in monitoring.QUERIES:
-            if f'metric.type = "{query.metric_type}"' in request["filter"]:
+            if f'metric.type = "{monitoring.metric_type(query, LOG_METRICS)}"' in request["filter"]:
                 return load(query.name)
         raise AssertionError(f"unexpected filter {request['filter']}")
 
@@ -47,7 +48,7 @@ def load(name):
 def samples(tmp_path):
     return monitoring.fetch_window("visit-counter-test", T0 + 5, T0 + 3 * MINUTE - 10, SUBSCRIPTION,
                                    tmp_path, client=FakeMetricClient(), ingestion_delay=0,
-                                   now=lambda: T0 + 10 * MINUTE, sleep=pytest.fail)
+                                   now=lambda: T0 + 10 * MINUTE, sleep=pytest.fail, log_metrics=LOG_METRICS)
 
 
 def by_time(samples, when):
@@ -82,9 +83,25 @@ def test_cloud_run_queries_name_the_deployed_services_and_group_by_service():
 
 def test_subscription_queries_name_the_subscription():
     requests = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1")
-    for name in ("undelivered_messages", "oldest_unacked_age"):
+    for name in ("undelivered_messages", "oldest_unacked_age", "dead_lettered"):
         assert 'resource.labels.subscription_id = "sub-1"' in requests[name]["filter"]
         assert 'resource.type = "pubsub_subscription"' in requests[name]["filter"]
+
+
+def test_firestore_writes_are_read_from_the_default_database_only():
+    request = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1")["firestore_writes"]
+    assert 'resource.type = "firestore.googleapis.com/Database"' in request["filter"]
+    assert 'resource.labels.database_id = "(default)"' in request["filter"]
+
+
+def test_log_based_metrics_take_their_names_from_the_deployment():
+    requests = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1", log_metrics=LOG_METRICS)
+    assert 'metric.type = "logging.googleapis.com/user/visitkit_requests_429"' in requests["requests_429_logged"]["filter"]
+    assert requests["requests_429_logged"]["aggregation"]["group_by_fields"] == ["metric.label.service_name"]
+    assert requests["store_deliveries"]["aggregation"]["group_by_fields"] == ["metric.label.outcome"]
+    # before a deployment (a dry run) the name is a placeholder that says where it comes from
+    unnamed = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1")["store_deliveries"]["filter"]
+    assert "<store_deliveries_metric_name>" in unnamed
 
 
 def test_requests_are_accepted_by_the_client_library_request_type():
@@ -136,9 +153,10 @@ def test_one_sample_per_minute_in_the_local_schema(samples):
         assert sample["source"] == "gcp-monitoring"
         assert set(sample["functions"]) == set(FUNCTIONS)
         for figures in sample["functions"].values():
+            # the local schema, plus the 429s the request logs saw (only Google Cloud has those)
             assert set(figures) == {"instances", "in_flight", "queued", "requests", "responses_2xx",
                                     "responses_4xx", "responses_429", "responses_5xx", "service_ms",
-                                    "service_ms_p95", "queue_ms"}
+                                    "service_ms_p95", "queue_ms", "responses_429_logged"}
             assert figures["in_flight"] is None and figures["queued"] is None
             assert figures["queue_ms"] is None
         assert {"accepted", "delivered", "stored", "backlog"} <= set(sample["store"])
@@ -182,6 +200,15 @@ def test_store_figures(samples):
     assert store["backlog"] == 3035
     assert store["oldest_unacked_s"] == 212
     assert store["firestore_writes"] == 1040 + 1120 + 1110
+    assert store["dead_lettered"] == 2 + 3
+    assert (store["counted"], store["already_counted"], store["malformed"]) == (515 + 550 + 545, 8 + 10, 1)
+
+
+def test_429s_from_the_request_logs_beside_request_count(samples):
+    inc = by_time(samples, T0 + 3 * MINUTE)["functions"]["inc-counter"]
+    assert inc["responses_429_logged"] == 140 + 310
+    assert by_time(samples, T0 + 3 * MINUTE)["functions"]["get-counter"]["responses_429_logged"] == 60 + 130 + 210
+    assert by_time(samples, T0 + 3 * MINUTE)["functions"]["serve-page"]["responses_429_logged"] == 0
 
 
 def test_every_metric_is_saved_as_a_csv(tmp_path, samples):

@@ -1,0 +1,111 @@
+"""The first run on a new project: which apply errors are tried again (from recorded error texts),
+the retry itself, and the preflight's one-sentence messages. Nothing reaches Google."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from visitkit import firstrun
+from visitkit.errors import GcpError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "terraform"
+RETRY = sorted(FIXTURES.glob("retry-*.txt"))
+STOP = sorted(FIXTURES.glob("stop-*.txt"))
+
+
+@pytest.mark.parametrize("path", RETRY, ids=lambda p: p.stem)
+def test_propagation_errors_are_tried_again(path):
+    assert firstrun.propagation_reason(path.read_text())
+
+
+@pytest.mark.parametrize("path", STOP, ids=lambda p: p.stem)
+def test_other_errors_stop_at_once(path):
+    assert firstrun.propagation_reason(path.read_text()) is None
+
+
+def test_there_are_recorded_examples_of_both():
+    assert len(RETRY) >= 5 and len(STOP) >= 3
+
+
+class Apply:
+    """A fake `terraform apply`: answers with the given outputs in turn ('' means success)."""
+
+    def __init__(self, *outputs):
+        self.outputs, self.calls = list(outputs), 0
+
+    def __call__(self, argv, check, text, capture_output, echo=True):
+        self.calls += 1
+        output = self.outputs.pop(0)
+        return subprocess.CompletedProcess(argv, 1 if output else 0, output, "")
+
+
+def test_a_propagation_error_is_tried_again_after_a_wait():
+    apply, slept = Apply((FIXTURES / "retry-pubsub-agent-missing.txt").read_text(), ""), []
+    firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
+    assert apply.calls == 2 and slept == [firstrun.APPLY_WAITS_S[0]]
+
+
+def test_any_other_error_stops_at_once_with_terraforms_message():
+    apply, slept = Apply((FIXTURES / "stop-quota-exceeded.txt").read_text()), []
+    with pytest.raises(GcpError, match="Quota exceeded") as stopped:
+        firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
+    assert apply.calls == 1 and slept == [] and "after" not in str(stopped.value)
+
+
+def test_it_gives_up_after_three_tries_with_growing_waits():
+    text = (FIXTURES / "retry-api-just-enabled.txt").read_text()
+    apply, slept = Apply(text, text, text), []
+    with pytest.raises(GcpError, match="after 3 tries .*API was enabled moments ago"):
+        firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
+    assert apply.calls == 3 and slept == list(firstrun.APPLY_WAITS_S) and slept[0] < slept[1]
+
+
+# --- the preflight ------------------------------------------------------------------------------
+
+def tools(*missing):
+    return lambda name: None if name in missing else f"/usr/bin/{name}"
+
+
+def credentials():
+    return object(), "quota-project"
+
+
+def answer(status, body):
+    return lambda creds, project: (status, body)
+
+
+class RefreshError(Exception):
+    """Named as google.auth.exceptions.RefreshError, which the preflight recognises by name."""
+
+
+def no_credentials():
+    raise RuntimeError("Could not automatically determine credentials.")
+
+
+def expired(creds, project):
+    raise RefreshError("invalid_grant: Token has been expired or revoked.")
+
+
+@pytest.mark.parametrize("which, creds, lookup, says", [
+    (tools("terraform"), credentials, answer(200, {}), "install Terraform"),
+    (tools("gcloud"), credentials, answer(200, {}), "install the Google Cloud CLI"),
+    (tools(), no_credentials, answer(200, {}), "`gcloud auth application-default login`"),
+    (tools(), credentials, expired, "expired or were revoked"),
+    (tools(), credentials, answer(403, {"error": {"message": "denied", "details": [{"reason": "SERVICE_DISABLED"}]}}),
+     "`gcloud services enable cloudresourcemanager.googleapis.com --project p1`"),
+    (tools(), credentials, answer(403, {"error": {"message": "The caller does not have permission"}}),
+     "`gcloud projects list`"),
+    (tools(), credentials, answer(404, {}), "was not found"),
+    (tools(), credentials, answer(200, {"lifecycleState": "DELETE_REQUESTED"}), "`gcloud projects undelete p1`"),
+    (tools(), credentials, answer(500, {"error": {"message": "backend error"}}), "HTTP 500: backend error"),
+])
+def test_each_preflight_failure_is_one_sentence_with_its_fix(which, creds, lookup, says):
+    with pytest.raises(GcpError) as refused:
+        firstrun.preflight("p1", which, creds, lookup)
+    message = str(refused.value)
+    assert says in message and "\n" not in message and "Traceback" not in message
+
+
+def test_a_ready_project_passes_the_preflight():
+    assert firstrun.preflight("p1", tools(), credentials,
+                              answer(200, {"lifecycleState": "ACTIVE", "projectNumber": "42"})) == "42"
