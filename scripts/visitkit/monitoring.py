@@ -25,6 +25,10 @@ Cloud Monitoring metric lists and the client's reference:
   recommends, firestore.googleapis.com/Database, narrowed to database_id "(default)" (the kit's).
 - pubsub.googleapis.com/subscription/dead_letter_message_count: DELTA, INT64, on the main
   subscription: messages Pub/Sub forwarded to the dead-letter topic.
+- run.googleapis.com/container/billable_instance_time: DELTA, DOUBLE, s: instance time billed.
+- run.googleapis.com/container/cpu/utilizations and container/memory/utilizations: DELTA,
+  DISTRIBUTION, fractions of the allocated CPU and memory, merged per service like latencies.
+- firestore.googleapis.com/document/read_count and delete_count: DELTA, INT64 (for the cost).
 - logging.googleapis.com/user/<name>: the kit's log-based metrics (infra/main.tf, names from
   `terraform output`), DELTA INT64 counters on cloud_run_revision: requests answered 429 per
   service, from the request logs (Cloud Run's request_count leaves out requests refused at max
@@ -76,6 +80,16 @@ QUERIES = (
     MetricQuery("oldest_unacked_age", "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
                 "ALIGN_MAX", "REDUCE_MAX", (), "pubsub_subscription", "subscription"),
     MetricQuery("firestore_writes", "firestore.googleapis.com/document/write_count",
+                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("billable_instance_time", "run.googleapis.com/container/billable_instance_time", "ALIGN_DELTA",
+                "REDUCE_SUM", (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("cpu_utilizations", "run.googleapis.com/container/cpu/utilizations", "ALIGN_DELTA", "REDUCE_SUM",
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("memory_utilizations", "run.googleapis.com/container/memory/utilizations", "ALIGN_DELTA",
+                "REDUCE_SUM", (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("firestore_reads", "firestore.googleapis.com/document/read_count",
+                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("firestore_deletes", "firestore.googleapis.com/document/delete_count",
                 "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
     MetricQuery("dead_lettered", "pubsub.googleapis.com/subscription/dead_letter_message_count",
                 "ALIGN_DELTA", "REDUCE_SUM", (), "pubsub_subscription", "subscription"),
@@ -217,14 +231,17 @@ def rows_from_time_series(time_series):
 
 # --- samples in the report's schema -------------------------------------------------------------
 
-COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "responses_429_logged")
+COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "responses_429_logged",
+            "billable_instance_s")
+# Per minute, fractions of what an instance is allocated (Cloud Run's utilization distributions).
+UTILIZATIONS = ("cpu_utilization", "cpu_utilization_p95", "memory_utilization", "memory_utilization_p95")
 DELIVERY_OUTCOMES = ("counted", "already_counted", "malformed")
 
 
 def empty_function():
     # in_flight, queued and queue_ms: Cloud Run publishes no figure for them.
     return {"instances": None, "in_flight": None, "queued": None, **{key: 0 for key in COUNTERS},
-            "service_ms": None, "service_ms_p95": None, "queue_ms": None}
+            "service_ms": None, "service_ms_p95": None, "queue_ms": None, **dict.fromkeys(UTILIZATIONS)}
 
 
 def window_start_sample(when):
@@ -232,7 +249,8 @@ def window_start_sample(when):
     return {"time": when, "source": "gcp-monitoring",
             "functions": {name: empty_function() for name in FUNCTIONS},
             "store": {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
-                      "firestore_writes": 0, "dead_lettered": 0, **dict.fromkeys(DELIVERY_OUTCOMES, 0)}}
+                      "firestore_writes": 0, "firestore_reads": 0, "firestore_deletes": 0, "dead_lettered": 0,
+                      **dict.fromkeys(DELIVERY_OUTCOMES, 0)}}
 
 
 def samples_from_rows(rows_by_query, service_names=None):
@@ -253,7 +271,7 @@ def samples_from_rows(rows_by_query, service_names=None):
         return [row for row in rows_by_query.get(query, []) if row["time"] == when]
 
     counters = {name: {key: 0 for key in COUNTERS} for name in service_names}
-    writes = accepted = dead_lettered = 0
+    writes = reads = deletes = accepted = dead_lettered = 0
     outcomes = dict.fromkeys(DELIVERY_OUTCOMES, 0)
     samples = []
     for when in times:
@@ -269,6 +287,10 @@ def samples_from_rows(rows_by_query, service_names=None):
                 counters[name]["responses_429"] += count
             if code == 202 and name == "inc-counter":
                 accepted += count
+        for row in at("billable_instance_time", when):
+            name = function_of.get(row.get("service_name"))
+            if name is not None:
+                counters[name]["billable_instance_s"] += float(row["value"])
         for row in at("requests_429_logged", when):
             name = function_of.get(row.get("service_name"))
             if name is not None:
@@ -283,12 +305,19 @@ def samples_from_rows(rows_by_query, service_names=None):
             if name is not None:
                 functions[name]["service_ms"] = row["p50"]
                 functions[name]["service_ms_p95"] = row["p95"]
+        for kind in ("cpu", "memory"):
+            for row in at(f"{kind}_utilizations", when):
+                name = function_of.get(row.get("service_name"))
+                if name is not None:
+                    functions[name][f"{kind}_utilization"] = row["mean"]
+                    functions[name][f"{kind}_utilization_p95"] = row["p95"]
         for row in at("instance_count", when):
             name = function_of.get(row.get("service_name"))
             if name is not None:
                 functions[name]["instances"] = (functions[name]["instances"] or 0) + int(row["value"])
-        for row in at("firestore_writes", when):
-            writes += int(row["value"])
+        writes += sum(int(row["value"]) for row in at("firestore_writes", when))
+        reads += sum(int(row["value"]) for row in at("firestore_reads", when))
+        deletes += sum(int(row["value"]) for row in at("firestore_deletes", when))
         backlog = [int(row["value"]) for row in at("undelivered_messages", when)]
         oldest = [int(row["value"]) for row in at("oldest_unacked_age", when)]
         samples.append({
@@ -298,7 +327,8 @@ def samples_from_rows(rows_by_query, service_names=None):
             "store": {"accepted": accepted, "delivered": functions["store-inc-counter"]["responses_2xx"],
                       "stored": None, "backlog": max(backlog) if backlog else None,
                       "oldest_unacked_s": max(oldest) if oldest else None,
-                      "firestore_writes": writes, "dead_lettered": dead_lettered, **outcomes},
+                      "firestore_writes": writes, "firestore_reads": reads, "firestore_deletes": deletes,
+                      "dead_lettered": dead_lettered, **outcomes},
         })
     return samples
 

@@ -156,7 +156,9 @@ def test_one_sample_per_minute_in_the_local_schema(samples):
             # the local schema, plus the 429s the request logs saw (only Google Cloud has those)
             assert set(figures) == {"instances", "in_flight", "queued", "requests", "responses_2xx",
                                     "responses_4xx", "responses_429", "responses_5xx", "service_ms",
-                                    "service_ms_p95", "queue_ms", "responses_429_logged"}
+                                    "service_ms_p95", "queue_ms", "responses_429_logged", "billable_instance_s",
+                                    "cpu_utilization", "cpu_utilization_p95", "memory_utilization",
+                                    "memory_utilization_p95"}
             assert figures["in_flight"] is None and figures["queued"] is None
             assert figures["queue_ms"] is None
         assert {"accepted", "delivered", "stored", "backlog"} <= set(sample["store"])
@@ -202,6 +204,17 @@ def test_store_figures(samples):
     assert store["firestore_writes"] == 1040 + 1120 + 1110
     assert store["dead_lettered"] == 2 + 3
     assert (store["counted"], store["already_counted"], store["malformed"]) == (515 + 550 + 545, 8 + 10, 1)
+
+
+def test_billed_instance_time_and_utilizations_per_function(samples):
+    inc = [by_time(samples, T0 + m * MINUTE)["functions"]["inc-counter"] for m in (1, 2, 3)]
+    assert [f["billable_instance_s"] for f in inc] == [60, 180, 300]  # cumulative
+    assert [f["cpu_utilization"] for f in inc] == [0.25, 0.5, 0.75]
+    assert inc[2]["cpu_utilization_p95"] == pytest.approx(0.795)  # inside the [0.7, 0.8) bucket
+    assert inc[0]["memory_utilization_p95"] == pytest.approx(0.495)
+    assert by_time(samples, T0 + 3 * MINUTE)["functions"]["serve-page"]["billable_instance_s"] == 0
+    store = by_time(samples, T0 + 3 * MINUTE)["store"]
+    assert (store["firestore_reads"], store["firestore_deletes"]) == (200 + 240 + 260, 4)
 
 
 def test_429s_from_the_request_logs_beside_request_count(samples):

@@ -1,0 +1,58 @@
+"""The public API fuzzed from its OpenAPI document (functions/openapi.yaml) with schemathesis,
+against the real local stack: no 5xx, every answer conforms to the document, and a request that is
+refused publishes nothing, while every 202 ends up stored exactly once."""
+from pathlib import Path
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode, checks
+
+from helpers import wait_for
+from visitkit.catalogue import PAGES, PUBLIC_PATHS
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "functions" / "openapi.yaml"
+schema = schemathesis.openapi.from_path(DOCUMENT)
+EXAMPLES = 25  # per operation: bounded, so CI stays short
+CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,
+          checks.response_schema_conformance, checks.response_headers_conformance,
+          checks.negative_data_rejection]
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                suppress_health_check=list(HealthCheck))
+
+
+def test_the_document_describes_the_functions_public_paths_and_pages():
+    document = schema.raw_schema
+    assert set(document["paths"]) == set(PUBLIC_PATHS)
+    assert document["components"]["schemas"]["Page"]["enum"] == list(PAGES)
+
+
+@schema.parametrize()
+@FUZZ
+def test_every_answer_conforms_and_a_refused_request_publishes_nothing(case, stack):
+    accepted = stack.sample()["store"]["accepted"]
+    response = case.call_and_validate(base_url=stack.base_url, checks=CHECKS, timeout=30)
+    if response.status_code != 202:  # only a 202 may publish a visit
+        assert stack.sample()["store"]["accepted"] == accepted, (case.method, case.path, case.query)
+
+
+def test_fuzzed_visits_are_stored_exactly_once_and_nothing_else_counts(stack):
+    """Valid and invalid calls to inc-counter, generated from the document: the totals grow by
+    exactly the 202s, page by page."""
+    before, acknowledged = stack.totals(), {page: 0 for page in PAGES}
+    operation = schema["/inc-counter"]["POST"]
+
+    @given(case=operation.as_strategy() | operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+    @FUZZ
+    def visit(case):
+        response = case.call(base_url=stack.base_url, timeout=30)
+        assert response.status_code < 500
+        if response.status_code == 202:
+            acknowledged[response.json()["visit_type"]] += 1
+
+    visit()
+    expected = {page: before[page] + acknowledged[page] for page in PAGES}
+    assert sum(acknowledged.values()) > 0
+    assert wait_for(lambda: stack.totals() == expected, timeout=60), (stack.totals(), expected)
+    backlog_empty = wait_for(lambda: stack.sample()["store"]["backlog"] == 0, timeout=30)
+    assert backlog_empty and stack.totals() == expected

@@ -1,0 +1,117 @@
+"""Resource figures: sampling real processes (a busy one shows CPU, an idle one does not), the
+aggregation per function, Cloud Run's figures, and the cost arithmetic against hand-worked numbers."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from visitkit import cost, resources
+from visitkit.settings import load_settings
+from pathlib import Path
+
+ITERATION_1 = Path(__file__).resolve().parents[2] / "iterations" / "iteration-1"
+
+
+@pytest.fixture
+def processes():
+    """A busy and an idle Python process, each in its own process group (as the stack starts them)."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    yield busy, idle
+    for process in (busy, idle):
+        process.kill()
+        process.wait()
+
+
+def test_a_busy_process_shows_cpu_and_an_idle_one_does_not(processes):
+    busy, idle = processes
+    sampler = resources.ProcessSampler(lambda: {"get-counter": [busy.pid], "haproxy": [idle.pid]})
+    first = sampler.sample()
+    assert first["get-counter"]["cpu_percent"] is None  # a difference needs two samples
+    time.sleep(1.0)
+    second = sampler.sample()
+    assert second["get-counter"]["cpu_percent"] > 50  # one core, minus what the machine takes
+    assert second["haproxy"]["cpu_percent"] < 5
+    assert 1 < second["haproxy"]["rss_mb"] < 500
+
+
+def test_watched_processes_count_their_children(processes):
+    busy, _ = processes
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'while True: pass']); time.sleep(60)"],
+                              start_new_session=True)
+    try:
+        sampler = resources.ProcessSampler(lambda: {})
+        sampler.watch("locust", parent.pid)
+        sampler.sample()
+        time.sleep(1.0)
+        assert sampler.sample()["locust"]["cpu_percent"] > 50  # the child's CPU, not the sleeping parent's
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait()
+
+
+def test_instances_add_up_to_their_function():
+    assert resources.component_of("get-counter-3") == "get-counter"
+    assert resources.component_of("store-inc-counter-0") == "store-inc-counter"
+    assert resources.component_of("pubsub-emulator") == "pubsub-emulator"
+
+
+def sample(t, cpu, rss):
+    return {"time": t, "resources": {"inc-counter": {"cpu_percent": cpu, "rss_mb": rss}}}
+
+
+def test_the_runs_figures_integrate_cpu_over_the_load():
+    samples = [sample(0, None, 40), sample(1, 50.0, 41), sample(3, 100.0, 45), sample(4, 20.0, 42),
+               sample(9, 400.0, 90)]  # after the load: left out
+    figures = resources.summarize(samples, 0, 4)["inc-counter"]
+    assert figures["cpu_seconds"] == pytest.approx(0.5 * 1 + 1.0 * 2 + 0.2 * 1)
+    assert figures["cpu_percent_mean"] == pytest.approx((50 + 100 + 20) / 3)
+    assert figures["cpu_percent_peak"] == 100 and figures["memory_peak_mb"] == 45
+    assert resources.cpu_ms_per_request({"inc-counter": figures}, {"inc-counter": 900}) == {
+        "inc-counter": pytest.approx(2700 / 900)}
+
+
+def gcp_sample(t, billed, cpu, cpu95, mem95):
+    functions = {name: {"billable_instance_s": 0, "cpu_utilization": None, "cpu_utilization_p95": None,
+                        "memory_utilization_p95": None} for name in ("serve-page", "get-counter", "store-inc-counter")}
+    functions["inc-counter"] = {"billable_instance_s": billed, "cpu_utilization": cpu, "cpu_utilization_p95": cpu95,
+                                "memory_utilization_p95": mem95}
+    return {"time": t, "functions": functions}
+
+
+def test_cloud_runs_figures_from_billed_time_and_utilization():
+    # iteration 1: inc-counter has 0.167 vCPU and 256M (= 244.14 MiB)
+    samples = [gcp_sample(0, 0, None, None, None), gcp_sample(60, 60, 0.25, 0.3, 0.4),
+               gcp_sample(120, 180, 0.5, 0.6, 0.5)]
+    figures = resources.platform_summary(samples, load_settings(ITERATION_1))["inc-counter"]
+    assert figures["cpu_seconds"] == pytest.approx(0.167 * (60 * 0.25 + 120 * 0.5))  # 12.525
+    assert figures["cpu_percent_mean"] == pytest.approx(12.525 / 120 * 100)
+    assert figures["cpu_percent_peak"] == pytest.approx(2 * 0.167 * 0.6 * 100)  # 2 instances billed all minute
+    assert figures["memory_peak_mb"] == pytest.approx(0.5 * 256e6 / 2**20 * 2)
+
+
+def test_the_cost_estimate_by_hand():
+    prices = {"as_of": "2026-11-22", "currency": "USD",
+              "cloud_run": {"per_vcpu_second": 0.000024, "per_gib_second": 0.0000025, "per_million_requests": 0.40},
+              "firestore": {"per_100k_reads": 0.03, "per_100k_writes": 0.09, "per_100k_deletes": 0.01},
+              "pubsub": {"per_tib": 40.0, "min_bytes_per_message": 1000}}
+    usage = {"functions": {"inc-counter": {"billable_instance_s": 1000, "requests": 2_000_000},
+                           "get-counter": {"billable_instance_s": 0, "requests": 0}},
+             "firestore_reads": 300_000, "firestore_writes": 200_000, "firestore_deletes": 0,
+             "pubsub_messages": 2**30 // 1000 * 1024}  # 1 TiB at 1,000 bytes each, near enough
+    estimate = cost.estimate(usage, load_settings(ITERATION_1), prices)
+    items = {item: usd for item, _, usd in estimate["lines"]}
+    # 1000 s x (0.167 vCPU x 0.000024 + 0.2384 GiB x 0.0000025) + 2 M requests x 0.40 / M
+    assert items["Cloud Run: inc-counter"] == pytest.approx(1000 * (0.167 * 0.000024 + 256e6 / 2**30 * 0.0000025) + 0.80)
+    assert items["Firestore document reads"] == pytest.approx(0.09)
+    assert items["Firestore document writes"] == pytest.approx(0.18)
+    assert items["Pub/Sub throughput"] == pytest.approx(40.0 * (2**30 // 1000 * 1024 * 1000) / 2**40)
+    assert estimate["total"] == pytest.approx(sum(items.values()))
+
+
+def test_the_price_file_is_dated_and_sourced():
+    prices = cost.load_prices()
+    assert prices["as_of"] and all(url.startswith("https://cloud.google.com/") for url in prices["sources"].values())
