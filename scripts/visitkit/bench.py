@@ -14,6 +14,7 @@ import urllib.request
 
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
+from visitkit.profile import load_profile
 from visitkit.settings import load_settings
 from visitkit.stack import LocalStack
 
@@ -31,10 +32,10 @@ def publish(stack, visits, batch=500):
         urllib.request.urlopen(request, timeout=60).close()
 
 
-def measure(settings, visits):
+def measure(settings, visits, profile=None):
     """(drained msg/s, store service ms, most store requests in flight) for one Settings."""
     stack = LocalStack(tempfile.mkdtemp(prefix="benchmark-store-"))
-    stack.up(settings, port=0)
+    stack.up(settings, port=0, profile=profile)
     try:
         most_in_flight, done = 0, threading.Event()
 
@@ -60,15 +61,17 @@ def measure(settings, visits):
         stack.down()
 
 
-def store_path_table(paths, visits):
+def store_path_table(paths, visits, profile=None):
     """The benchmark, as the lines of a Markdown table."""
+    profile = profile or load_profile()
     rows = []
     for path in paths:
         settings = load_settings(path)
         store = settings.functions[PUSH_FUNCTION]
-        rate, service_ms, in_flight = measure(settings, visits)
+        rate, service_ms, in_flight = measure(settings, visits, profile)
         rows.append((path.parent.name, f"{store.max_instances}x{store.concurrency}", rate, service_ms, in_flight))
-    lines = [f"store path, {visits} visits published at once, drained into Firestore:",
+    lines = [f"store path, {visits} visits published at once, drained into Firestore "
+             f"(latency profile {profile.describe()}):",
              "| settings | store instances x concurrency | drained msg/s | service ms | most in flight | vs first |",
              "|---|---|---:|---:|---:|---:|"]
     lines += [f"| {name} | {limits} | {rate:.0f} | {service_ms:.0f} | {in_flight} | {rate / rows[0][2]:.2f}x |"

@@ -58,7 +58,7 @@ def render_config(*, public_port, push_port, stats_address, errorfile_path, inst
     lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in PUBLIC_PATHS.items()]
     lines += [
         "",
-        "# Only the Pub/Sub emulator's push subscription reaches store-inc-counter, as on Google Cloud.",
+        "# Only push delivery (the push relay, playing Pub/Sub) reaches store-inc-counter, as on Google Cloud.",
         "frontend pubsub-push",
         f"    bind 127.0.0.1:{push_port}",
         f"    default_backend {PUSH_FUNCTION}",

@@ -1,5 +1,8 @@
 """The local stack: Google's Firestore and Pub/Sub emulators, one functions-framework server per
-function instance, and HAProxy in front of them playing the Cloud Functions platform.
+function instance (each under a supervisor that restarts it when it crashes, as Cloud Run does),
+HAProxy in front of them playing the Cloud Functions platform, the push relay delivering Pub/Sub
+messages to store-inc-counter as a push subscription does, and, with a latency profile, Toxiproxy
+between the instances and the emulators.
 
 Every process runs in its own process group (the emulators are wrapper scripts that start java),
 is recorded in the state folder, and is stopped by group.
@@ -17,17 +20,21 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from visitkit import haproxy
+from visitkit import haproxy, push, toxiproxy
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, stored_totals
 from visitkit.errors import StackError
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
+from visitkit.profile import load_profile
+from visitkit.resources import component_of
 from visitkit.settings import function_environment
 
 FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
 TOPIC = "visits"
 SUBSCRIPTION = PUSH_FUNCTION
+DEAD_LETTER_TOPIC = f"{TOPIC}-dead-letter"  # as infra/main.tf names it
+RESTART_DELAY_SECONDS = 1.0
 STARTUP_TIMEOUT = 90
 EMULATORS_MISSING = (
     "The Firestore and Pub/Sub emulators were not found. Install them with\n"
@@ -56,6 +63,12 @@ def sdk_root():
         if found:
             return Path(found)
     return None
+
+
+def supervised(name, command, restarts_file):
+    """An instance's command under the supervisor that restarts it after a crash."""
+    return [sys.executable, "-m", "visitkit.supervisor", "--name", name, "--restarts", str(restarts_file),
+            "--delay", str(RESTART_DELAY_SECONDS), "--", *command]
 
 
 def emulator_commands(firestore_port, pubsub_port):
@@ -140,9 +153,10 @@ class LocalStack:
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
-    def up(self, settings, port=8080, queue_timeout=10.0):
-        """Starts everything with an iteration's Settings and returns the base URL once every part
-        answers."""
+    def up(self, settings, port=8080, queue_timeout=10.0, profile=None):
+        """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
+        returns the base URL once every part answers."""
+        profile = profile or load_profile()
         if self.state():
             if any(alive for *_, alive in self.status()):
                 raise StackError(f"the local stack already runs from {self.state_dir}: stop it first (down)")
@@ -154,27 +168,68 @@ class LocalStack:
             raise StackError(f"port {port} is already in use: choose another with --port")
         firestore_port, pubsub_port, push_port = free_port(), free_port(), free_port()
         firestore_command, pubsub_command = emulator_commands(firestore_port, pubsub_port)
+        if profile.needs_proxy:
+            toxiproxy.binary()  # fails now, with how to build it, rather than half-way up
         state = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
+                 "dead_letter_topic": DEAD_LETTER_TOPIC, "profile": profile.record(),
                  "base_url": f"http://127.0.0.1:{port}", "push_url": f"http://127.0.0.1:{push_port}",
                  "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
                  "haproxy_stats": f"127.0.0.1:{free_port()}", "queue_timeout": queue_timeout,
+                 "push_stats_port": free_port(), "restarts": str(self.state_dir / "restarts.jsonl"),
                  "processes": []}
         self._save(state)
+        Path(state["restarts"]).unlink(missing_ok=True)  # a previous stack's restarts are not this one's
         try:
             self._start(state, "firestore-emulator", firestore_command, port=firestore_port)
             self._start(state, "pubsub-emulator", pubsub_command, port=pubsub_port)
-            instances = self._start_functions(state, settings)
-            self._start_haproxy(state, settings, instances, port, push_port, queue_timeout)
+            routes = self._start_toxiproxy(state, profile, port)
+            instances = self._start_functions(state, settings, routes)
+            self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout)
             self._wait_until_ready(state)
-            self._create_topic_and_subscription(state, settings)
+            self._create_topics_and_subscriptions(state, settings)
+            # Supervised like an instance: if it dies, delivery resumes, as Pub/Sub's push does after an outage.
+            self._start(state, "push-relay", supervised("push-relay", self._relay_command(state, settings),
+                                                        state["restarts"]), port=state["push_stats_port"])
+            self._wait_until_ready(state, front_end=False)
         except BaseException:
             self.down()
             raise
         return state["base_url"]
 
-    def _start_functions(self, state, settings):
+    def _start_toxiproxy(self, state, profile, port):
+        """Where the instances reach each backend and HAProxy's public port: through a Toxiproxy
+        proxy with the profile's latency, or directly when the profile adds none."""
+        routes = {"firestore": state["firestore"], "pubsub": state["pubsub"], "frontend": port}
+        if not profile.needs_proxy:
+            return routes
+        api_port = free_port()
+        self._start(state, "toxiproxy", toxiproxy.server_command(api_port), port=api_port)
+        self._wait_until_ready(state, front_end=False)
+        proxies = toxiproxy.Toxiproxy(f"127.0.0.1:{api_port}")
+        for backend in ("firestore", "pubsub"):
+            latency = profile.latency_ms.get(backend, 0)
+            if latency > 0:
+                routes[backend] = f"127.0.0.1:{free_port()}"
+                proxies.proxy(backend, routes[backend], state[backend], latency)
+        if profile.latency_ms.get("frontend", 0) > 0:  # the client reaches HAProxy through a proxy
+            routes["frontend"] = free_port()
+            proxies.proxy("frontend", f"127.0.0.1:{port}", f"127.0.0.1:{routes['frontend']}",
+                          profile.latency_ms["frontend"])
+        state["routes"] = routes
+        self._save(state)
+        return routes
+
+    def _relay_command(self, state, settings):
+        config = push.RelayConfig.from_settings(
+            settings.subscription, pubsub_host=state["pubsub"], project=PROJECT, subscription=SUBSCRIPTION,
+            dead_letter_topic=DEAD_LETTER_TOPIC, push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
+            port=state["push_stats_port"])
+        path = push.write_config(config, self.state_dir / "push-relay.json")
+        return [sys.executable, "-m", "visitkit.push", "--config", str(path)]
+
+    def _start_functions(self, state, settings, routes):
         env = {**function_environment(settings, project=PROJECT, topic=TOPIC),
-               "FIRESTORE_EMULATOR_HOST": state["firestore"], "PUBSUB_EMULATOR_HOST": state["pubsub"],
+               "FIRESTORE_EMULATOR_HOST": routes["firestore"], "PUBSUB_EMULATOR_HOST": routes["pubsub"],
                "PYTHONUNBUFFERED": "1"}
         instances = {}
         for function, spec in settings.functions.items():
@@ -182,8 +237,9 @@ class LocalStack:
             for i in range(spec.max_instances):
                 port = free_port()
                 # Each instance is its own process with its own in-process cache, as on Cloud Run.
-                self._start(state, f"{function}-{i}", function_command(function, port), port=port,
-                            env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": CATALOGUE[function].service})
+                name = f"{function}-{i}"
+                self._start(state, name, supervised(name, function_command(function, port), state["restarts"]),
+                            port=port, env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": CATALOGUE[function].service})
                 instances[function].append(port)
         return instances
 
@@ -199,8 +255,9 @@ class LocalStack:
             raise StackError(f"HAProxy rejected {config}:\n{check.stdout}{check.stderr}")
         self._start(state, "haproxy", ["haproxy", "-db", "-f", str(config)], port=port)
 
-    def _wait_until_ready(self, state):
-        """Probes every process until it answers; fails fast when one exits."""
+    def _wait_until_ready(self, state, front_end=True):
+        """Probes every process until it answers (fails fast when one exits), then, with `front_end`,
+        until a page is served."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
         waiting = list(state["processes"])
         while waiting:
@@ -214,6 +271,8 @@ class LocalStack:
                 raise StackError("not ready in time: " + ", ".join(p["name"] for p in waiting))
             if waiting:
                 time.sleep(0.2)
+        if not front_end:
+            return
         # Ready means a page is served through the front end and Firestore has answered once
         # (its first request is slow).
         while http_status(f"{state['base_url']}/app?view=home") != 200:
@@ -222,14 +281,17 @@ class LocalStack:
             time.sleep(0.2)
         self.totals()
 
-    def _create_topic_and_subscription(self, state, settings):
+    def _create_topics_and_subscriptions(self, state, settings):
+        """The visits topic and its subscription, which the push relay pulls from (the emulator's own
+        push is not used), and the dead-letter topic with a pull subscription that keeps its messages."""
         pubsub = f"http://{state['pubsub']}/v1/projects/{PROJECT}"
-        _put_json(f"{pubsub}/topics/{TOPIC}", {})
-        _put_json(f"{pubsub}/subscriptions/{SUBSCRIPTION}", {
-            "topic": f"projects/{PROJECT}/topics/{TOPIC}",
-            "pushConfig": {"pushEndpoint": f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}"},
-            "ackDeadlineSeconds": settings.subscription.ack_deadline_seconds,  # as Terraform deploys it
-        })
+        for topic, subscription, ack_deadline in (
+                (TOPIC, SUBSCRIPTION, settings.subscription.ack_deadline_seconds),  # as Terraform deploys it
+                (DEAD_LETTER_TOPIC, DEAD_LETTER_TOPIC, 60)):
+            _put_json(f"{pubsub}/topics/{topic}", {})
+            _put_json(f"{pubsub}/subscriptions/{subscription}", {
+                "topic": f"projects/{PROJECT}/topics/{topic}", "ackDeadlineSeconds": ack_deadline,
+                "messageRetentionDuration": f"{settings.subscription.message_retention_seconds}s"})
 
     # ---- reading the stack -----------------------------------------------------------------
     def firestore(self):
@@ -260,9 +322,27 @@ class LocalStack:
         figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
         accepted = haproxy.accepted_count(stats)
         stored = sum(self.totals(client).values())
+        restarts = self.restarts()
+        for name, row in figures.items():
+            row["restarts"] = restarts.get(name, 0)
         return {"time": time.time(), "source": "local-haproxy", "functions": figures,
                 "store": {"accepted": accepted, "delivered": figures[PUSH_FUNCTION]["responses_2xx"],
-                          "stored": stored, "backlog": accepted - stored}}
+                          "stored": stored, "backlog": accepted - stored},
+                "push": push.read_stats(self._require()["push_stats_port"])}
+
+    def restarts(self):
+        """{function or "push-relay": restarts so far}, from the supervisors' restarts file."""
+        path = Path(self._require()["restarts"])
+        counts = {}
+        for line in (path.read_text().splitlines() if path.exists() else []):
+            part = component_of(json.loads(line)["instance"])  # a function, or the push relay
+            counts[part] = counts.get(part, 0) + 1
+        return counts
+
+    def instance_pid(self, name):
+        """The pid of an instance's functions-framework server itself (its supervisor's child):
+        killing it is a crash the supervisor answers with a restart."""
+        return int((Path(self._require()["restarts"]).parent / f"{name}.pid").read_text())
 
 
 def group_alive(pgid):

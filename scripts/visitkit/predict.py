@@ -1,0 +1,116 @@
+"""The capacity model: from an iteration's settings and a profile's service times, where the system's
+knee, first 429 and backlog should be, before any load is run.
+
+Each function serves at most instances x concurrency requests at once, so at most
+  capacity = instances x concurrency / service time   requests per second,
+and no instance serves more than its vCPUs allow: vCPU / CPU time per request (the profile's
+cpu_ms, measured by scripts/benchmark-hot-path), which binds once concurrency is high.
+The visitor (locust/locustfile.py) is a closed loop: per page one request to each public function,
+then a wait of 3 to 5 s, so one user asks each public function for 1 / cycle requests per second,
+  cycle = mean wait + the three response times.
+RPS grows with users until the public function with the least capacity is full (the knee):
+  knee users = its capacity x cycle,  knee RPS = 3 x its capacity.
+Past the knee its queue grows until a user's cycle holds the extra wait (Little's law,
+users = capacity x (cycle + wait)); a request that waits longer than the queue timeout gets a 429:
+  users at the first 429 = capacity x (cycle + queue timeout).
+Visits reach the topic at most as fast as the system serves pages (the bottleneck's capacity) and
+store-inc-counter drains them at its own capacity; the difference piles up as backlog, and the
+counters converge (backlog / drain) after the load.
+
+get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance and
+answers every other request from memory in the profile's cache_hit_ms.
+"""
+from dataclasses import asdict, dataclass
+
+from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION
+
+WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
+PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
+DEFAULT_QUEUE_TIMEOUT = 10.0
+DEFAULT_LOAD_MINUTES = 15.0  # the study's longest breakpoint run
+
+
+def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None, pages=len(PAGES)):
+    """Requests per second one instance serves at most; with a cache, `pages / ttl_s` of them per
+    second at most are misses taking service_ms, the rest hits taking hit_ms."""
+    miss_rate = concurrency / (service_ms / 1000)
+    if ttl_s <= 0 or miss_rate <= pages / ttl_s:
+        return miss_rate
+    misses = pages / ttl_s
+    return misses + (concurrency - misses * service_ms / 1000) / (hit_ms / 1000)
+
+
+def cpu_rate(spec, cpu_ms):
+    """Requests per second an instance's vCPUs allow (infinite when the CPU cost is not known)."""
+    return float(spec.effective_cpu) * 1000 / cpu_ms if cpu_ms else float("inf")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    profile: str
+    capacity_rps: dict  # function -> requests/s it serves at most
+    response_ms: dict  # public function -> mean response time without queueing
+    cycle_s: float  # one page: wait plus the three response times
+    rps_per_user: float
+    knee_users: float
+    knee_rps: float
+    limited_by: str
+    first_429_users: float
+    publish_per_s: float  # visits accepted per second from the knee on
+    drain_per_s: float  # store-inc-counter's capacity
+    backlog_per_min: float  # backlog growth per minute of load past the knee
+    extra_min_per_min: float  # convergence time per minute of load past the knee
+    load_minutes: float
+    convergence_min: float  # after load_minutes past the knee
+
+    def as_dict(self):
+        return asdict(self)
+
+
+def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes=DEFAULT_LOAD_MINUTES):
+    """The Prediction for Settings and a Profile (service times in ms)."""
+    service, hit = profile.service_ms, profile.cache_hit_ms
+    ttl = {name: settings.cache_ttl_seconds if name == "get-counter" else 0 for name in settings.functions}
+    capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, service[name], ttl[name], hit),
+                                               cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
+                for name, spec in settings.functions.items()}
+    limited_by = min(PUBLIC, key=lambda name: capacity[name])
+    bottleneck = capacity[limited_by]
+    response = {}
+    for name in PUBLIC:
+        # each public function gets the bottleneck's rate; a cached one misses pages/TTL of it per instance
+        per_instance = bottleneck / settings.functions[name].max_instances
+        misses = min(1.0, len(PAGES) / ttl[name] / per_instance) if ttl[name] else 1.0
+        response[name] = hit + (service[name] - hit) * misses if ttl[name] else service[name]
+    cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
+    publish, drain = bottleneck, capacity[PUSH_FUNCTION]
+    surplus = max(0.0, publish - drain)
+    extra = surplus / drain
+    return Prediction(
+        profile=profile.name, capacity_rps=capacity, response_ms=response,
+        cycle_s=cycle, rps_per_user=len(PUBLIC) / cycle, knee_users=bottleneck * cycle,
+        knee_rps=len(PUBLIC) * bottleneck, limited_by=limited_by,
+        first_429_users=bottleneck * (cycle + queue_timeout), publish_per_s=publish, drain_per_s=drain,
+        backlog_per_min=surplus * 60, extra_min_per_min=extra, load_minutes=load_minutes,
+        convergence_min=extra * load_minutes)
+
+
+def report_lines(p, settings):
+    """What `visitkit predict` prints."""
+    lines = [f"capacity model, profile {p.profile}:"]
+    for name, spec in settings.functions.items():
+        lines.append(f"  {name:18} {spec.max_instances} x {spec.concurrency} / "
+                     f"{1000 * spec.concurrency / (p.capacity_rps[name] / spec.max_instances):.0f} ms "
+                     f"= {p.capacity_rps[name]:.1f} requests/s")
+    lines += [
+        f"demand per user: {len(PUBLIC)} requests per page every {p.cycle_s:.2f} s "
+        f"({sum(WAIT_SECONDS) / 2:g} s wait + {1000 * (p.cycle_s - sum(WAIT_SECONDS) / 2):.0f} ms of responses) "
+        f"= {p.rps_per_user:.3f} RPS per user",
+        f"knee: {p.knee_users:.0f} users, {p.knee_rps:.0f} RPS, limited by {p.limited_by}",
+        f"first 429: {p.first_429_users:.0f} users (queue beyond the queue timeout)",
+        f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s",
+        f"backlog: grows {p.backlog_per_min:.0f} visits per minute of load past the knee",
+        f"convergence: {p.extra_min_per_min:.2f} extra minutes per minute of load; "
+        f"{p.convergence_min:.1f} min after {p.load_minutes:g} min past the knee",
+    ]
+    return lines

@@ -1,0 +1,258 @@
+"""Push delivery as Pub/Sub does it for a push subscription, for the local twin.
+
+The Pub/Sub emulator's own push keeps at most 2 requests in flight, so locally the store path could
+never show what more store-inc-counter instances do. This process takes its place: it PULLS from the
+emulator's subscription with the google-cloud-pubsub client and POSTs each message, in the push
+envelope Pub/Sub sends, to store-inc-counter through HAProxy's push front end. It follows what
+Google documents for push subscriptions:
+
+- a push window (the most requests in flight) that starts small, grows by one with each success (so
+  it doubles every round trip while all goes well) and halves on a failure: a non-2xx answer (429,
+  5xx) or no answer within the ack deadline;
+- the subscription's ack deadline as the request's timeout;
+- a failed message comes back after the retry policy's exponential backoff, from the minimum to the
+  maximum backoff (its ack deadline is set to that delay, so the emulator redelivers it then);
+- after max_delivery_attempts the message goes to the dead-letter topic and is acknowledged.
+
+Run as `python -m visitkit.push --config FILE`; GET / on its --port answers its figures as JSON
+(window, in_flight, deliveries, retries, dead_lettered, ...), which `scripts/local stats` shows.
+"""
+import argparse
+import base64
+import datetime
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+INITIAL_WINDOW = 3  # "a small single-digit window"
+MAX_WINDOW = 400  # threads are cheap here; Google's own cap is far above what 2 cores serve
+MAX_PULL = 100  # messages per pull request
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """What the relay needs; written by the local stack as JSON, read back at start."""
+    pubsub_host: str  # the emulator, host:port
+    project: str
+    subscription: str  # its short name
+    dead_letter_topic: str
+    push_url: str  # store-inc-counter through HAProxy's push front end
+    ack_deadline_seconds: int
+    minimum_backoff_seconds: int
+    maximum_backoff_seconds: int
+    max_delivery_attempts: int
+    port: int  # where GET / answers the figures
+
+    @classmethod
+    def from_settings(cls, subscription_settings, **values):
+        s = subscription_settings
+        return cls(ack_deadline_seconds=s.ack_deadline_seconds, minimum_backoff_seconds=s.minimum_backoff_seconds,
+                   maximum_backoff_seconds=s.maximum_backoff_seconds,
+                   max_delivery_attempts=s.max_delivery_attempts, **values)
+
+
+class Window:
+    """The push window: grows by one per success up to `largest`, halves on a failure."""
+
+    def __init__(self, initial=INITIAL_WINDOW, largest=MAX_WINDOW):
+        self.size, self.largest, self.peak, self.shrinks = initial, largest, initial, 0
+
+    def success(self):
+        self.size = min(self.largest, self.size + 1)
+        self.peak = max(self.peak, self.size)
+
+    def failure(self):
+        smaller = max(1, self.size // 2)
+        self.shrinks += smaller < self.size
+        self.size = smaller
+
+
+def backoff_seconds(attempt, minimum, maximum):
+    """The delay before a message's next attempt after its `attempt`-th failed one."""
+    return min(maximum, minimum * 2 ** (attempt - 1))
+
+
+def envelope(subscription_path, message):
+    """The JSON body Pub/Sub POSTs to a push endpoint for one message (the wrapped format)."""
+    published = message.publish_time
+    if isinstance(published, datetime.datetime):
+        published = published.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return {"subscription": subscription_path,
+            "message": {"data": base64.b64encode(message.data).decode(), "attributes": dict(message.attributes),
+                        "messageId": message.message_id, "publishTime": str(published)}}
+
+
+class Relay:
+    def __init__(self, config, subscriber=None, publisher=None):
+        from google.cloud import pubsub_v1
+
+        self.config = config
+        self.subscriber = subscriber or pubsub_v1.SubscriberClient()
+        self.publisher = publisher or pubsub_v1.PublisherClient()
+        self.subscription = self.subscriber.subscription_path(config.project, config.subscription)
+        self.dead_letter = self.publisher.topic_path(config.project, config.dead_letter_topic)
+        self.window = Window()
+        self.lock = threading.Condition()
+        self.in_flight = 0
+        self.attempts = {}  # message id -> failed attempts so far (the emulator does not count them)
+        self.figures = {"deliveries": 0, "acked": 0, "retries": 0, "failures": 0, "responses_429": 0,
+                        "responses_5xx": 0, "timeouts": 0, "dead_lettered": 0, "pull_errors": 0}
+        self.stopping = threading.Event()
+        self.workers = ThreadPoolExecutor(MAX_WINDOW, thread_name_prefix="push")
+
+    # ---- figures ------------------------------------------------------------------------------
+    def stats(self):
+        with self.lock:
+            return {"window": self.window.size, "window_peak": self.window.peak, "window_shrinks": self.window.shrinks,
+                    "in_flight": self.in_flight, **self.figures}
+
+    def _count(self, key):
+        self.figures[key] += 1
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def run(self):
+        while not self.stopping.is_set():
+            with self.lock:
+                while self.in_flight >= self.window.size and not self.stopping.is_set():
+                    self.lock.wait(0.5)
+                room = min(MAX_PULL, self.window.size - self.in_flight)
+            if self.stopping.is_set():
+                break
+            try:
+                reply = self.subscriber.pull(request={"subscription": self.subscription, "max_messages": room},
+                                             timeout=10)
+            except Exception:  # the emulator restarting, a deadline: try again shortly
+                with self.lock:
+                    self._count("pull_errors")
+                self.stopping.wait(0.5)
+                continue
+            if not reply.received_messages:
+                self.stopping.wait(0.05)
+                continue
+            with self.lock:
+                self.in_flight += len(reply.received_messages)
+            for received in reply.received_messages:
+                self.workers.submit(self._deliver, received)
+        self.workers.shutdown(wait=False, cancel_futures=True)
+
+    def _deliver(self, received):
+        message, config = received.message, self.config
+        retry = message.message_id in self.attempts
+        body = json.dumps(envelope(self.subscription, message)).encode()
+        request = urllib.request.Request(config.push_url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        outcome = None
+        try:
+            with urllib.request.urlopen(request, timeout=config.ack_deadline_seconds) as answer:
+                ok = 200 <= answer.status < 300
+        except urllib.error.HTTPError as error:
+            ok, outcome = False, "responses_429" if error.code == 429 else "responses_5xx" if error.code >= 500 else None
+        except OSError:  # no answer within the ack deadline, or no connection
+            ok, outcome = False, "timeouts"
+        with self.lock:
+            self._count("deliveries")
+            if retry:
+                self._count("retries")
+            if ok:
+                self._count("acked")
+                self.window.success()
+                self.attempts.pop(message.message_id, None)
+            else:
+                self._count("failures")
+                if outcome:
+                    self._count(outcome)
+                self.window.failure()
+                attempt = self.attempts[message.message_id] = self.attempts.get(message.message_id, 0) + 1
+        try:
+            if ok:
+                self.subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [received.ack_id]})
+            elif attempt >= config.max_delivery_attempts:
+                self._dead_letter(received)
+            else:
+                delay = backoff_seconds(attempt, config.minimum_backoff_seconds, config.maximum_backoff_seconds)
+                self.subscriber.modify_ack_deadline(request={"subscription": self.subscription,
+                                                             "ack_ids": [received.ack_id],
+                                                             "ack_deadline_seconds": int(delay)})
+        except Exception:  # the emulator will redeliver after the ack deadline anyway
+            pass
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.lock.notify_all()
+
+    def _dead_letter(self, received):
+        message = received.message
+        attributes = {**message.attributes, "original_message_id": message.message_id,
+                      "delivery_attempts": str(self.config.max_delivery_attempts)}
+        self.publisher.publish(self.dead_letter, message.data, **attributes).result(timeout=30)
+        self.subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [received.ack_id]})
+        with self.lock:
+            self.attempts.pop(message.message_id, None)
+            self._count("dead_lettered")
+
+
+def serve_stats(relay, port):
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server interface
+            body = json.dumps(relay.stats()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def read_stats(port, timeout=2):
+    """The relay's figures, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=timeout) as reply:
+            return json.load(reply)
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="visitkit.push", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the RelayConfig as a JSON file")
+    args = parser.parse_args(argv)
+    with open(args.config) as f:
+        config = RelayConfig(**json.load(f))
+    os.environ["PUBSUB_EMULATOR_HOST"] = config.pubsub_host  # read by the clients when built
+    relay = Relay(config)
+
+    def stop(*_):
+        # A pull can block for seconds: stop at once after a short grace. Nothing is lost: whatever was
+        # pulled and not acknowledged comes back after its ack deadline, as after any relay crash.
+        relay.stopping.set()
+        threading.Timer(1.0, os._exit, (0,)).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server = serve_stats(relay, config.port)
+    relay.run()
+    server.shutdown()
+    return 0
+
+
+def write_config(config, path):
+    path.write_text(json.dumps(asdict(config), indent=2))
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The capacity model against numbers worked out by hand (docs/local-twin.md shows the same sums)."""
+from pathlib import Path
+
+import pytest
+
+from visitkit.predict import instance_rate, predict, report_lines
+from visitkit.profile import Profile
+from visitkit.settings import parse_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+STUDY_TIMES = Profile("hand", {}, {"serve-page": 20, "get-counter": 150, "inc-counter": 37,
+                                   "store-inc-counter": 130}, cache_hit_ms=2)
+
+
+def settings(ttl=0, store_instances=2):
+    functions = {name: {"max_instances": 2, "concurrency": 1}
+                 for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}
+    functions["store-inc-counter"]["max_instances"] = store_instances
+    return parse_settings({"shards_per_page": 2, "cache_ttl_seconds": ttl, "functions": functions})
+
+
+def test_iteration_0_is_limited_by_get_counter():
+    p = predict(settings(), STUDY_TIMES)
+    # get-counter: 2 instances x 1 / 0.150 s = 13.33 requests/s, the least of the public functions
+    assert p.limited_by == "get-counter"
+    assert p.capacity_rps["get-counter"] == pytest.approx(13.333, abs=1e-3)
+    # a page every 4 s (mean of 3-5 s) + 20 + 150 + 37 ms = 4.207 s
+    assert p.cycle_s == pytest.approx(4.207)
+    assert p.knee_users == pytest.approx(56.09, abs=0.01)  # 13.333 x 4.207
+    assert p.knee_rps == pytest.approx(40.0)  # 3 x 13.333
+    assert p.first_429_users == pytest.approx(189.43, abs=0.01)  # 13.333 x (4.207 + 10)
+    # the store drains 2 / 0.130 = 15.38/s, more than the 13.33/s that can be published: no backlog
+    assert p.drain_per_s == pytest.approx(15.385, abs=1e-3)
+    assert p.backlog_per_min == 0 and p.convergence_min == 0
+
+
+def test_iteration_3_is_limited_by_inc_counter_and_builds_a_backlog():
+    p = predict(settings(ttl=10, store_instances=4), STUDY_TIMES)
+    # cached get-counter: 5 pages / 10 s = 0.5 misses/s per instance at 150 ms, the rest hits at 2 ms:
+    # 0.5 + (1 - 0.5 x 0.150) / 0.002 = 463 requests/s per instance
+    assert p.capacity_rps["get-counter"] == pytest.approx(926.0)
+    assert p.limited_by == "inc-counter"
+    assert p.capacity_rps["inc-counter"] == pytest.approx(54.054, abs=1e-3)  # 2 / 0.037
+    # get-counter at the knee: 27.03/s per instance, 0.5 of them misses: 2 + 148 x 0.0185 = 4.74 ms
+    assert p.response_ms["get-counter"] == pytest.approx(4.738, abs=1e-3)
+    assert p.cycle_s == pytest.approx(4.0617, abs=1e-4)
+    assert p.knee_users == pytest.approx(219.55, abs=0.01)
+    assert p.knee_rps == pytest.approx(162.16, abs=0.01)
+    assert p.first_429_users == pytest.approx(760.1, abs=0.1)
+    # published 54.05/s, drained 4 / 0.130 = 30.77/s: 23.29/s pile up
+    assert p.drain_per_s == pytest.approx(30.769, abs=1e-3)
+    assert p.backlog_per_min == pytest.approx(1397.1, abs=0.1)
+    assert p.extra_min_per_min == pytest.approx(0.7568, abs=1e-4)
+    assert p.convergence_min == pytest.approx(11.35, abs=0.01)  # after 15 minutes past the knee
+
+
+def test_a_cache_too_short_to_help_is_just_the_miss_rate():
+    # 1 / 0.150 = 6.7 requests/s per instance is below 5 pages / 0.5 s = 10 misses/s: all misses
+    assert instance_rate(1, 150, ttl_s=0.5, hit_ms=2) == pytest.approx(6.667, abs=1e-3)
+    assert instance_rate(4, 100) == pytest.approx(40)  # concurrency 4 / 0.1 s
+
+
+def test_the_printout_has_a_knee_line():
+    lines = report_lines(predict(settings(), STUDY_TIMES), settings())
+    assert "knee: 56 users, 40 RPS, limited by get-counter" in lines
+    assert any(line.startswith("first 429: 189 users") for line in lines)
+
+
+def test_an_instance_serves_no_more_than_its_vcpus_allow():
+    """Iteration 4 by hand: 80 requests at once on 1 vCPU. inc-counter's wait allows 80 / 37 ms = 2,162
+    requests/s per instance, its CPU (1.3 ms each) only 1,000 / 1.3 = 769: the CPU binds."""
+    from visitkit.predict import predict
+    from visitkit.profile import load_profile
+    from visitkit.settings import load_settings
+
+    found = predict(load_settings(ROOT / "iterations" / "iteration-4"), load_profile("study"))
+    assert found.capacity_rps["inc-counter"] == pytest.approx(2 * 1000 / 1.3)
+    assert found.limited_by == "inc-counter"
+    assert found.knee_rps == pytest.approx(3 * 2 * 1000 / 1.3)
+    # iteration 3 (concurrency 1, 1/6 vCPU): 1,000 / 1.3 x 0.167 = 128/s > 1 / 37 ms = 27/s: the wait binds
+    three = predict(load_settings(ROOT / "iterations" / "iteration-3"), load_profile("study"))
+    assert three.capacity_rps["inc-counter"] == pytest.approx(2 / 0.037)
+    assert found.knee_users >= 10 * three.knee_users
