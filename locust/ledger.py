@@ -1,14 +1,28 @@
 """Per page, what happened to the visits the suite sent to inc-counter.
 
 sent: POSTs started; acknowledged: answered 2xx (the visit must end up stored);
-rejected: answered with an error status (never stored); the rest (sent - acknowledged - rejected)
-got no answer (timeout, connection error, user stopped mid-request) and may or may not be stored.
+refused: answered 4xx, the platform's 429 included (never published: never stored);
+failed: answered 5xx (ambiguous: an instance may die after publishing, a publish may land after
+the 503, so the visit may or may not be stored); the rest (sent - acknowledged - refused - failed)
+got no answer (timeout, connection error, user stopped mid-request) and is just as ambiguous.
 Workers ship their counts to the master with each stats report; the master sums them.
 """
 import collections
 import json
 
-OUTCOMES = ("sent", "acknowledged", "rejected")
+OUTCOMES = ("sent", "acknowledged", "refused", "failed")
+
+
+def outcome_of(status_code):
+    """The ledger column of an answer, or None for no answer at all (status 0)."""
+    if not status_code:
+        return None
+    if 200 <= status_code < 300:
+        return "acknowledged"
+    if 400 <= status_code < 500:
+        return "refused"
+    # 5xx, and anything else inc-counter never sends itself: we cannot tell whether it was published.
+    return "failed"
 
 
 class VisitLedger:
@@ -19,11 +33,9 @@ class VisitLedger:
         self.counts["sent"][page] += 1
 
     def record_answer(self, page, status_code):
-        if 200 <= status_code < 300:
-            self.counts["acknowledged"][page] += 1
-        elif status_code >= 300:
-            self.counts["rejected"][page] += 1
-        # status 0: no answer at all (connection error or timeout)
+        outcome = outcome_of(status_code)
+        if outcome:
+            self.counts[outcome][page] += 1
 
     def take(self):
         """The counts so far as plain dicts, and start again from zero (for worker reports)."""

@@ -2,6 +2,7 @@
 import contextlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,9 @@ from visitkit.catalogue import FUNCTIONS  # noqa: E402
 from visitkit.settings import load_settings  # noqa: E402
 from visitkit.stack import LocalStack  # noqa: E402
 
-ITERATION_0 = "iterations/iteration-0/settings.tfvars.json"
+# From this file, not the working directory: pytest may be started from anywhere.
+ROOT = Path(__file__).resolve().parents[1]
+ITERATION_0 = ROOT / "iterations" / "iteration-0" / "settings.tfvars.json"
 
 
 def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):

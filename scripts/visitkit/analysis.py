@@ -91,7 +91,9 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
 
     knee: RPS (smoothed) falls `shortfall` below users x the healthy requests per user (the 90th
     percentile of RPS/users once min_users are on) and stays below for hold_s samples; the knee is
-    dated back to where RPS reached the level it then stayed at: RPS stopped growing with users. first_failure: first second with a failed request.
+    then dated back to where RPS stopped growing with users: the split of two straight lines
+    fitted to RPS against users that fits best (see knee_index), so that a noisy plateau or a
+    declining RPS does not move it. first_failure: first second with a failed request.
     p95 ceiling: the highest p95, and when p95 first got within 5 % of it.
     """
     loaded = without_final_stop([s for s in series if s["users"] > 0])
@@ -111,10 +113,11 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
                         if s["users"] >= min_users and not short[i]), len(loaded))
         for i in range(kept_up, len(loaded)):
             if all(short[i:i + hold_s]) and len(short[i:i + hold_s]) == hold_s:
-                # RPS was already flat when the shortfall showed: date the knee back to where RPS
-                # first came within 3 % of the level it was stuck at
-                knee = next(j for j in range(kept_up, i + 1) if smooth[j] >= 0.97 * smooth[i])
-                result["knee"] = point(loaded[knee], smooth[knee])
+                # RPS had stopped following users before the shortfall showed: date it back, on the
+                # raw RPS (smoothing lags), over what was seen up to the end of the hold.
+                window = loaded[kept_up:i + hold_s]
+                knee, rps = knee_index([s["users"] for s in window], [s["rps"] for s in window])
+                result["knee"] = point(window[knee], rps)
                 break
     peak = max(range(len(loaded)), key=lambda i: smooth[i])
     result["peak_rps"] = point(loaded[peak], smooth[peak])
@@ -127,6 +130,40 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
         reached = next(s for s in loaded if s["p95_ms"] is not None and s["p95_ms"] >= 0.95 * ceiling)
         result["p95_ceiling"] = {**point(reached, None), "p95_ms": ceiling}
     return result
+
+
+def line_fit(n, sx, sy, sxx, sxy, syy):
+    """(squared error, slope, intercept) of the least-squares line through n points, from their sums;
+    a flat line when every x is the same (users held constant for a while)."""
+    var_x = sxx - sx * sx / n
+    slope = (sxy - sx * sy / n) / var_x if var_x > 1e-9 else 0.0
+    intercept = (sy - slope * sx) / n
+    error = syy - sy * sy / n - slope * (sxy - sx * sy / n)
+    return error, slope, intercept
+
+
+def knee_index(users, rps, min_points=3):
+    """(i, rps at i): the split of the series into two straight lines of RPS against users, one
+    while RPS followed users and one after (flat, declining or still rising slower), that leaves the
+    least squared error; i is the last point of the first line, its RPS read on that line.
+    Least squares over every point, so one noisy second neither moves the knee nor sets its level."""
+    n = len(users)
+    if n < 2 * min_points:
+        return max(0, n - 1), rps[-1] if rps else None
+    sums = [(0, 0.0, 0.0, 0.0, 0.0, 0.0)]  # prefix sums of 1, x, y, x², xy, y²
+    for x, y in zip(users, rps):
+        c, sx, sy, sxx, sxy, syy = sums[-1]
+        sums.append((c + 1, sx + x, sy + y, sxx + x * x, sxy + x * y, syy + y * y))
+    total = sums[-1]
+    best = None
+    for split in range(min_points, n - min_points + 1):  # first line: points [0, split)
+        before = sums[split]
+        after = tuple(t - b for t, b in zip(total, before))
+        error_before, slope, intercept = line_fit(*before)
+        error = error_before + line_fit(*after)[0]
+        if best is None or error < best[0]:
+            best = (error, split - 1, intercept + slope * users[split - 1])
+    return best[1], best[2]
 
 
 def point(sample, rps):
@@ -256,19 +293,31 @@ def convergence(polls, before, acknowledged, load_start, load_end):
 
 
 def visit_accounting(ledger, before, after):
-    """Per page and in total: acknowledged vs stored. lost: acknowledged but not stored;
-    unanswered: sent without any answer (may or may not be stored); duplicated: stored beyond
-    acknowledged + unanswered (a visit counted twice)."""
+    """Per page and in total: what the client was told vs what was stored.
+
+    refused (4xx, the platform's 429 included) was never published, so never stored. failed (5xx)
+    and unanswered are ambiguous: an instance may die after publishing, a publish may land after
+    the 503, so they may or may not be stored. lost: acknowledged but not stored; duplicated:
+    stored beyond acknowledged + ambiguous (a visit counted twice); stored_unacknowledged: the
+    ambiguous visits that were stored. rejected: every error answer (refused + failed).
+    Older ledgers have only `rejected`, every error status alike: it is read as ambiguous, so no
+    visit is called duplicated that a 5xx could explain.
+    """
+    split = "refused" in ledger or "failed" in ledger
     rows = {}
     for page in PAGES:
-        sent = ledger.get("sent", {}).get(page, 0)
-        acked = ledger.get("acknowledged", {}).get(page, 0)
-        rejected = ledger.get("rejected", {}).get(page, 0)
+        def count(key):
+            return ledger.get(key, {}).get(page, 0)
+        sent, acked = count("sent"), count("acknowledged")
+        refused, failed = (count("refused"), count("failed")) if split else (0, count("rejected"))
         stored = after.get(page, 0) - before.get(page, 0)
-        unanswered = max(0, sent - acked - rejected)
-        rows[page] = {"sent": sent, "acknowledged": acked, "rejected": rejected, "unanswered": unanswered,
-                      "stored": stored, "lost": max(0, acked - stored),
-                      "stored_unacknowledged": max(0, min(stored - acked, unanswered)),
-                      "duplicated": max(0, stored - acked - unanswered)}
+        unanswered = max(0, sent - acked - refused - failed)
+        ambiguous = failed + unanswered
+        rows[page] = {"sent": sent, "acknowledged": acked, "refused": refused, "failed": failed,
+                      "rejected": refused + failed, "unanswered": unanswered, "stored": stored,
+                      "lost": max(0, acked - stored),
+                      "stored_unacknowledged": max(0, min(stored - acked, ambiguous)),
+                      "duplicated": max(0, stored - acked - ambiguous)}
+    # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
     rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
     return rows

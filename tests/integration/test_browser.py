@@ -21,6 +21,8 @@ def browser(tmp_path):
                  f"--user-data-dir={tmp_path}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)  # a page that never loads fails the test instead of hanging it
+    driver.set_script_timeout(30)
     yield driver
     driver.quit()
 
@@ -37,7 +39,10 @@ def test_a_page_opened_twice_shows_its_count_rise(stack, browser):
     before = stack.totals()["about_offices"]
 
     browser.get(url)
-    assert "Our offices" in browser.title or "Offices" in browser.title
+    from selenium.webdriver.common.by import By
+
+    assert browser.title == "Offices · Institute for Public Research"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Our offices"
     first = wait_for(lambda: displayed_count(browser), timeout=20, interval=0.2)
     assert first is not None and first >= before
     assert wait_for(lambda: stack.totals()["about_offices"] == before + 1, timeout=30)  # the visit was counted

@@ -1,31 +1,105 @@
 """Counting end to end on the real emulators through the local stack (iteration 0 settings)."""
+import collections
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import call, push_body, wait_for
+from helpers import call, function_server, push_body, settle
 
 from visitkit.catalogue import PAGES
 from visitkit.net import http_status
 
 VISITS_PER_PAGE = 500
+JSON = {"Content-Type": "application/json"}
+
+
+def post_visits(base_url, pages, threads=10):
+    """{page: Counter of statuses} of one POST to inc-counter per entry of `pages`."""
+    def visit(page):
+        return page, call(f"{base_url}/inc-counter?visit_type={page}", "POST", timeout=60)[0]
+
+    answers = collections.defaultdict(collections.Counter)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for page, status in pool.map(visit, pages):
+            answers[page][status] += 1
+    return answers
+
+
+def bounds(before, acknowledged, ambiguous):
+    """(low, high) of the totals: every acknowledged visit stored, plus at most the ambiguous ones
+    (a 5xx may or may not have been published), page by page."""
+    low = {page: before[page] + acknowledged.get(page, 0) for page in PAGES}
+    return low, {page: low[page] + ambiguous.get(page, 0) for page in PAGES}
 
 
 def test_every_acknowledged_visit_is_counted_exactly_once(stack):
     stack.reset_counts()
-    base = stack.base_url
+    before = {page: 0 for page in PAGES}
+    answers = post_visits(stack.base_url, [p for p in PAGES for _ in range(VISITS_PER_PAGE)])
+    statuses = sum(answers.values(), collections.Counter())
+    # A slow machine may queue a request past the platform's timeout (429) or time a publish out
+    # (503); neither is a counting error, but almost every visit must get through.
+    assert set(statuses) <= {202, 429, 503} and statuses[202] >= 0.95 * len(PAGES) * VISITS_PER_PAGE, statuses
+    acknowledged = {page: answers[page][202] for page in PAGES}
+    ambiguous = {page: answers[page][503] for page in PAGES}
 
-    def visit(page):
-        return call(f"{base}/inc-counter?visit_type={page}", "POST")[0]
-
-    with ThreadPoolExecutor(max_workers=10) as pool:
-        statuses = list(pool.map(visit, [p for p in PAGES for _ in range(VISITS_PER_PAGE)]))
-    assert statuses.count(202) == len(statuses), {s: statuses.count(s) for s in set(statuses)}
-
-    expected = {page: VISITS_PER_PAGE for page in PAGES}
-    assert wait_for(lambda: stack.totals() == expected, timeout=180), stack.totals()
+    totals = settle(stack, *bounds(before, acknowledged, ambiguous))
     for page in PAGES:  # TTL 0: get-counter reads the shards every time
-        assert call(f"{base}/get-counter?visit_type={page}") == (200, {"visit_type": page, "count": 500})
+        assert call(f"{stack.base_url}/get-counter?visit_type={page}") == (
+            200, {"visit_type": page, "count": totals[page]})
+
+
+def test_simultaneous_redeliveries_of_one_message_count_once(stack):
+    """Pub/Sub may push one message to several instances at once (an ack lost, a deadline passed):
+    24 deliveries of the same id at the same moment, to a store-inc-counter of 24 threads on the
+    stack's Firestore, must add exactly one visit. A check-then-write count would add several."""
+    copies, messages = 24, 5
+    before = stack.totals()["about_legals"]
+    with function_server("store_inc_counter", FIRESTORE_EMULATOR_HOST=stack.state()["firestore"],
+                         THREADS=str(copies)) as url, ThreadPoolExecutor(max_workers=copies) as pool:
+        for _ in range(messages):
+            body = push_body("about_legals", str(uuid.uuid4()))
+            start = threading.Barrier(copies)
+
+            def deliver(_):
+                start.wait(timeout=30)
+                return call(url, "POST", body, JSON)[0]
+
+            statuses = list(pool.map(deliver, range(copies)))
+            assert all(200 <= status < 300 for status in statuses), statuses  # acknowledged: no retry
+    assert stack.totals()["about_legals"] == before + messages
+
+
+def test_many_messages_redelivered_under_load_count_once(stack):
+    """While real visits flow through inc-counter and Pub/Sub, 60 more message ids are each pushed
+    5 times at once through the platform to store-inc-counter's instances: once the backlog is
+    empty, and after a hold, every id added exactly one visit."""
+    ids = {page: [str(uuid.uuid4()) for _ in range(12)] for page in PAGES}
+    copies = 5
+    push = f"{stack.state()['push_url']}/store-inc-counter"
+    before = stack.totals()
+
+    def redeliver(page, message_id):
+        body = push_body(page, message_id)
+        start = threading.Barrier(copies)
+
+        def deliver(_):
+            start.wait(timeout=30)
+            return call(push, "POST", body, JSON, timeout=60)[0]
+
+        with ThreadPoolExecutor(max_workers=copies) as pool:
+            return list(pool.map(deliver, range(copies)))
+
+    with ThreadPoolExecutor(max_workers=2) as outer:
+        load = outer.submit(post_visits, stack.base_url, [p for p in PAGES for _ in range(60)], 6)
+        redelivered = [redeliver(page, message_id) for page in PAGES for message_id in ids[page]]
+        answers = load.result()
+    assert all(200 <= s < 300 for statuses in redelivered for s in statuses), redelivered
+    acknowledged = {page: answers[page][202] + len(ids[page]) for page in PAGES}
+    ambiguous = {page: sum(n for status, n in answers[page].items() if status >= 500) for page in PAGES}
+    assert sum(answers[page][202] for page in PAGES) >= 0.9 * 60 * len(PAGES), answers
+    settle(stack, *bounds(before, acknowledged, ambiguous))
 
 
 def test_a_page_never_visited_counts_zero(stack):
@@ -39,7 +113,7 @@ def test_a_redelivered_message_is_counted_once(stack):
     message_id = str(uuid.uuid4())
     push = f"{stack.state()['push_url']}/store-inc-counter"
     for _ in range(3):  # Pub/Sub may deliver the same message again, e.g. after a lost ack
-        status, _ = call(push, "POST", push_body("jobs", message_id), {"Content-Type": "application/json"})
+        status, _ = call(push, "POST", push_body("jobs", message_id), JSON)
         assert status in (200, 204)
     assert stack.totals()["jobs"] == before + 1
 
@@ -48,7 +122,7 @@ def test_a_redelivered_message_is_counted_once(stack):
 def test_a_malformed_message_is_acknowledged_and_changes_nothing(stack, data):
     before = stack.totals()
     push = f"{stack.state()['push_url']}/store-inc-counter"
-    status, _ = call(push, "POST", push_body("home", str(uuid.uuid4()), data), {"Content-Type": "application/json"})
+    status, _ = call(push, "POST", push_body("home", str(uuid.uuid4()), data), JSON)
     assert status in (200, 204)  # acknowledged: retrying it could never succeed
     assert stack.totals() == before
 

@@ -1,5 +1,5 @@
-"""Failure cases: an emulator down, a function crash, redelivery. An acknowledged visit is
-never lost nor counted twice; a visit that could not be recorded is answered with a 5xx.
+"""Failure cases: an emulator down or frozen, a function crash, redelivery. An acknowledged visit
+is never lost nor counted twice; a visit that could not be recorded is answered with a 5xx.
 """
 import os
 import signal
@@ -9,36 +9,51 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import running_stack
-from helpers import call, function_server, push_body, wait_for
+from helpers import (call, closed_address, function_server, platform_figures, push_body, settle, store_activity,
+                     wait_for)
 
-from visitkit.net import free_port
+PUBLISH_TIMEOUT = 10  # inc-counter's PUBLISH_TIMEOUT_SECONDS in the local stack (its default)
+WRITE_TIMEOUT = 10  # store-inc-counter's WRITE_TIMEOUT_SECONDS
+# What an answer may take beyond the function's own deadline: HAProxy, Flask, a busy machine.
+SLACK = 2.0
 
-CLOSED = f"127.0.0.1:{free_port()}"  # nothing listens here: the emulator is down
+
+def timed_call(*args, **kwargs):
+    started = time.monotonic()
+    status, reply = call(*args, **kwargs)
+    return status, reply, time.monotonic() - started
 
 
 def test_inc_counter_answers_503_when_pubsub_is_down():
-    with function_server("inc_counter", PUBSUB_EMULATOR_HOST=CLOSED, PUBLISH_TIMEOUT_SECONDS="3") as url:
-        status, reply = call(f"{url}/?visit_type=home", "POST")
+    with closed_address() as closed, function_server("inc_counter", PUBSUB_EMULATOR_HOST=closed,
+                                                     PUBLISH_TIMEOUT_SECONDS="3") as url:
+        status, reply, took = timed_call(f"{url}/?visit_type=home", "POST")
     assert status == 503
     assert "not recorded" in reply["error"]
+    assert took < 3 + SLACK  # within its publish timeout, not the client's
 
 
 def test_get_counter_answers_503_when_firestore_is_down():
-    with function_server("get_counter", FIRESTORE_EMULATOR_HOST=CLOSED) as url:
-        status, reply = call(f"{url}/?visit_type=home")
+    with closed_address() as closed, function_server("get_counter", FIRESTORE_EMULATOR_HOST=closed) as url:
+        status, reply, took = timed_call(f"{url}/?visit_type=home")
     assert status == 503
     assert "unavailable" in reply["error"]
+    assert took < 10 + SLACK  # get-counter's read deadline (READ_TIMEOUT_SECONDS)
 
 
-def test_store_inc_counter_fails_so_pubsub_retries_when_firestore_is_down():
-    with function_server("store_inc_counter", FIRESTORE_EMULATOR_HOST=CLOSED) as url:
-        status, _ = call(url, "POST", push_body("home", str(uuid.uuid4())), {"Content-Type": "application/json"})
-    assert status == 500  # not acknowledged: Pub/Sub delivers it again
+def test_store_inc_counter_answers_500_when_firestore_is_down():
+    # A 500 is a nack: Pub/Sub delivers the message again. That the redelivery then counts the
+    # visit once is checked on a whole stack below (Firestore frozen).
+    with closed_address() as closed, function_server("store_inc_counter", FIRESTORE_EMULATOR_HOST=closed) as url:
+        status, _, took = timed_call(url, "POST", push_body("home", str(uuid.uuid4())),
+                                     {"Content-Type": "application/json"})
+    assert status == 500
+    assert took < WRITE_TIMEOUT + SLACK  # fails within its write deadline: the delivery is not held
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """A stack of this module's own: its tests freeze Firestore and kill instances."""
+    """A stack of this module's own: its tests freeze the emulators and kill instances."""
     with running_stack(tmp_path_factory.mktemp("failures")) as local:
         yield local
 
@@ -53,38 +68,69 @@ def pid_of(stack, name):
     return next(p["pid"] for p in stack.state()["processes"] if p["name"] == name)
 
 
+def only(totals, page, low, high=None):
+    """settle() bounds that pin one page and leave the others where they are."""
+    return {**totals, page: low}, {**totals, page: low if high is None else high}
+
+
+def test_a_visit_answered_503_while_pubsub_hangs_is_not_stored_later(stack):
+    before = stack.totals()
+    pubsub = pid_of(stack, "pubsub-emulator")
+    os.killpg(pubsub, signal.SIGSTOP)  # Pub/Sub stops answering: the publish can only time out
+    try:
+        status, reply, took = timed_call(f"{stack.base_url}/inc-counter?visit_type=about_offices", "POST")
+    finally:
+        os.killpg(pubsub, signal.SIGCONT)
+    assert status == 503 and "not recorded" in reply["error"]
+    assert took < PUBLISH_TIMEOUT + SLACK
+    # The client was told "not recorded": the visit must not turn up once Pub/Sub is back.
+    settle(stack, before)
+    assert call(f"{stack.base_url}/inc-counter?visit_type=about_offices", "POST")[0] == 202  # it recovered
+    settle(stack, *only(before, "about_offices", before["about_offices"] + 1))
+
+
 def test_visits_published_while_firestore_hangs_are_stored_once_it_is_back(stack):
-    before = stack.totals()["about"]
+    before = stack.totals()
+    failed_before = platform_figures(stack)["store-inc-counter"]["responses_5xx"]
+    deliveries_before, _ = store_activity(stack)
     firestore = pid_of(stack, "firestore-emulator")
     os.killpg(firestore, signal.SIGSTOP)  # Firestore stops answering: writes time out
     try:
         statuses = post_visits(stack.base_url, "about", 40)
-        time.sleep(12)  # longer than store-inc-counter's write timeout: some deliveries fail
+        # Hold it until store-inc-counter has given up on some writes (its write deadline).
+        failed = wait_for(lambda: platform_figures(stack)["store-inc-counter"]["responses_5xx"] > failed_before,
+                          timeout=WRITE_TIMEOUT * 4, interval=0.5)
     finally:
         os.killpg(firestore, signal.SIGCONT)
-    assert statuses.count(202) == 40
-    assert wait_for(lambda: stack.totals()["about"] == before + 40, timeout=120), stack.totals()
-    time.sleep(3)  # late redeliveries of writes that had in fact committed must change nothing
-    assert stack.totals()["about"] == before + 40
-    assert stack.sample()["functions"]["store-inc-counter"]["responses_5xx"] > 0  # retries did happen
+    assert failed, "no delivery failed while Firestore was frozen"
+    assert statuses.count(202) == 40  # publishing does not need Firestore
+    # Every visit stored once, and no late redelivery of a write that had in fact committed adds one.
+    settle(stack, *only(before, "about", before["about"] + 40))
+    deliveries, _ = store_activity(stack)
+    assert deliveries - deliveries_before > 40  # Pub/Sub did deliver the failed messages again
 
 
 def test_a_crashed_store_instance_loses_no_visit(stack):
-    before = stack.totals()["home"]
+    before = stack.totals()
+    backlog_before = stack.sample()["store"]["backlog"]
     with ThreadPoolExecutor(max_workers=1) as pool:
         burst = pool.submit(post_visits, stack.base_url, "home", 600)
-        wait_for(lambda: stack.sample()["store"]["backlog"] > 20, timeout=30, interval=0.1)
+        assert wait_for(lambda: stack.sample()["store"]["backlog"] > backlog_before + 20, timeout=60, interval=0.1)
         os.killpg(pid_of(stack, "store-inc-counter-0"), signal.SIGKILL)
         statuses = burst.result()
-    assert statuses.count(202) == 600
-    assert wait_for(lambda: stack.totals()["home"] == before + 600, timeout=180), stack.totals()
+    acknowledged, failed = statuses.count(202), sum(1 for s in statuses if s >= 500)
+    assert acknowledged >= 570, statuses  # inc-counter did not crash: nearly every visit got through
+    settle(stack, *only(before, "home", before["home"] + acknowledged, before["home"] + acknowledged + failed))
 
 
 def test_a_crashed_inc_instance_loses_no_acknowledged_visit(stack):
-    before = stack.totals()["jobs"]
+    before = stack.totals()
+    accepted_before = stack.sample()["functions"]["inc-counter"]["responses_2xx"]
     with ThreadPoolExecutor(max_workers=1) as pool:
         burst = pool.submit(post_visits, stack.base_url, "jobs", 400)
-        wait_for(lambda: stack.sample()["functions"]["inc-counter"]["responses_2xx"] > 50, timeout=30, interval=0.1)
+        # killed mid-burst: once this burst (not an earlier test) has had 50 visits accepted
+        assert wait_for(lambda: stack.sample()["functions"]["inc-counter"]["responses_2xx"] > accepted_before + 50,
+                        timeout=60, interval=0.1)
         os.killpg(pid_of(stack, "inc-counter-0"), signal.SIGKILL)
         statuses = burst.result()
     acknowledged, failed = statuses.count(202), len(statuses) - statuses.count(202)
@@ -92,6 +138,4 @@ def test_a_crashed_inc_instance_loses_no_acknowledged_visit(stack):
     assert all(status >= 500 for status in statuses if status != 202)
     # Every acknowledged visit is stored; a request cut by the crash may or may not have been
     # published before it died, but it was never acknowledged.
-    wait_for(lambda: stack.sample()["store"]["backlog"] <= 0, timeout=120)
-    stored = stack.totals()["jobs"] - before
-    assert acknowledged <= stored <= acknowledged + failed
+    settle(stack, *only(before, "jobs", before["jobs"] + acknowledged, before["jobs"] + acknowledged + failed))

@@ -1,4 +1,4 @@
-"""A short real run of the whole loop against the local stack: files, figures, acknowledged == stored."""
+"""A short real run of the whole loop against the local stack: files, figures, nothing lost or duplicated."""
 import json
 import shutil
 from pathlib import Path
@@ -25,7 +25,9 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     ledger = json.loads((results / "ledger.json").read_text())
     visits = summary["visits"]["total"]
     assert visits["acknowledged"] == sum(ledger["acknowledged"].values()) > 0
-    assert visits["stored"] == visits["acknowledged"] and visits["lost"] == visits["duplicated"] == 0
+    assert visits["lost"] == visits["duplicated"] == 0
+    # stored: every acknowledged visit, plus at most the ambiguous ones (5xx, no answer)
+    assert visits["acknowledged"] <= visits["stored"] <= visits["acknowledged"] + visits["failed"] + visits["unanswered"]
     assert summary["convergence"]["converged"]
     assert summary["load"]["requests"] == 3 * visits["sent"]  # users finish their page when the load ends
     endpoints = {row["name"] for row in summary["percentiles"]}

@@ -1,4 +1,6 @@
 """Breakpoint detection, convergence and visit accounting on synthetic data."""
+import random
+
 import pytest
 
 from visitkit import analysis
@@ -79,12 +81,12 @@ def test_no_convergence_when_visits_are_missing():
 
 def test_visit_accounting_separates_lost_unanswered_and_duplicated():
     ledger = {"sent": {"home": 10, "jobs": 10}, "acknowledged": {"home": 8, "jobs": 10},
-              "rejected": {"home": 1}}
+              "refused": {"home": 1}, "failed": {}}
     before = {"home": 100, "jobs": 0}
     after = {"home": 108, "jobs": 12}  # home: the unanswered one was not stored; jobs: 2 stored twice
     rows = analysis.visit_accounting(ledger, before, after)
-    assert rows["home"] == {"sent": 10, "acknowledged": 8, "rejected": 1, "unanswered": 1, "stored": 8,
-                            "lost": 0, "stored_unacknowledged": 0, "duplicated": 0}
+    assert rows["home"] == {"sent": 10, "acknowledged": 8, "refused": 1, "failed": 0, "rejected": 1,
+                            "unanswered": 1, "stored": 8, "lost": 0, "stored_unacknowledged": 0, "duplicated": 0}
     assert rows["jobs"]["duplicated"] == 2 and rows["jobs"]["lost"] == 0
     assert rows["total"]["acknowledged"] == 18 and rows["total"]["stored"] == 20
 
@@ -92,6 +94,88 @@ def test_visit_accounting_separates_lost_unanswered_and_duplicated():
 def test_visit_accounting_reports_lost_visits():
     rows = analysis.visit_accounting({"sent": {"home": 5}, "acknowledged": {"home": 5}}, {}, {"home": 3})
     assert rows["home"]["lost"] == 2
+
+
+def test_a_stored_5xx_visit_is_ambiguous_not_duplicated():
+    # A 502 from an instance that died after publishing, a 503 whose publish landed late: stored.
+    ledger = {"sent": {"home": 10}, "acknowledged": {"home": 7}, "refused": {"home": 1}, "failed": {"home": 2}}
+    rows = analysis.visit_accounting(ledger, {"home": 0}, {"home": 9})
+    assert rows["home"]["duplicated"] == 0 and rows["home"]["lost"] == 0
+    assert rows["home"]["stored_unacknowledged"] == 2
+    assert (rows["home"]["refused"], rows["home"]["failed"], rows["home"]["unanswered"]) == (1, 2, 0)
+
+
+def test_a_stored_refused_visit_is_duplicated():
+    # A 4xx (the platform's 429 included) was never published: storing it means a count went wrong.
+    ledger = {"sent": {"jobs": 10}, "acknowledged": {"jobs": 7}, "refused": {"jobs": 3}, "failed": {}}
+    rows = analysis.visit_accounting(ledger, {}, {"jobs": 9})
+    assert rows["jobs"]["duplicated"] == 2 and rows["jobs"]["stored_unacknowledged"] == 0
+
+
+def test_mixed_pages_moving_in_opposite_directions_do_not_cancel_out():
+    ledger = {"sent": {"home": 20, "jobs": 20, "about": 20},
+              "acknowledged": {"home": 15, "jobs": 15, "about": 15},
+              "refused": {"home": 2, "jobs": 2, "about": 2}, "failed": {"home": 2, "jobs": 2, "about": 2}}
+    before = {"home": 50, "jobs": 50, "about": 50}
+    # home lost 3 acknowledged visits; jobs stored 3 beyond acknowledged + ambiguous (1 unanswered
+    # + 2 failed); about stored 2 of its 3 ambiguous ones. The totals alone would look exact.
+    after = {"home": 62, "jobs": 71, "about": 67}
+    rows = analysis.visit_accounting(ledger, before, after)
+    assert (rows["home"]["lost"], rows["home"]["duplicated"]) == (3, 0)
+    assert (rows["jobs"]["lost"], rows["jobs"]["duplicated"], rows["jobs"]["stored_unacknowledged"]) == (0, 3, 3)
+    assert (rows["about"]["lost"], rows["about"]["duplicated"], rows["about"]["stored_unacknowledged"]) == (0, 0, 2)
+    total = rows["total"]
+    assert total["stored"] == 50 and total["acknowledged"] == 45
+    assert total["lost"] == 3 and total["duplicated"] == 3 and total["stored_unacknowledged"] == 5
+
+
+def test_an_older_ledger_with_only_rejected_is_still_read():
+    # Before 4xx and 5xx were told apart: every error answer is read as ambiguous.
+    ledger = {"sent": {"home": 10}, "acknowledged": {"home": 6}, "rejected": {"home": 3}}
+    rows = analysis.visit_accounting(ledger, {}, {"home": 9})
+    assert rows["home"]["rejected"] == 3 and rows["home"]["unanswered"] == 1
+    assert rows["home"]["duplicated"] == 0 and rows["home"]["stored_unacknowledged"] == 3
+    assert analysis.visit_accounting(ledger, {}, {"home": 11})["home"]["duplicated"] == 1
+
+
+def noisy(users_rps, seed, level=0.05):
+    """The same series with each second's RPS off by up to `level`, reproducibly."""
+    rng = random.Random(seed)
+    return [(users, rps * (1 + rng.uniform(-level, level))) for users, rps in users_rps]
+
+
+def ramp_that_declines(saturate_at=100, per_user=0.7, decline=0.5, seconds=220):
+    """+1 user/s; RPS follows users until saturate_at, then falls (the system thrashes)."""
+    return [(u, per_user * u if u <= saturate_at else per_user * saturate_at - decline * (u - saturate_at))
+            for u in range(1, seconds + 1)]
+
+
+def test_knee_of_a_declining_rps_is_where_it_peaked():
+    # Dated back to the level RPS was at when the shortfall showed, this knee would be ~87 users.
+    result = analysis.find_breakpoint(history(ramp_that_declines()))
+    assert 96 <= result["knee"]["users"] <= 104
+    assert result["knee"]["rps"] == pytest.approx(70, rel=0.05)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("series", [ramp_that_saturates, ramp_that_declines])
+def test_knee_of_a_noisy_series_stays_near_the_true_knee(series, seed):
+    result = analysis.find_breakpoint(history(noisy(series(), seed)))
+    assert 92 <= result["knee"]["users"] <= 108, result["knee"]
+    assert result["knee"]["rps"] == pytest.approx(70, rel=0.08)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_knee_in_a_noisy_series_that_keeps_up(seed):
+    assert analysis.find_breakpoint(history(noisy(ramp_that_saturates(saturate_at=10_000), seed)))["knee"] is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("series", [ramp_that_saturates, ramp_that_declines])
+def test_first_failure_in_a_noisy_series_is_the_first_failing_second(series, seed):
+    result = analysis.find_breakpoint(history(noisy(series(), seed), failing_from=140))
+    assert result["first_failure"]["users"] == 141 and result["first_failure"]["time"] == 1140.0
+    assert analysis.find_breakpoint(history(noisy(series(), seed)))["first_failure"] is None
 
 
 def sample(t, accepted, stored, r429=0, service=10.0, requests=1):

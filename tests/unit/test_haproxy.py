@@ -1,13 +1,14 @@
 """The local platform's HAProxy configuration and the reading of its statistics."""
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from visitkit import haproxy
 from visitkit.settings import FUNCTIONS, load_settings
 
-SETTINGS = load_settings("iterations/iteration-3/settings.tfvars.json")
+SETTINGS = load_settings(Path(__file__).resolve().parents[2] / "iterations" / "iteration-3" / "settings.tfvars.json")
 
 
 def config(tmp_path, queue_timeout=10.0):

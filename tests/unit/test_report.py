@@ -64,6 +64,23 @@ def make_results(iteration_dir, name="breakpoint-20260101-000000", get_counter_p
     return results
 
 
+def assert_plot(path, line_colours):
+    """A real chart, not just a PNG header: a full-size image with its data lines drawn (pixels of
+    each series' colour), not a blank or placeholder canvas."""
+    import matplotlib.colors
+    import matplotlib.image
+    import numpy
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(path)[..., :3]
+    height, width = pixels.shape[:2]
+    assert width >= 600 and height >= 500, (width, height)
+    assert (pixels.min(axis=2) < 0.9).mean() > 0.02  # more than a blank canvas
+    for colour in line_colours:
+        close = numpy.abs(pixels - numpy.array(matplotlib.colors.to_rgb(colour))).max(axis=2) < 0.06
+        assert close.sum() >= 50, f"no {colour} line in {path.name}"
+
+
 @pytest.fixture
 def iteration(tmp_path):
     folder = tmp_path / "iterations" / "iteration-1"
@@ -135,8 +152,9 @@ def test_plots_are_written_before_the_report_that_links_them(iteration):
     results = make_results(iteration)
     publish.publish(results)
     report = (results / "report.md").stat().st_mtime_ns
+    assert_plot(results / "load.png", ["tab:blue", "tab:green", "tab:purple"])  # users, RPS, p95
+    assert_plot(results / "server.png", ["tab:brown", "tab:blue", "tab:green"])  # backlog, accepted, stored
     for name in ("load.png", "server.png"):
-        assert (results / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (results / name).stat().st_mtime_ns <= report
         assert f"]({name})" in (results / "report.md").read_text()
 
@@ -151,3 +169,16 @@ def test_compare_puts_iterations_side_by_side(iteration):
     assert header == "| figure | iteration-0 | iteration-1 | iteration-9 |"
     row = next(r for r in rows if r.startswith("| get-counter p95"))
     assert row == "| get-counter p95 (ms) | 9,000.0 | 150.0 | — |"
+
+
+def test_a_stored_5xx_visit_is_reported_as_ambiguous_not_duplicated(iteration):
+    acked = {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
+    results = make_results(iteration, acked=acked, stored={**acked, "home": 32})
+    # home: 2 answers were 502/503 and both visits were stored anyway; 3 were refused with 429
+    (results / "ledger.json").write_text(json.dumps({
+        "sent": {**acked, "home": 35}, "acknowledged": acked, "refused": {"home": 3}, "failed": {"home": 2}}))
+    summary = publish.publish(results)
+    assert summary["headline"]["visits.duplicated"] == 0 and summary["headline"]["visits.lost"] == 0
+    text = (results / "report.md").read_text()
+    assert "| home | 35 | 30 | 3 | 2 | 0 | 32 | 0 | 0 |" in text
+    assert "2 stored after a 5xx or no answer" in text

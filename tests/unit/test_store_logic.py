@@ -1,9 +1,14 @@
-"""How store-inc-counter reads a Pub/Sub message (pure logic)."""
+"""How store-inc-counter reads a Pub/Sub message and counts it (pure logic: Firestore's client is
+replaced by a recorder of the writes it is asked to make)."""
 import base64
 import json
+import re
 
 import pytest
+from google.api_core import exceptions as google_errors
 
+import store_inc_counter
+from common import FIRESTORE
 from store_inc_counter import marker_id, visit_of
 
 
@@ -30,5 +35,89 @@ def test_malformed_messages_are_recognised(bad):
 
 def test_marker_ids_are_stable_and_spread():
     assert marker_id("42") == marker_id("42")
-    assert marker_id("42") != marker_id("43")
-    assert marker_id("42")[:8] != marker_id("43")[:8]
+    assert re.fullmatch(r"[0-9a-f]{64}", marker_id("42"))  # a SHA-256, never the raw id
+    assert marker_id("42") == "73475cb40a568e8da8a045ced110137e159f890ac4da883b6b17dc651b3a8049"
+    # Pub/Sub's ids grow one by one; their markers must not share a prefix (Firestore hotspots).
+    first_characters = {marker_id(str(1_000_000 + n))[0] for n in range(100)}
+    assert len(first_characters) >= 12
+
+
+class FakeBatch:
+    def __init__(self, db):
+        self.db, self.writes = db, []
+
+    def create(self, ref, data):
+        self.writes.append(("create", ref, data))
+
+    def set(self, ref, data, merge=False):
+        self.writes.append(("set", ref, data, merge))
+
+    def commit(self, timeout=None, retry=None):
+        self.db.commits.append(self.writes)
+        # Firestore applies a batch all or nothing: a marker that exists fails the whole batch.
+        if any(w[0] == "create" and w[1] in self.db.markers for w in self.writes):
+            raise google_errors.AlreadyExists("Document already exists")
+        self.db.markers.update(w[1] for w in self.writes if w[0] == "create")
+
+
+class FakeFirestore:
+    """Records batches; refs are plain path tuples. Any other call (a read, a write outside a
+    batch) fails the test: counting must be one atomic batch."""
+    def __init__(self):
+        self.commits, self.markers = [], set()
+
+    def batch(self):
+        return FakeBatch(self)
+
+    def collection(self, name):
+        return FakeRef((name,))
+
+
+class FakeRef(tuple):
+    def document(self, name):
+        return FakeRef((*self, name))
+
+    def collection(self, name):
+        return FakeRef((*self, name))
+
+
+@pytest.fixture
+def db(monkeypatch):
+    fake = FakeFirestore()
+    monkeypatch.setattr(store_inc_counter, "firestore_client", lambda: fake)
+    monkeypatch.setattr(store_inc_counter, "shards_of",
+                        lambda page: FakeRef((FIRESTORE["counters"], page, FIRESTORE["shards"])))
+    return fake
+
+
+def test_a_visit_is_counted_in_one_batch_with_its_marker(db):
+    assert store_inc_counter.count_visit("jobs", "m-1", 3) is True
+    [writes] = db.commits
+    kinds = sorted((w[0], w[1]) for w in writes)
+    assert kinds == [("create", (FIRESTORE["markers"], marker_id("m-1"))),
+                     ("set", (FIRESTORE["counters"], "jobs", FIRESTORE["shards"], "3"))]
+    marker = next(w for w in writes if w[0] == "create")[2]
+    assert marker["visit_type"] == "jobs" and FIRESTORE["marker_expiry_field"] in marker
+
+
+def test_a_message_already_counted_changes_nothing(db):
+    assert store_inc_counter.count_visit("jobs", "m-1", 0) is True
+    # Redelivered, to another shard: the batch fails on the marker and is not retried or split.
+    assert store_inc_counter.count_visit("jobs", "m-1", 1) is False
+    assert len(db.commits) == 2
+    assert store_inc_counter.count_visit("jobs", "m-2", 1) is True
+
+
+def test_a_redelivery_is_acknowledged_and_logged_as_already_counted(db, capsys):
+    event = {"message": {"data": base64.b64encode(b'{"visit_type": "about"}').decode(), "messageId": "m-9"}}
+
+    class CloudEvent:
+        data = event
+
+        def __getitem__(self, key):
+            return "event-id"
+
+    store_inc_counter.store_inc_counter(CloudEvent())
+    store_inc_counter.store_inc_counter(CloudEvent())  # returns normally: Pub/Sub gets a 2xx, no retry
+    outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
+    assert outcomes == ["counted", "already_counted"]
