@@ -6,11 +6,12 @@ Custom options (see locust/README.md):
   --shape-set k=v,k=v                       change the shape's settings (its class attributes)
   --stages FILE|users:hold_s,...            endurance stages
   --ledger-file PATH                        write the per-page inc-counter ledger there at exit
+  --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
 """
 import logging
 
 import locust.stats
-from locust import FastHttpUser, between, events, task
+from locust import FastHttpUser, between, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
 
 import shapes
@@ -57,6 +58,12 @@ class Visitor(FastHttpUser):
         visit(self, "about_legals")
 
 
+def think_time(text):
+    """'3-5' -> between(3, 5); '0' -> no wait at all."""
+    low, _, high = str(text).partition("-")
+    return constant(0) if float(low) == 0 and not high else between(float(low), float(high or low))
+
+
 @events.init_command_line_parser.add_listener
 def add_options(parser):
     parser.add_argument("--shape", choices=["none", *shapes.SHAPES], default="none",
@@ -64,12 +71,14 @@ def add_options(parser):
     parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
     parser.add_argument("--ledger-file", default=None, help="Where to write the inc-counter ledger (JSON) at exit")
+    parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
 
 
 @events.init.add_listener
 def on_init(environment, runner, **_kwargs):
     options = environment.parsed_options
     locust_environment.append(environment)
+    Visitor.wait_time = think_time(options.think_time)
     if isinstance(runner, WorkerRunner):
         # Each stats report carries the visits counted since the previous one.
         @events.report_to_master.add_listener

@@ -107,3 +107,54 @@ run "iteration_3_four_store_instances" {
     error_message = "Iteration 3 has 20 shards per page and a 10 s get-counter cache."
   }
 }
+
+run "iteration_4_eighty_per_instance" {
+  command = plan
+
+  variables {
+    shards_per_page   = run.settings.iterations["4"].shards_per_page
+    cache_ttl_seconds = run.settings.iterations["4"].cache_ttl_seconds
+    functions         = run.settings.iterations["4"].functions
+  }
+
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].max_instance_count } == { "serve-page" = 2, "get-counter" = 2, "inc-counter" = 2, "store-inc-counter" = 4 }
+    error_message = "Iteration 4 keeps iteration 3's instance budget."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].max_instance_request_concurrency == 80 && f.service_config[0].available_cpu == "1"])
+    error_message = "Iteration 4 serves 80 requests at once per instance, on 1 vCPU (concurrency above 1 needs it)."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].environment_variables.SHARDS_PER_PAGE == "200"])
+    error_message = "Iteration 4 has 200 shards per page."
+  }
+}
+
+run "iteration_5_ten_thousand_visits_per_second" {
+  command = plan
+
+  variables {
+    shards_per_page   = run.settings.iterations["5"].shards_per_page
+    cache_ttl_seconds = run.settings.iterations["5"].cache_ttl_seconds
+    functions         = run.settings.iterations["5"].functions
+    subscription      = run.settings.iterations["5"].subscription
+  }
+
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].max_instance_count } == { "serve-page" = 20, "get-counter" = 20, "inc-counter" = 30, "store-inc-counter" = 40 }
+    error_message = "Iteration 5 plans 20, 20, 30 and 40 instances."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].max_instance_request_concurrency == 80 && f.service_config[0].available_cpu == "1"])
+    error_message = "Iteration 5 serves 80 requests at once per instance, on 1 vCPU."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].max_delivery_attempts == 20
+    error_message = "Iteration 5 keeps 20 delivery attempts before the dead-letter topic."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].environment_variables.SHARDS_PER_PAGE == "5000"])
+    error_message = "Iteration 5 has 5,000 shards per page."
+  }
+}

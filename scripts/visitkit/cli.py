@@ -5,6 +5,8 @@
   visitkit compare [PATH ...]                  latest reports side by side (scripts/compare-iterations)
   visitkit report RESULTS_DIR                  rebuild a report from a results folder alone
   visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
+  visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
+  visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
 
 The only place that turns the kit's errors into one-line messages and exit codes.
 """
@@ -18,6 +20,8 @@ from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
 
 DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 RAW = argparse.RawDescriptionHelpFormatter
+PROFILE_HELP = ("latency profile: none (default: no added latency), study (calibrated on the study's Google "
+                "Cloud figures), or a profile file (docs/local-twin.md)")
 
 
 def local_command(args):
@@ -26,8 +30,12 @@ def local_command(args):
 
     stack = LocalStack(args.state_dir)
     if args.action == "up":
-        base_url = stack.up(load_settings(args.settings), port=args.port, queue_timeout=args.queue_timeout)
-        print(f"Local stack up with {args.settings}; logs in {stack.logs}")
+        from visitkit.profile import load_profile
+
+        profile = load_profile(args.profile)
+        base_url = stack.up(load_settings(args.settings), port=args.port, queue_timeout=args.queue_timeout,
+                            profile=profile)
+        print(f"Local stack up with {args.settings}, latency profile {profile.describe()}; logs in {stack.logs}")
         print(f"Open a page: {base_url}/app?view=home")
         print(base_url)
     elif args.action == "down":
@@ -56,7 +64,8 @@ def run_command(args):
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
         stages=args.stages, processes=args.processes, convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
-        destroy=args.destroy)
+        chaos=args.chaos,
+        destroy=args.destroy, profile=args.profile)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -82,9 +91,40 @@ def report_command(args):
 
 
 def bench_command(args):
+    if args.benchmark == "hot-path":
+        from visitkit import hotpath
+
+        print("\n".join(hotpath.hot_path_lines(args.users, args.seconds)))
+        return 0
     from visitkit import bench
 
-    print("\n".join(bench.store_path_table(args.settings or bench.DEFAULT_SETTINGS, args.visits)))
+    from visitkit.profile import load_profile
+
+    print("\n".join(bench.store_path_table(args.settings or bench.DEFAULT_SETTINGS, args.visits,
+                                           load_profile(args.profile))))
+    return 0
+
+
+def predict_command(args):
+    from visitkit import predict
+    from visitkit.profile import load_profile, write_profile
+    from visitkit.settings import load_settings
+
+    if args.write_profile:
+        print(f"wrote {write_profile(args.iteration, args.out)}")
+        return 0
+    settings = load_settings(args.iteration)
+    prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
+    print("\n".join(predict.report_lines(prediction, settings)))
+    if args.cost_at:
+        from visitkit import cost
+
+        estimate = cost.hourly_at(settings, args.cost_at, cost.load_prices())
+        print(f"cost of one hour at {args.cost_at:g} visits/s (an upper bound from list prices of {estimate['as_of']}: "
+              "every instance billed all hour, no free tier):")
+        print("\n".join(f"  {item:32} {usage:60} {usd:10,.2f} {estimate['currency']}"
+                        for item, usage, usd in estimate["lines"]))
+        print(f"  {'total':32} {'':60} {estimate['total']:10,.2f} {estimate['currency']} per hour")
     return 0
 
 
@@ -104,6 +144,7 @@ def parser():
     local.add_argument("--port", default=8080, type=int, help="the front end's port (default: 8080)")
     local.add_argument("--queue-timeout", default=10.0, type=float,
                        help="seconds a request waits for a free instance before its 429 (default: 10)")
+    local.add_argument("--profile", default="none", help=PROFILE_HELP)
     local.set_defaults(handler=local_command)
 
     run = commands.add_parser("run", help="one iteration's load test and report", formatter_class=RAW, description=(
@@ -128,6 +169,10 @@ def parser():
     run.add_argument("--project", help="gcp: the Google Cloud project")
     run.add_argument("--region", help="gcp: region (default: the infra's)")
     run.add_argument("--destroy", action="store_true", help="gcp: destroy the deployment afterwards")
+    run.add_argument("--profile", help="local: " + PROFILE_HELP)
+    run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
+        "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+kill-push"
+        "+pause-instance (default: every 20 s one of those four)"))
     run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
     run.set_defaults(handler=run_command)
 
@@ -150,10 +195,31 @@ def parser():
     bench = commands.add_parser("bench", help="benchmarks of the local stack", description=(
         "store-path: how fast the local store path drains a backlog of N visits published at once, "
         "per settings file, side by side (default: iterations 2 and 3)."))
-    bench.add_argument("benchmark", choices=["store-path"])
+    bench.add_argument("benchmark", choices=["store-path", "hot-path"])
+    bench.add_argument("--users", type=int, default=32, help="hot-path: Locust users, no think time (default 32)")
+    bench.add_argument("--seconds", type=int, default=30, help="hot-path: seconds of load per target (default 30)")
     bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
     bench.add_argument("--visits", type=int, default=3000)
+    bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
+    predict = commands.add_parser("predict", help="the capacity model: knee, first 429, backlog", formatter_class=RAW,
+                                  description=(
+        "Predicts from an iteration's settings and a profile's service times each function's capacity, the "
+        "RPS knee, the users at the first 429, the store's drain rate, backlog growth and convergence time.\n"
+        "  visitkit predict iterations/iteration-1 --profile study\n"
+        "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
+    predict.add_argument("iteration", type=Path, help="an iteration folder or settings file (with --write-profile: "
+                                                      "a Google Cloud run's results folder)")
+    predict.add_argument("--profile", default="study", help="service times: study (default), none or a profile file")
+    predict.add_argument("--queue-timeout", type=float, default=10.0, help="seconds queued before a 429 (default: 10)")
+    predict.add_argument("--minutes", type=float, default=15.0,
+                         help="minutes of load past the knee, for the convergence time (default: 15)")
+    predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
+                         help="also print the cost of one hour at this many visits per second (prices.json)")
+    predict.add_argument("--write-profile", action="store_true",
+                         help="write the profile a Google Cloud run measured (its metrics/request_latencies.csv)")
+    predict.add_argument("--out", type=Path, help="with --write-profile: where (default: RESULTS_DIR/profile.json)")
+    predict.set_defaults(handler=predict_command)
     return top
 
 

@@ -6,7 +6,9 @@ from visitkit.formatting import fmt, percent
 
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),
-    ("knee_rps", "RPS knee: RPS"), ("first_failure_users", "first failure: users"),
+    ("knee_rps", "RPS knee: RPS"), ("prediction.knee_users", "predicted knee: users"),
+    ("prediction.knee_rps", "predicted knee: RPS"), ("prediction.limited_by", "predicted limit"),
+    ("first_failure_users", "first failure: users"), ("prediction.first_429_users", "predicted first 429: users"),
     ("first_failure_rps", "first failure: RPS"), ("rps_peak", "peak RPS"), ("p95_ceiling_ms", "p95 ceiling (ms)"),
     ("failure_ratio", "failure ratio"), ("slowest_function", "slowest function (client p95)"),
     ("p95_ms.serve-page", "serve-page p95 (ms)"), ("p95_ms.get-counter", "get-counter p95 (ms)"),
@@ -31,6 +33,9 @@ def cell(summary, key):
         return (summary.get("verdict") or {}).get("outcome", "n/a")
     if key == "results_dir":
         return f"{summary['test']} {summary['results_dir'].split('-', 1)[-1]}"
+    if key.startswith("prediction."):  # the capacity model's figure, from the run's own prediction
+        value = (summary.get("prediction") or {}).get(key.split(".", 1)[1])
+        return value if isinstance(value, str) else fmt(value, 0)
     value = summary["headline"].get(key)
     if key == "failure_ratio":
         return percent(value)

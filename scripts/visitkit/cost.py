@@ -42,3 +42,19 @@ def estimate(usage, settings, prices):
                   volume_tib * pubsub["per_tib"]))
     return {"lines": lines, "total": sum(usd for _, _, usd in lines), "as_of": prices["as_of"],
             "currency": prices["currency"]}
+
+
+def hourly_at(settings, visits_per_s, prices, get_counter_reads_per_s=0.0):
+    """An upper bound of the cost of one hour at a steady `visits_per_s`: every instance the
+    settings allow billed all hour; each visit 3 public requests (page, inc-counter, get-counter) and
+    one push delivery; two document writes per visit (the shard and the dedup marker) and, 7 days
+    later, one TTL delete; one published and one delivered message per visit."""
+    hour = 3600
+    # every function gets one request per visit: the three public ones from the page, store-inc-counter
+    # one push delivery
+    per_function = {name: {"billable_instance_s": spec.max_instances * hour, "requests": int(visits_per_s * hour)}
+                    for name, spec in settings.functions.items()}
+    usage = {"functions": per_function, "firestore_writes": int(2 * visits_per_s * hour),
+             "firestore_deletes": int(visits_per_s * hour), "firestore_reads": int(get_counter_reads_per_s * hour),
+             "pubsub_messages": int(2 * visits_per_s * hour)}
+    return estimate(usage, settings, prices)

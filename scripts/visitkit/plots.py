@@ -21,6 +21,16 @@ def _mark_load(axes, load_start, load_end):
                          xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
 
 
+def _mark_events(axes, events, start):
+    """The chaos faults, as dotted lines on every panel and their names on the first."""
+    for event in events or []:
+        x = event["time"] - start
+        for ax in axes:
+            ax.axvline(x, color="tab:purple", linestyle=":", linewidth=1)
+        axes[0].annotate(event["action"], (x, 0.98), xycoords=("data", "axes fraction"), rotation=90,
+                         fontsize=6, color="tab:purple", va="top")
+
+
 def _finish(fig, axes, path, title):
     axes[-1].set_xlabel("seconds since the load started")
     for ax in axes:
@@ -32,7 +42,7 @@ def _finish(fig, axes, path, title):
     plt.close(fig)
 
 
-def plot_load(history, path, title, breakpoint=None):
+def plot_load(history, path, title, breakpoint=None, events=None):
     start, end = analysis.load_window(history)
     start = start if start is not None else (history[0]["time"] if history else 0)
     t = [s["time"] - start for s in history]
@@ -56,10 +66,11 @@ def plot_load(history, path, title, breakpoint=None):
                              xycoords=("data", "axes fraction"), xytext=(3, 0), textcoords="offset points",
                              fontsize=8, color=colour)
     _mark_load(axes, start, end)
+    _mark_events(axes, events, start)
     _finish(fig, axes, path, title)
 
 
-def plot_server(samples, path, title, load_start, load_end):
+def plot_server(samples, path, title, load_start, load_end, events=None):
     if not samples:
         return False
     series = analysis.server_series(samples)
@@ -81,6 +92,7 @@ def plot_server(samples, path, title, load_start, load_end):
     axes[3].set_ylabel("429s/s")
     axes[2].legend(loc="upper left", fontsize=8)
     _mark_load(axes, start, load_end)
+    _mark_events(axes, events, start)
     _finish(fig, axes, path, title)
     return True
 
@@ -159,14 +171,47 @@ def plot_gcp_metrics(metrics, path, title, load_start, load_end):
     return True
 
 
+def plot_resources(samples, history, path, title, load_start, load_end):
+    """CPU % and memory per function (and platform part) over time, under the load's RPS and
+    failures on the same time axis. False when no sample has resources."""
+    with_resources = [s for s in samples if s.get("resources")]
+    if not with_resources:
+        return False
+    start = load_start if load_start is not None else with_resources[0]["time"]
+    components = [c for c in FUNCTIONS if any(c in s["resources"] for s in with_resources)]
+    components += sorted({c for s in with_resources for c in s["resources"]} - set(components))
+    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    t_load = [h["time"] - start for h in history]
+    axes[0].plot(t_load, [h["rps"] for h in history], color="tab:green", label="RPS")
+    axes[0].plot(t_load, [h["failures_per_s"] for h in history], color="tab:red", label="failures/s")
+    axes[0].set_ylabel("load")
+    axes[0].legend(loc="upper left", fontsize=8)
+    t = [s["time"] - start for s in with_resources]
+    for component in components:
+        style = {"linestyle": "-" if component in FUNCTIONS else ":"}
+        axes[1].plot(t, [(s["resources"].get(component) or {}).get("cpu_percent") for s in with_resources],
+                     label=component, **style)
+        axes[2].plot(t, [(s["resources"].get(component) or {}).get("rss_mb") for s in with_resources],
+                     label=component, **style)
+    axes[1].set_ylabel("CPU (% of one core)")
+    axes[2].set_ylabel("memory (MB)")
+    axes[1].legend(loc="upper left", fontsize=7, ncol=3)
+    _mark_load(axes, start, load_end)
+    _finish(fig, axes, path, f"{title}: resources")
+    return True
+
+
 def write_plots(folder, data, summary):
     """The run's plots beside its report; returns the PLOTS keys of those written."""
     title = f"{summary['iteration']} {summary['test']} ({summary['target']})"
     start, end = summary["load"]["start"], summary["load"]["end"]
-    plot_load(data.history, folder / PLOTS["load"], title, summary.get("breakpoint"))
+    events = (summary.get("chaos") or {}).get("events")
+    plot_load(data.history, folder / PLOTS["load"], title, summary.get("breakpoint"), events)
     written = {"load"}
-    if plot_server(data.samples, folder / PLOTS["server"], title, start, end):
+    if plot_server(data.samples, folder / PLOTS["server"], title, start, end, events):
         written.add("server")
     if plot_gcp_metrics(data.metrics, folder / PLOTS["gcp"], title, start, end):
         written.add("gcp")
+    if plot_resources(data.samples, data.history, folder / PLOTS["resources"], title, start, end):
+        written.add("resources")
     return written

@@ -14,7 +14,7 @@ def publish(folder, update_readme=False):
     readme_text = readme_path.read_text() if readme_path.exists() else ""
 
     def other_figures(name):
-        found = results.latest_summary(iteration_dir.parent / name, summary["target"])
+        found = results.latest_summary(iteration_dir.parent / name, like=summary)  # compare like with like
         return found["headline"] if found else None
 
     summary["verdict"] = verdict.judge(summary["headline"], readme_text, other_figures)

@@ -4,13 +4,14 @@ from visitkit.catalogue import FUNCTIONS, PAGES
 from visitkit.formatting import fmt, ms, percent, when
 from visitkit.monitoring import QUERIES
 
-PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png"}
+PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}
 
 
 def render(summary, plots=()):
     """The whole report; `plots`: the names of the plots written beside it (PLOTS' keys)."""
-    sections = (title_section, headline_section, plots_section, percentiles_section, functions_section,
-                platform_section, visits_section, errors_section, run_section)
+    sections = (title_section, headline_section, prediction_section, plots_section, percentiles_section,
+                functions_section, resources_section, platform_section, cost_section, chaos_section, overload_section, visits_section, errors_section,
+                run_section)
     lines = []
     for section in sections:
         lines += section(summary, plots)
@@ -53,15 +54,35 @@ def headline_section(s, _plots):
                      f"{fmt(conv['extra_minutes_per_minute'], 2)} extra minutes per minute of load")
     else:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    unanswered = visits["stored_unacknowledged"]
+    unanswered, dead = visits["stored_unacknowledged"], visits.get("dead_lettered")
     lines.append(f"- Visits: {visits['acknowledged']:,} acknowledged, {visits['stored']:,} stored, "
                  f"{visits['lost']:,} lost, {visits['duplicated']:,} duplicated"
-                 + (f", {unanswered:,} stored without an answer to the client" if unanswered else ""))
+                 + (f", {dead:,} dead-lettered" if dead else "")
+                 + (f", {unanswered:,} stored after a 5xx or no answer (ambiguous, not duplicated)" if unanswered else ""))
     if store:
         lines.append(f"- Store: accepted (202) {fmt(store['accepted_per_s'])}/s, stored {fmt(store['writes_per_s'])}/s "
                      f"during the load; {fmt(store['throughput_per_s'])}/s {store['throughput_of']} while backlogged; "
                      f"backlog peak {fmt(store['backlog_peak'], 0)}, drained at {fmt(store['drain_per_s'])} msg/s")
     return lines + [""]
+
+
+def prediction_section(s, _plots):
+    """The capacity model's figures (visitkit/predict.py) beside the run's."""
+    p = s.get("prediction")
+    if not p:
+        return []
+    h = s["headline"]
+    rows = [("RPS knee: users", fmt(p["knee_users"], 0), fmt(h.get("knee_users"), 0)),
+            ("RPS knee: RPS", fmt(p["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
+            ("limited by", p["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"),
+            ("first 429 / first failure: users", fmt(p["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
+            ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
+            ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]
+    return ["## Predicted vs measured", "",
+            f"The capacity model (`scripts/predict`, docs/local-twin.md) from the settings and the `{p['profile']}` "
+            "profile's service times, before the run.", "",
+            "| figure | predicted | measured |", "|---|---:|---:|",
+            *(f"| {label} | {predicted} | {measured} |" for label, predicted, measured in rows), ""]
 
 
 def plots_section(_s, plots):
@@ -96,6 +117,87 @@ def functions_section(s, _plots):
     return lines + [""]
 
 
+def resources_section(s, plots):
+    """CPU and memory per function and platform part: what each consumed, and per request served."""
+    figures = s.get("resources") or {}
+    if not figures:
+        return []
+    per_request = s.get("cpu_ms_per_request") or {}
+    on_platform = s.get("server_source") == "gcp-monitoring"
+    lines = ["## Resources", "",
+             ("Cloud Run's own figures over the window: CPU seconds are billed instance-seconds x vCPU x mean "
+              "utilization; memory is the p95 utilization of the allocated memory." if on_platform else
+              "Sampled every second from the processes (psutil) during the load: CPU in % of one core, summed over "
+              "a function's instances; memory is resident memory. On 2 shared cores a function near 100 % is "
+              "CPU-bound; one far below it while its queue grows is waiting on something else."), "",
+             "| Part | CPU s | CPU % mean | CPU % peak | memory peak (MB) | CPU ms per request |",
+             "|---|---:|---:|---:|---:|---:|"]
+    ordered = [name for name in FUNCTIONS if name in figures] + sorted(set(figures) - set(FUNCTIONS))
+    for name in ordered:
+        row = figures[name]
+        lines.append(f"| {name} | {fmt(row['cpu_seconds'])} | {fmt(row['cpu_percent_mean'])} | "
+                     f"{fmt(row['cpu_percent_peak'])} | {fmt(row['memory_peak_mb'], 0)} | "
+                     f"{fmt(per_request.get(name), 2)} |")
+    if per_request:
+        costliest = max(per_request, key=per_request.get)
+        lines += ["", f"Most CPU per request: {costliest} ({fmt(per_request[costliest], 2)} ms)."]
+    if "resources" in plots:
+        lines += ["", f"![CPU and memory per function over time, with the load]({PLOTS['resources']})"]
+    return lines + [""]
+
+
+def overload_section(s, _plots):
+    found = s.get("overload")
+    if not found:
+        return []
+    visits = s["visits"]["total"]
+    recovered = ("**had not come back** by the end of the load" if found["recovery_s"] is None else
+                 f"came back {fmt(found['recovery_s'], 0)} s after the spike ended")
+    return ["## Overload and recovery", "",
+            f"- Spike: {found['spike_users']:,} users for {fmt(found['spike_s'], 0)} s; p95 before it "
+            f"{ms(found['baseline_p95_ms'])} ms, during it up to {ms(found['spike_p95_ms'])} ms",
+            f"- The front end answered: {found['refused_429']:,} refusals (429, the platform's queue full) and "
+            f"{found['other_errors']:,} other errors (timeouts, connection errors, 5xx)",
+            f"- Latency {recovered} (p95 within 1.5 x its level before the spike, no failure, for 5 s)",
+            f"- Every acknowledged visit stored: {'yes' if visits['lost'] == 0 else 'NO'} ({visits['lost']:,} lost, "
+            f"{visits['duplicated']:,} duplicated)", ""]
+
+
+def chaos_section(s, _plots):
+    found = s.get("chaos")
+    if not found:
+        return []
+    visits, start = found["visits"], s["load"]["start"] or 0
+    lines = ["## Chaos", "", f"Faults during the load: {found['plan']}. Marked on the plots as dotted lines.", "",
+             f"- Visits: {fmt(visits['acknowledged'], 0)} acknowledged, {fmt(visits['stored'], 0)} stored, "
+             f"**{fmt(visits['lost'], 0)} lost, {fmt(visits['duplicated'], 0)} duplicated**, "
+             f"{fmt(visits.get('dead_lettered'), 0)} dead-lettered",
+             f"- Redeliveries by the push delivery: {fmt(found['redeliveries'], 0)}; deliveries that found their "
+             f"visit already counted (and changed nothing): {fmt(found['deliveries_already_counted'], 0)}", "",
+             "| at (s) | fault | target | lasted (s) | 5xx by function (event to 10 s after) | recovered after (s) |",
+             "|---:|---|---|---:|---|---:|"]
+    for event in found["events"]:
+        errors = ", ".join(f"{name} {count}" for name, count in (event.get("server_errors") or {}).items() if count)
+        recovered = "not by the end" if event.get("recovery_s") is None else fmt(event["recovery_s"], 0)
+        lines.append(f"| {event['time'] - start:.0f} | {event['action']} | {event.get('target') or event.get('error')} | "
+                     f"{fmt(event.get('seconds'))} | {errors or 'none'} | {recovered} |")
+    return lines + ["", "Recovered: the first moment after the fault ended from which the client saw no failure "
+                        "for 5 s.", ""]
+
+
+def cost_section(s, _plots):
+    estimate = s.get("cost")
+    if not estimate:
+        return []
+    lines = ["## Estimated cost", "",
+             f"An estimate, not a bill: what the platform reported, at list prices of {estimate['as_of']} "
+             f"(scripts/visitkit/prices.json: sources, region and tier), without free tiers.", "",
+             f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
+    lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
+    lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")
+    return lines + [""]
+
+
 def platform_section(s, plots):
     """The Google Cloud metrics: the plot of metrics/*.csv and the platform's figures."""
     if not s.get("metrics_files"):
@@ -110,17 +212,25 @@ def platform_section(s, plots):
                   ""]
     platform = s.get("platform")
     if platform:
-        lines += ["| Function | requests | 429s | 5xx | p50, worst minute (ms) | p95, worst minute (ms) | "
-                  "most instances |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += ["429s: Locust's count (the client side table above) is the reference; `request_count` counts "
+                  "only requests that reached an instance, and the request logs (a log-based metric) count "
+                  "those refused at the maximum instance count too.", "",
+                  "| Function | requests | 429s (request_count) | 429s (request logs) | 5xx | p50, worst minute (ms) "
+                  "| p95, worst minute (ms) | most instances |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, f in platform["functions"].items():
             lines.append(f"| {name} | {fmt(f['requests'], 0)} | {fmt(f['responses_429'], 0)} | "
-                         f"{fmt(f['responses_5xx'], 0)} | {ms(f['p50_ms_max'])} | {ms(f['p95_ms_max'])} | "
-                         f"{fmt(f['instances_max'], 0)} |")
+                         f"{fmt(f.get('responses_429_logged'), 0)} | {fmt(f['responses_5xx'], 0)} | "
+                         f"{ms(f['p50_ms_max'])} | {ms(f['p95_ms_max'])} | {fmt(f['instances_max'], 0)} |")
+        deliveries = platform.get("deliveries") or {}
         lines += ["", f"- Subscription: undelivered messages peak {fmt(platform['undelivered_peak'], 0)}, "
                       f"oldest unacked message peak {fmt(platform['oldest_unacked_peak_s'], 0)} s",
                   f"- Firestore document writes: {fmt(platform['firestore_writes'], 0)} "
                   f"(peak {fmt(platform['firestore_writes_peak_per_min'], 0)}/min; two per stored visit: "
-                  "the shard and the dedup marker)", ""]
+                  "the shard and the dedup marker)",
+                  f"- store-inc-counter's deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
+                  f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
+                  f"{fmt(deliveries.get('malformed'), 0)} malformed; "
+                  f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic", ""]
     metric_types = {query.name: query.metric_type for query in QUERIES}
     lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"
                                         for name in s["metrics_files"]))
@@ -129,14 +239,22 @@ def platform_section(s, plots):
 
 def visits_section(s, _plots):
     lines = ["## Visits: acknowledged vs stored", "",
-             "| Page | sent | acknowledged (2xx) | rejected | no answer | stored | lost | duplicated |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| Page | sent | acknowledged (2xx) | refused (4xx, 429) | failed (5xx) | no answer | stored | lost | "
+             "duplicated |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for page in (*PAGES, "total"):
         v = s["visits"][page]
-        lines.append(f"| {page} | {v['sent']:,} | {v['acknowledged']:,} | {v['rejected']:,} | {v['unanswered']:,} | "
-                     f"{v['stored']:,} | {v['lost']:,} | {v['duplicated']:,} |")
-    return lines + ["", "Lost: acknowledged but never stored. Duplicated: stored beyond what was acknowledged or "
-                        "left without an answer. 'No answer' visits (timeouts) may or may not be stored.", ""]
+        lines.append(f"| {page} | {v['sent']:,} | {v['acknowledged']:,} | {v['refused']:,} | {v['failed']:,} | "
+                     f"{v['unanswered']:,} | {v['stored']:,} | {v['lost']:,} | {v['duplicated']:,} |")
+    lines += ["", "Lost: acknowledged but never stored. Refused visits were never published. Failed (5xx) and "
+                  "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
+                  "acknowledged + ambiguous."]
+    dead = s["visits"]["total"].get("dead_lettered")
+    if dead is not None:
+        lines.append(f"Dead-lettered: {dead:,} visits reached the dead-letter topic after the subscription's maximum "
+                     "delivery attempts; they wait in its pull subscription, so the total's `lost` leaves them out "
+                     "(lost = acknowledged - stored - dead-lettered).")
+    return lines + [""]
 
 
 def errors_section(s, _plots):
@@ -156,6 +274,20 @@ def run_section(s, _plots):
                      f"{settings.get('cache_ttl_seconds')} s; instances x concurrency: {instances}")
     if s.get("shape"):
         lines.append(f"- Shape: {s['shape']}")
+    profile = s.get("profile")
+    if profile:
+        latency = ", ".join(f"{backend} +{ms:g} ms" for backend, ms in profile["latency_ms"].items())
+        lines.append(f"- Latency profile: {profile['name']} ({latency} per round trip; {profile['source']})")
+    twin = s.get("twin")
+    if twin:
+        restarts = twin.get("restarts") or {}
+        push = twin.get("push") or {}
+        lines.append(f"- Instance restarts: {sum(restarts.values())}"
+                     + (" (" + ", ".join(f"{n} {c}" for n, c in restarts.items()) + ")" if restarts else ""))
+        if push:
+            lines.append(f"- Push delivery: {push.get('deliveries', 0):,} requests, {push.get('retries', 0):,} retries, "
+                         f"{push.get('dead_lettered', 0):,} dead-lettered; window peak {push.get('window_peak')}, "
+                         f"shrunk {push.get('window_shrinks', 0)} times")
     lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
     lines += [f"- {note}" for note in s["notes"]]
     lines.append("- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "

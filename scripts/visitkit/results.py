@@ -123,18 +123,26 @@ class ResultsFolder:
         return _read_json(self / SUMMARY)
 
 
-def summaries(iteration_dir, target=None, test=None):
+def kind(summary):
+    """What makes two runs comparable: target, test, latency profile, and whether faults were injected."""
+    return (summary.get("target"), summary.get("test"), (summary.get("profile") or {}).get("name"),
+            bool(summary.get("chaos")))
+
+
+def summaries(iteration_dir, target=None, test=None, like=None):
     """[(started, folder, summary)] of an iteration's runs, oldest first, optionally one target's
-    and one test's."""
+    and one test's, or only runs of the same kind as the summary `like`."""
     found = []
     for path in Path(iteration_dir).glob(f"results/*/{SUMMARY}"):
         summary = json.loads(path.read_text())
+        if like is not None and kind(summary) != kind(like):
+            continue
         if (target is None or summary.get("target") == target) and (test is None or summary.get("test") == test):
             found.append((summary.get("started") or "", ResultsFolder(path.parent), summary))
     return sorted(found, key=lambda item: (item[0], item[1].name))
 
 
-def latest_summary(iteration_dir, target=None, test=None):
-    """The newest summary of an iteration (for a target and test), or None."""
-    found = summaries(iteration_dir, target, test)
+def latest_summary(iteration_dir, target=None, test=None, like=None):
+    """The newest summary of an iteration (for a target and test, or like another run), or None."""
+    found = summaries(iteration_dir, target, test, like)
     return found[-1][2] if found else None

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from visitkit import publish, results
+from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import fmt, ms, percent
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.progress import Progress
+from visitkit.predict import predict
+from visitkit.profile import load_profile
 from visitkit.settings import load_settings
 from visitkit.steps import Step, plan_lines, run_steps
 
@@ -112,15 +115,23 @@ class RunConfig:
     project: str = None
     region: str = None
     destroy: bool = False
+    profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
+    chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
 
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
-              processes=None, **options):
+              processes=None, profile=None, chaos=None, **options):
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
+        if profile not in (None, "none") and target != "local":
+            raise RunError("--profile shapes the local twin only: leave it out with --target gcp or a URL")
+        if chaos is not None and target != "local":
+            raise RunError("--chaos acts on the local stack's processes: use it with --target local")
         iteration_dir = Path(iteration_dir).resolve()
+        options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
-        return cls(iteration_dir, load_settings(iteration_dir), load, target, **options)
+        return cls(iteration_dir, load_settings(iteration_dir), load, target,
+                   profile=load_profile(profile if target == "local" else "study"), **options)
 
     @property
     def target_kind(self):
@@ -132,7 +143,8 @@ def make_target(config, folder):
     if config.target == "local":
         from visitkit.targets import LocalTarget
 
-        return LocalTarget(config.settings, folder / results.STACK, config.queue_timeout, config.keep_up)
+        return LocalTarget(config.settings, folder / results.STACK, config.queue_timeout, config.keep_up,
+                           config.profile)
     if config.target == "gcp":
         from visitkit.gcp import GcpTarget
 
@@ -234,9 +246,14 @@ def run_load(state):
     state.record["locust_command"] = command
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
-    progress = Progress("load")
+    progress, faults = Progress("load"), None
     try:
         with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT) as locust:
+            if hasattr(state.target, "watch"):
+                state.target.watch("locust", locust.pid)
+            faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
+            if faults:
+                faults.start()
             while locust.poll() is None:
                 elapsed = time.time() - state.load_started
                 if timeout is not None and elapsed > timeout:
@@ -251,6 +268,9 @@ def run_load(state):
                 time.sleep(1)
     finally:
         progress.close()
+        if faults:
+            faults.stop()  # before the convergence wait: nothing stays frozen
+            state.record["chaos"] = {"plan": config.chaos.describe(), "events": faults.events}
     state.load_ended = time.time()
     state.record["locust_exit_code"] = locust.returncode
     if locust.returncode != 0:
@@ -311,6 +331,8 @@ def converge(state):
     finally:
         progress.close()
         state.sampler.stop()
+    if hasattr(state.target, "twin_figures"):
+        state.record["twin"] = state.target.twin_figures()
     if not converged:
         state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
     if state.sampler.errors:
@@ -332,7 +354,8 @@ def read_window(state):
 
 
 def write_report(state):
-    state.summary = publish.publish(state.folder, update_readme=state.target.updates_readme)
+    # A run with injected faults is cited on its own, never as the iteration's latest run.
+    state.summary = publish.publish(state.folder, update_readme=state.target.updates_readme and not state.config.chaos)
 
 
 # ---- the plan ------------------------------------------------------------------------------------
@@ -348,7 +371,9 @@ def plan(config, folder, target):
         *target.start_steps(),
         Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
         Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
-                                                    f"$ {shlex.join(command)}"], run_load),
+                                                    f"$ {shlex.join(command)}",
+                                                    *([f"chaos during the load: {config.chaos.describe()}"]
+                                                      if config.chaos else [])], run_load),
         Step("wait for the counters to converge", [
             f"read totals from {target.totals_source} until they match the visits Locust saw acknowledged "
             f"({convergence})"], converge),
@@ -379,7 +404,9 @@ def run(config, log=print):
     target = make_target(config, folder)
     record = {"iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
               "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
-              "shape": config.load.describe(), "notes": list(target.notes)}
+              "shape": config.load.describe(), "notes": list(target.notes),
+              "profile": config.profile.record() if config.target == "local" else None,
+              "prediction": predict(config.settings, config.profile, config.queue_timeout).as_dict()}
     state = RunState(config, folder, target, log, record)
     folder.save_run(record)
     log(f"results: {folder.path}")

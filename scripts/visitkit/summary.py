@@ -1,7 +1,9 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
-from visitkit import analysis
+from visitkit import analysis, chaos, cost, overload, resources
 from visitkit.catalogue import FUNCTIONS
+from visitkit.errors import SettingsError
+from visitkit.settings import parse_settings
 
 
 def summarize(data):
@@ -15,7 +17,8 @@ def summarize(data):
     summary = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
-        "shape": run.get("shape"), "profile": run.get("profile"),
+        "shape": run.get("shape"), "profile": run.get("profile"), "prediction": run.get("prediction"),
+        "twin": run.get("twin"),
         "load": {"start": load_start, "end": load_end,
                  "seconds": (load_end - load_start) if load_start is not None else None,
                  "max_users": max((s["users"] for s in data.history), default=0),
@@ -33,9 +36,50 @@ def summarize(data):
         "server_source": samples[0].get("source") if samples else None,
         "metrics_files": [f"{name}.csv" for name in data.metrics],
     }
-    summary["platform"] = platform_figures(samples) if summary["server_source"] == "gcp-monitoring" else None
+    on_platform = summary["server_source"] == "gcp-monitoring"
+    summary["platform"] = platform_figures(samples) if on_platform else None
+    summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
+        samples, run.get("settings"), load_start, load_end, on_platform)
+    summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
+    summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     summary["headline"] = headline(summary)
     return summary
+
+
+def served(samples, start=None, end=None):
+    """Requests each function served in the window (the platform's cumulative counts, differenced)."""
+    window = [s for s in samples if start is None or start <= s["time"] <= end] or samples
+    counts = {}
+    for name in FUNCTIONS:
+        first, last = analysis.fn_field(name, "requests")(window[0]), analysis.fn_field(name, "requests")(window[-1])
+        if first is not None and last is not None:
+            counts[name] = last - first
+    return counts
+
+
+def resource_figures(samples, raw_settings, load_start, load_end, on_platform):
+    """(resources per component, CPU ms per request per function, estimated cost or None).
+    Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run."""
+    if not samples:
+        return {}, {}, None
+    try:
+        settings = parse_settings(raw_settings or {}, "the run's settings")
+    except SettingsError:
+        settings = None
+    if not on_platform:
+        figures = resources.summarize(samples, load_start, load_end)
+        return figures, resources.cpu_ms_per_request(figures, served(samples, load_start, load_end)), None
+    if settings is None:
+        return {}, {}, None
+    figures = resources.platform_summary(samples, settings)
+    requests = served(samples)
+    last = samples[-1]
+    usage = {"functions": {name: {"billable_instance_s": analysis.fn_field(name, "billable_instance_s")(last),
+                                  "requests": requests.get(name)} for name in FUNCTIONS},
+             **{f"firestore_{kind}": analysis.store_field(f"firestore_{kind}")(last)
+                for kind in ("reads", "writes", "deletes")},
+             "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get("store-inc-counter") or 0)}
+    return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(usage, settings, cost.load_prices())
 
 
 def dead_lettered(samples):

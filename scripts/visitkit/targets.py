@@ -13,6 +13,7 @@ import json
 import time
 import urllib.request
 
+from visitkit import resources
 from visitkit.catalogue import CATALOGUE, PAGES
 from visitkit.steps import Step
 
@@ -28,10 +29,12 @@ class LocalTarget:
     min_convergence_wait = 0
     updates_readme = True
 
-    def __init__(self, settings, state_dir, queue_timeout=10.0, keep_up=False):
+    def __init__(self, settings, state_dir, queue_timeout=10.0, keep_up=False, profile=None):
+        from visitkit.profile import load_profile
         from visitkit.stack import LocalStack  # only the local target needs the emulators
 
         self.settings, self.queue_timeout, self.keep_up = settings, queue_timeout, keep_up
+        self.profile = profile or load_profile()
         self.stack = LocalStack(state_dir)  # inside the results folder: its logs stay with the run
         self.base_url = "<base_url>"  # a free port, known once started
         self.notes = [LOCAL_NOTE]
@@ -43,18 +46,38 @@ class LocalTarget:
         return [Step("start the local stack", [
             f"Firestore and Pub/Sub emulators, HAProxy ({self.queue_timeout:g} s queue before a 429) and the "
             f"functions with {self.settings.source}: {summary_line(self.settings)}",
+            f"latency profile {self.profile.describe()}"
+            + (", through Toxiproxy" if self.profile.needs_proxy else ""),
+            "push relay (pulls from the emulator, pushes like Pub/Sub); a supervisor restarts crashed instances",
             "<base_url> is its HAProxy on a free port"], self._start)]
 
     def _start(self, _run):
-        self.base_url = self.stack.up(self.settings, port=0, queue_timeout=self.queue_timeout).rstrip("/")
+        self.base_url = self.stack.up(self.settings, port=0, queue_timeout=self.queue_timeout,
+                                      profile=self.profile).rstrip("/")
         self._client = self.stack.firestore()
         self._sample_client = self.stack.firestore()  # the sampler thread has its own
+        self._resources = resources.ProcessSampler(self._process_groups)
+
+    def _process_groups(self):
+        """{component: process group ids} of what the stack runs now (restarted instances included)."""
+        groups = {}
+        for process in (self.stack.state() or {}).get("processes", []):
+            groups.setdefault(resources.component_of(process["name"]), []).append(process["pid"])
+        return groups
+
+    def watch(self, component, pid):
+        """Also sample a process the run starts itself (Locust), with its children."""
+        self._resources.watch(component, pid)
 
     def totals(self):
         return self.stack.totals(self._client)
 
     def sample(self):
-        return self.stack.sample(self._sample_client)
+        return {**self.stack.sample(self._sample_client), "resources": self._resources.sample()}
+
+    def twin_figures(self):
+        """The twin's own figures at the end: instance restarts and the push relay's counters."""
+        return {"restarts": self.stack.restarts(), "push": self.stack.sample(self._sample_client).get("push")}
 
     def stop_step(self):
         if self.keep_up:

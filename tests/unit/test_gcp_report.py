@@ -8,7 +8,7 @@ import pytest
 from pathlib import Path
 
 from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
-from test_report import make_results
+from test_report import assert_plot, make_results
 from visitkit import compare, gcp, monitoring, plots, publish
 from visitkit.settings import load_settings
 
@@ -35,7 +35,8 @@ def shift_times(results, offset):
 def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="2026-01-05T00:00:00"):
     results = make_results(iteration_dir, name, started=started)
     run = json.loads((results / "run.json").read_text())
-    (results / "run.json").write_text(json.dumps({**run, "target": "gcp"}))
+    settings = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
+    (results / "run.json").write_text(json.dumps({**run, "target": "gcp", "settings": settings}))
     shift_times(results, LOAD_OFFSET)
     target = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "visit-counter-test",
                            metrics_client=FakeMetricClient(), ingestion_delay=0)
@@ -86,13 +87,28 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
     assert summary["store"]["accepted_per_s"] == pytest.approx(1450 / 60)
     for name in ("load.png", "server.png", "gcp-metrics.png"):
         assert (results / name).read_bytes()[:8] == PNG
+    assert_plot(results / "gcp-metrics.png", ["C0", "C1", "C2", "C3"])  # one colour per function
+
+
+def test_gcp_report_has_resources_and_an_estimated_cost(iteration):
+    results = make_gcp_results(iteration)
+    summary = publish.publish(results)
+    text = (results / "report.md").read_text()
+    resources = text.split("## Resources", 1)[1].split("\n## ", 1)[0]
+    # inc-counter billed 300 s at 0.167 vCPU, mean utilization 0.25, 0.5, 0.75 minute by minute
+    assert summary["resources"]["inc-counter"]["cpu_seconds"] == pytest.approx(0.167 * (60 * .25 + 120 * .5 + 120 * .75))
+    assert "| inc-counter | 27.6 |" in resources
+    cost = text.split("## Estimated cost", 1)[1].split("\n## ", 1)[0]
+    assert "An estimate, not a bill" in cost and "2026-11-22" in cost
+    assert "| Firestore document writes | 3,270 |" in cost and "**Total**" in cost
+    assert summary["cost"]["total"] > 0
 
 
 def test_local_report_has_no_google_cloud_section(iteration):
     results = make_results(iteration)
     summary = publish.publish(results)
     assert "## Google Cloud metrics" not in (results / "report.md").read_text()
-    assert summary["platform"] is None
+    assert summary["platform"] is None and summary["cost"] is None
     assert not (results / "gcp-metrics.png").exists()
 
 

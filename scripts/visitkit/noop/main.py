@@ -1,0 +1,9 @@
+"""A function that does nothing: the hot-path benchmark's yardstick for functions-framework itself.
+It answers every path the visitor calls as the real functions would, without doing their work."""
+import functions_framework
+
+
+@functions_framework.http
+def noop(request):
+    status = 202 if request.method == "POST" else 200
+    return '{"visit_type": "home", "count": 0}', status, {"Content-Type": "application/json"}
