@@ -5,6 +5,7 @@ CPU milliseconds per request per function, and whether the store kept up: its ba
 load ended and how long the counters took to converge after it.
 """
 import csv
+import os
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def measure_noop(users, seconds, threads=THREADS):
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
                                str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
-                              env={**__import__("os").environ, "THREADS": str(threads)},
+                              env={**os.environ, "THREADS": str(threads)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
