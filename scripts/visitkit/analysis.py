@@ -115,9 +115,11 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
             if all(short[i:i + hold_s]) and len(short[i:i + hold_s]) == hold_s:
                 # RPS had stopped following users before the shortfall showed: date it back, on the
                 # raw RPS (smoothing lags), over what was seen up to the end of the hold.
-                window = loaded[kept_up:i + hold_s]
-                knee, rps = knee_index([s["users"] for s in window], [s["rps"] for s in window])
-                result["knee"] = point(window[knee], rps)
+                counted = counted_rps(loaded)
+                window = range(kept_up, i + hold_s)
+                users, rps = knee_index([loaded[j]["users"] for j in window], [counted[j] for j in window])
+                reached = next(loaded[j] for j in window if loaded[j]["users"] >= users)
+                result["knee"] = {"time": reached["time"], "users": round(users), "rps": rps}
                 break
     peak = max(range(len(loaded)), key=lambda i: smooth[i])
     result["peak_rps"] = point(loaded[peak], smooth[peak])
@@ -142,14 +144,27 @@ def line_fit(n, sx, sy, sxx, sxy, syy):
     return error, slope, intercept
 
 
+def counted_rps(loaded, half_window=3):
+    """Requests per second from Locust's running total, centred on each second. Locust's own
+    Requests/s is the mean of the last ~10 s, so on a ramp it trails the users it is read against
+    by ~7 s (14 users at +2/s) and would date a knee late."""
+    out = []
+    for i in range(len(loaded)):
+        first, last = loaded[max(0, i - half_window)], loaded[min(len(loaded) - 1, i + half_window)]
+        seconds = last["time"] - first["time"]
+        out.append((last["requests"] - first["requests"]) / seconds if seconds > 0 else loaded[i]["rps"])
+    return out
+
+
 def knee_index(users, rps, min_points=3):
-    """(i, rps at i): the split of the series into two straight lines of RPS against users, one
-    while RPS followed users and one after (flat, declining or still rising slower), that leaves the
-    least squared error; i is the last point of the first line, its RPS read on that line.
-    Least squares over every point, so one noisy second neither moves the knee nor sets its level."""
+    """(users, rps) at the knee: the series is split into two straight lines of RPS against users,
+    one while RPS followed users and one after (flat, declining or still rising slower), where the
+    split leaves the least squared error; the knee is where the two lines cross (or the split's
+    last point when they do not cross between the two). Least squares over every point, so one
+    noisy second neither moves the knee nor sets its level."""
     n = len(users)
     if n < 2 * min_points:
-        return max(0, n - 1), rps[-1] if rps else None
+        return (users[-1], rps[-1]) if rps else (None, None)
     sums = [(0, 0.0, 0.0, 0.0, 0.0, 0.0)]  # prefix sums of 1, x, y, x², xy, y²
     for x, y in zip(users, rps):
         c, sx, sy, sxx, sxy, syy = sums[-1]
@@ -160,10 +175,16 @@ def knee_index(users, rps, min_points=3):
         before = sums[split]
         after = tuple(t - b for t, b in zip(total, before))
         error_before, slope, intercept = line_fit(*before)
-        error = error_before + line_fit(*after)[0]
-        if best is None or error < best[0]:
-            best = (error, split - 1, intercept + slope * users[split - 1])
-    return best[1], best[2]
+        error_after, slope_after, intercept_after = line_fit(*after)
+        if best is None or error_before + error_after < best[0]:
+            best = (error_before + error_after, split, slope, intercept, slope_after, intercept_after)
+    _, split, slope, intercept, slope_after, intercept_after = best
+    knee = users[split - 1]
+    if slope != slope_after:
+        crossing = (intercept_after - intercept) / (slope - slope_after)
+        if min(users) <= crossing <= max(users):
+            knee = crossing
+    return knee, intercept + slope * knee
 
 
 def point(sample, rps):

@@ -237,3 +237,22 @@ def test_the_final_stop_is_not_part_of_the_load():
     result = analysis.find_breakpoint(rows)
     assert result["p95_ceiling"]["p95_ms"] == 50.0 + 100 * (150 - 100)
     assert result["peak_rps"]["users"] == 150
+
+
+def trailing_mean(values, seconds=10, skip=2):
+    """Locust's Requests/s: the mean over the seconds [t-12, t-2], so it trails the load."""
+    return [sum(values[max(0, i - seconds - skip):max(1, i - skip)]) / seconds for i in range(len(values))]
+
+
+def test_knee_is_not_dated_late_by_locusts_trailing_rps():
+    # +2 users/s, RPS follows users until 100, then flat; Locust's own RPS column trails by ~7 s
+    # (14 users): read from it, the knee would be ~114 users.
+    true = [0.7 * min(2 * i, 100) for i in range(1, 121)]
+    rows = history([(2 * i, rps) for i, rps in enumerate(trailing_mean(true), start=1)])
+    total = 0.0
+    for row, rps in zip(rows, true):
+        total += rps
+        row["requests"] = int(total)
+    knee = analysis.find_breakpoint(rows)["knee"]
+    assert 96 <= knee["users"] <= 104, knee
+    assert knee["rps"] == pytest.approx(70, rel=0.05)
