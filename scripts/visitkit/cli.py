@@ -12,6 +12,7 @@ The only place that turns the kit's errors into one-line messages and exit codes
 """
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -223,8 +224,14 @@ def parser():
     return top
 
 
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
+    # `kill` stops a run as Ctrl-C does: the stack it started is stopped on the way out.
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         return args.handler(args)
     except VisitkitError as error:

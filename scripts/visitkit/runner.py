@@ -249,23 +249,27 @@ def run_load(state):
     progress, faults = Progress("load"), None
     try:
         with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT) as locust:
-            if hasattr(state.target, "watch"):
-                state.target.watch("locust", locust.pid)
-            faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
-            if faults:
-                faults.start()
-            while locust.poll() is None:
-                elapsed = time.time() - state.load_started
-                if timeout is not None and elapsed > timeout:
-                    locust.kill()
-                    raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
-                row = last_aggregated(folder / results.HISTORY) or {}
-                progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
-                                users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
-                                failures=row.get("Total Failure Count"),
-                                responses_429=state.sampler.figure("functions", "responses_429"),
-                                backlog=state.sampler.figure("store", "backlog"))
-                time.sleep(1)
+            try:
+                if hasattr(state.target, "watch"):
+                    state.target.watch("locust", locust.pid)
+                faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
+                if faults:
+                    faults.start()
+                while locust.poll() is None:
+                    elapsed = time.time() - state.load_started
+                    if timeout is not None and elapsed > timeout:
+                        locust.kill()
+                        raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
+                    row = last_aggregated(folder / results.HISTORY) or {}
+                    progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
+                                    users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
+                                    failures=row.get("Total Failure Count"),
+                                    responses_429=state.sampler.figure("functions", "responses_429"),
+                                    backlog=state.sampler.figure("store", "backlog"))
+                    time.sleep(1)
+            except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
+                locust.kill()
+                raise
     finally:
         progress.close()
         if faults:

@@ -1,6 +1,10 @@
 """A short real run of the whole loop against the local stack: files, figures, nothing lost or duplicated."""
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from visitkit import runner
@@ -36,3 +40,37 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     assert summary["verdict"]["outcome"] == "supported"
     assert "latest-local-results" in (iteration / "README.md").read_text()
     assert "| Function | client mean" in (results / "report.md").read_text()
+
+
+def test_a_run_stopped_by_kill_stops_locust_and_the_stack(tmp_path):
+    iteration = tmp_path / "iteration-0"
+    iteration.mkdir()
+    shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
+    run = subprocess.Popen([sys.executable, "-m", "visitkit.cli", "run", str(iteration), "--test", "breakpoint",
+                            "--duration", "5m"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    history = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and history is None:  # wait until Locust writes its history
+        history = next(iteration.glob("results/*/locust_stats_history.csv"), None)
+        time.sleep(0.5)
+    assert history is not None, "the load never started"
+    stack = history.parent / "stack"
+    pids = [int(p.read_text()) for p in stack.glob("*.pid")]
+    assert pids
+    run.send_signal(signal.SIGTERM)  # to the run alone, not its process group
+    output, _ = run.communicate(timeout=120)
+    assert run.returncode == 130, output
+    assert "interrupted" in output
+
+    def alive(pid):  # a zombie waiting for init to reap it has stopped too
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [pid for pid in pids if alive(pid)], output
+    locust = subprocess.run(["pgrep", "-f", f"locust.*{history.parent}"], capture_output=True, text=True)
+    assert locust.stdout.strip() == "", "Locust still runs"
