@@ -16,6 +16,7 @@ from visitkit import resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
+from visitkit.predict import PUBLIC
 from visitkit.settings import parse_settings
 from visitkit.stack import LocalStack
 
@@ -44,7 +45,8 @@ def locust_rps(base_url, users, seconds, folder):
 
 
 def measure_stack(users, seconds, threads=THREADS):
-    """(RPS, failures, {function: CPU ms per request}, store figures) for the whole stack."""
+    """(RPS, failures, {function: CPU ms per own request}, {part: CPU ms per visitor request}, store
+    figures) for the whole stack."""
     stack = LocalStack(tempfile.mkdtemp(prefix="bench-hot-path-"))
     stack.up(bench_settings(threads), port=0)
     try:
@@ -56,25 +58,28 @@ def measure_stack(users, seconds, threads=THREADS):
         rps, failures = locust_rps(stack.base_url, users, seconds, stack.state_dir)
         used, after = sampler.sample(), stack.sample()
         elapsed = after["time"] - before["time"]
-        cpu_ms = {}
-        for name in FUNCTIONS:
-            served = after["functions"][name]["requests"] - before["functions"][name]["requests"]
-            percent = used.get(name, {}).get("cpu_percent")
-            if served and percent is not None:
-                cpu_ms[name] = percent / 100 * elapsed * 1000 / served
+        served = {name: after["functions"][name]["requests"] - before["functions"][name]["requests"]
+                  for name in FUNCTIONS}
+        cpu_ms_used = {part: figures["cpu_percent"] / 100 * elapsed * 1000 for part, figures in used.items()
+                       if figures.get("cpu_percent") is not None}
+        cpu_ms = {name: cpu_ms_used[name] / served[name] for name in FUNCTIONS if served[name] and name in cpu_ms_used}
+        # Every part's share of a visitor's request (the stand-ins for Google's services included).
+        visitor_requests = sum(served[name] for name in PUBLIC)
+        per_visitor_request = {part: used_ms / visitor_requests for part, used_ms in cpu_ms_used.items()
+                               if visitor_requests}
         store = {"accepted_per_s": (after["store"]["accepted"] - before["store"]["accepted"]) / elapsed,
                  "stored_per_s": (after["store"]["stored"] - before["store"]["stored"]) / elapsed,
                  "backlog_at_end": after["store"]["backlog"]}
         ended = time.monotonic()
         converged = wait_until(lambda: stack.sample()["store"]["backlog"] <= 0, timeout=300, interval=0.5)
         store["converged_after_s"] = time.monotonic() - ended if converged else None
-        return rps, failures, cpu_ms, store
+        return rps, failures, cpu_ms, per_visitor_request, store
     finally:
         stack.down()
 
 
 def measure_noop(users, seconds, threads=THREADS):
-    """(RPS, failures) of one no-op functions-framework server with `threads` threads."""
+    """(RPS, failures, CPU ms per request) of one no-op functions-framework server with `threads` threads."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
                                str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
@@ -83,16 +88,21 @@ def measure_noop(users, seconds, threads=THREADS):
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: http_status(url) is not None, timeout=30)
+        sampler = resources.ProcessSampler(lambda: {"no-op": [server.pid]})  # its own process group
+        sampler.sample()
+        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="bench-noop-") as folder:
-            return locust_rps(url, users, seconds, folder)
+            rps, failures = locust_rps(url, users, seconds, folder)
+        percent = sampler.sample()["no-op"]["cpu_percent"]
+        return rps, failures, percent / 100 * (time.monotonic() - started) * 1000 / (rps * seconds)
     finally:
         server.kill()
         server.wait()
 
 
 def hot_path_lines(users=32, seconds=30):
-    stack_rps, stack_failures, cpu_ms, store = measure_stack(users, seconds)
-    noop_rps, noop_failures = measure_noop(users, seconds)
+    stack_rps, stack_failures, cpu_ms, per_visitor_request, store = measure_stack(users, seconds)
+    noop_rps, noop_failures, noop_cpu_ms = measure_noop(users, seconds)
     lines = [f"hot path: the study's visitor mix, {users} users with no think time, {seconds} s each, "
              f"every function 1 instance x {THREADS} threads:",
              "| target | RPS | failures |", "|---|---:|---:|",
@@ -101,6 +111,10 @@ def hot_path_lines(users=32, seconds=30):
              f"| ratio (stack / no-op) | {stack_rps / noop_rps:.2f}x | |", "",
              "| function | CPU ms per request |", "|---|---:|"]
     lines += [f"| {name} | {value:.2f} |" for name, value in cpu_ms.items()]
+    lines += [f"| the no-op function | {noop_cpu_ms:.2f} |"]
+    lines += ["", "| part of the local stack | CPU ms per visitor request |", "|---|---:|"]
+    lines += [f"| {part} | {value:.2f} |" for part, value in sorted(per_visitor_request.items(), key=lambda kv: -kv[1])]
+    lines += [f"| all parts (Locust apart) | {sum(per_visitor_request.values()):.2f} |"]
     converged = store["converged_after_s"]
     lines += ["", f"store: accepted {store['accepted_per_s']:.0f}/s, stored {store['stored_per_s']:.0f}/s during the "
                   f"load; backlog {store['backlog_at_end']} when it ended; counters converged "
