@@ -146,3 +146,24 @@ def latest_summary(iteration_dir, target=None, test=None, like=None):
     """The newest summary of an iteration (for a target and test, or like another run), or None."""
     found = summaries(iteration_dir, target, test, like)
     return found[-1][2] if found else None
+
+
+TEXT_SUFFIXES = {".json", ".jsonl", ".cfg", ".log", ".md", ".csv", ".html", ".txt", ".http"}
+
+
+def without_machine_paths(folder):
+    """Rewrites the folder's text files so no path of this machine stays in them (results are
+    committed): the checkout becomes `.`, the home folder `~`. Only for a stack that is down: a
+    running one still reads its state and configuration by absolute path."""
+    from visitkit.paths import ROOT
+
+    replacements = [(f"{ROOT}/", ""), (str(ROOT), "."), (f"{Path.home()}/", "~/")]
+    for path in Path(folder).rglob("*"):
+        if path.suffix not in TEXT_SUFFIXES or not path.is_file():
+            continue
+        text = path.read_text(errors="surrogateescape")
+        cleaned = text
+        for machine, portable in replacements:
+            cleaned = cleaned.replace(machine, portable)
+        if cleaned != text:
+            path.write_text(cleaned, errors="surrogateescape")

@@ -358,6 +358,8 @@ def read_window(state):
 
 
 def write_report(state):
+    if not state.config.keep_up:  # the stack is down: its files may lose this machine's paths
+        results.without_machine_paths(state.folder.path)
     # A run with injected faults is cited on its own, never as the iteration's latest run.
     state.summary = publish.publish(state.folder, update_readme=state.target.updates_readme and not state.config.chaos)
 

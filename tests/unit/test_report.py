@@ -182,3 +182,21 @@ def test_a_stored_5xx_visit_is_reported_as_ambiguous_not_duplicated(iteration):
     text = (results / "report.md").read_text()
     assert "| home | 35 | 30 | 3 | 2 | 0 | 32 | 0 | 0 |" in text
     assert "2 stored after a 5xx or no answer" in text
+
+
+def test_results_keep_no_path_of_this_machine(tmp_path):
+    from pathlib import Path
+
+    from visitkit.paths import ROOT
+    from visitkit.results import without_machine_paths
+
+    (tmp_path / "stack").mkdir()
+    (tmp_path / "stack" / "haproxy.cfg").write_text(f"    errorfile 503 {ROOT}/iterations/x/stack/429.http\n")
+    (tmp_path / "run.json").write_text(json.dumps({"command": [f"{ROOT}/.venv/bin/python3", str(ROOT)]}))
+    (tmp_path / "store.log").write_text(f'  File "{Path.home()}/.pyenv/lib/python3.11/http/client.py"\n')
+    (tmp_path / "load.png").write_bytes(str(ROOT).encode())  # not text: left alone
+    without_machine_paths(tmp_path)
+    assert (tmp_path / "stack" / "haproxy.cfg").read_text() == "    errorfile 503 iterations/x/stack/429.http\n"
+    assert json.loads((tmp_path / "run.json").read_text()) == {"command": [".venv/bin/python3", "."]}
+    assert (tmp_path / "store.log").read_text() == '  File "~/.pyenv/lib/python3.11/http/client.py"\n'
+    assert (tmp_path / "load.png").read_bytes() == str(ROOT).encode()
