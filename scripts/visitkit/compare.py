@@ -34,7 +34,10 @@ def cell(summary, key):
     if key == "results_dir":
         return f"{summary['test']} {summary['results_dir'].split('-', 1)[-1]}"
     if key.startswith("prediction."):  # the capacity model's figure, from the run's own prediction
-        value = (summary.get("prediction") or {}).get(key.split(".", 1)[1])
+        prediction, name = summary.get("prediction") or {}, key.split(".", 1)[1]
+        if summary.get("target") == "local" and prediction.get(f"machine_{name}") is not None:
+            name = f"machine_{name}"  # a local run meets this machine's CPU too (report.prediction_section)
+        value = prediction.get(name)
         return value if isinstance(value, str) else fmt(value, 0)
     value = summary["headline"].get(key)
     if key == "failure_ratio":

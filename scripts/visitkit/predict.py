@@ -19,6 +19,11 @@ counters converge (backlog / drain) after the load.
 
 get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance and
 answers every other request from memory in the profile's cache_hit_ms.
+
+On the local twin every part (functions, emulators, HAProxy, Toxiproxy, push relay, Locust) shares
+one machine; a profile's `host` gives its cores and the CPU all of them spend per page, so the
+machine serves at most cores x 1000 / cpu_ms_per_page pages/s. Where that is less than the
+bottleneck's capacity, the knee on this machine comes there instead (`machine_*` figures).
 """
 from dataclasses import asdict, dataclass
 
@@ -28,6 +33,7 @@ WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
 DEFAULT_QUEUE_TIMEOUT = 10.0
 DEFAULT_LOAD_MINUTES = 15.0  # the study's longest breakpoint run
+MACHINE = "this machine's CPU"
 
 
 def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None, pages=len(PAGES)):
@@ -62,6 +68,10 @@ class Prediction:
     extra_min_per_min: float  # convergence time per minute of load past the knee
     load_minutes: float
     convergence_min: float  # after load_minutes past the knee
+    machine_pages_per_s: float = None  # pages/s the twin's machine serves at most (None: no host given)
+    machine_knee_users: float = None  # the knee on that machine: the platform's or its CPU's, the lower
+    machine_knee_rps: float = None
+    machine_limited_by: str = None
 
     def as_dict(self):
         return asdict(self)
@@ -86,7 +96,15 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
     publish, drain = bottleneck, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)
     extra = surplus / drain
+    machine = {}
+    if profile.host:
+        pages = profile.host["cores"] * 1000 / profile.host["cpu_ms_per_page"]
+        held = min(bottleneck, pages)
+        machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
+                   "machine_knee_rps": len(PUBLIC) * held,
+                   "machine_limited_by": limited_by if bottleneck <= pages else MACHINE}
     return Prediction(
+        **machine,
         profile=profile.name, capacity_rps=capacity, response_ms=response,
         cycle_s=cycle, rps_per_user=len(PUBLIC) / cycle, knee_users=bottleneck * cycle,
         knee_rps=len(PUBLIC) * bottleneck, limited_by=limited_by,
@@ -107,6 +125,9 @@ def report_lines(p, settings):
         f"({sum(WAIT_SECONDS) / 2:g} s wait + {1000 * (p.cycle_s - sum(WAIT_SECONDS) / 2):.0f} ms of responses) "
         f"= {p.rps_per_user:.3f} RPS per user",
         f"knee: {p.knee_users:.0f} users, {p.knee_rps:.0f} RPS, limited by {p.limited_by}",
+        *([f"knee on this machine: {p.machine_knee_users:.0f} users, {p.machine_knee_rps:.0f} RPS, limited by "
+           f"{p.machine_limited_by} (it serves at most {p.machine_pages_per_s:.0f} pages/s)"]
+          if p.machine_limited_by == MACHINE else []),
         f"first 429: {p.first_429_users:.0f} users (queue beyond the queue timeout)",
         f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s",
         f"backlog: grows {p.backlog_per_min:.0f} visits per minute of load past the knee",

@@ -8,7 +8,8 @@ the reference study; a Google Cloud run writes a profile of its own with `profil
 A profile file (JSON):
   {"name": "...", "latency_ms": {"firestore": 120, "pubsub": 20, "frontend": 0},
    "service_ms": {"serve-page": .., "get-counter": .., "inc-counter": .., "store-inc-counter": ..},
-   "cache_hit_ms": 2, "derivation": ["why these numbers", ...]}
+   "cache_hit_ms": 2, "derivation": ["why these numbers", ...],
+   optional: "cpu_ms": {function: ms}, "host": {"cores": 2, "cpu_ms_per_page": ms}}
 """
 import csv
 import json
@@ -35,6 +36,7 @@ class Profile:
     derivation: tuple = ()
     source: str = ""
     cpu_ms: dict = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound in the model)
+    host: dict = None  # the machine the twin runs on: {"cores": n, "cpu_ms_per_page": ms} (None: unbounded)
 
     @property
     def needs_proxy(self):
@@ -74,8 +76,14 @@ def parse_profile(raw, source):
     if cpu is not None and (not isinstance(cpu, dict) or set(cpu) != set(FUNCTIONS)
                             or any(not isinstance(v, (int, float)) or v <= 0 for v in cpu.values())):
         fail(f"cpu_ms, when given, must give a time > 0 for each of {', '.join(FUNCTIONS)}.")
+    host = raw.get("host")
+    if host is not None and (not isinstance(host, dict) or set(host) != {"cores", "cpu_ms_per_page"}
+                             or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0
+                                    for v in host.values())):
+        fail('host, when given, must be {"cores": n > 0, "cpu_ms_per_page": ms > 0}.')
     return Profile(raw["name"], dict(latency), dict(service), float(cache_hit),
-                   tuple(raw.get("derivation", ())), str(source), dict(cpu) if cpu else None)
+                   tuple(raw.get("derivation", ())), str(source), dict(cpu) if cpu else None,
+                   dict(host) if host else None)
 
 
 def builtin_names():

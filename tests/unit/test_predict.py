@@ -82,3 +82,28 @@ def test_an_instance_serves_no_more_than_its_vcpus_allow():
     three = predict(load_settings(ROOT / "iterations" / "iteration-3"), load_profile("study"))
     assert three.capacity_rps["inc-counter"] == pytest.approx(2 / 0.037)
     assert found.knee_users >= 10 * three.knee_users
+
+
+def test_the_twins_machine_caps_the_knee_when_its_cpu_runs_out_first():
+    # 80 requests at once per instance: inc-counter 2 x 80 / 0.037 = 4,324/s, far beyond what 2 cores
+    # at 10 ms of CPU per page serve: 2 x 1000 / 10 = 200 pages/s
+    functions = {name: {"max_instances": 2, "concurrency": 80}
+                 for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}
+    many = parse_settings({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": functions})
+    on_a_machine = Profile("hand", {}, STUDY_TIMES.service_ms, cache_hit_ms=2,
+                           host={"cores": 2, "cpu_ms_per_page": 10})
+    p = predict(many, on_a_machine)
+    assert p.limited_by == "inc-counter" and p.knee_rps == pytest.approx(3 * 160 / 0.037)  # the platform's
+    assert p.machine_pages_per_s == pytest.approx(200)
+    assert p.machine_limited_by == "this machine's CPU"
+    assert p.machine_knee_rps == pytest.approx(600)  # 3 requests per page
+    assert p.machine_knee_users == pytest.approx(200 * p.cycle_s)
+    assert any(line.startswith("knee on this machine: ") for line in report_lines(p, many))
+
+
+def test_a_machine_with_cpu_to_spare_leaves_the_knee_where_it_was():
+    p = predict(settings(), Profile("hand", {}, STUDY_TIMES.service_ms, cache_hit_ms=2,
+                                    host={"cores": 2, "cpu_ms_per_page": 10}))
+    assert p.machine_limited_by == "get-counter"
+    assert p.machine_knee_users == pytest.approx(p.knee_users)
+    assert not any(line.startswith("knee on this machine") for line in report_lines(p, settings()))

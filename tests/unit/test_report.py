@@ -200,3 +200,16 @@ def test_results_keep_no_path_of_this_machine(tmp_path):
     assert json.loads((tmp_path / "run.json").read_text()) == {"command": [".venv/bin/python3", "."]}
     assert (tmp_path / "store.log").read_text() == '  File "~/.pyenv/lib/python3.11/http/client.py"\n'
     assert (tmp_path / "load.png").read_bytes() == str(ROOT).encode()
+
+
+def test_a_local_run_is_measured_against_the_knee_on_this_machine():
+    from visitkit import report
+
+    prediction = {"knee_users": 6245, "knee_rps": 4615, "limited_by": "inc-counter", "first_429_users": 21629,
+                  "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study",
+                  "machine_knee_users": 938, "machine_knee_rps": 693, "machine_limited_by": "this machine's CPU"}
+    summary = {"target": "local", "prediction": prediction, "headline": {"knee_users": 900, "knee_rps": 680}}
+    local = "\n".join(report.prediction_section(summary, {}))
+    assert "| RPS knee: users | 938 | 900 |" in local and "this machine's CPU" in local
+    cloud = "\n".join(report.prediction_section({**summary, "target": "gcp"}, {}))
+    assert "| RPS knee: users | 6,245 | 900 |" in cloud
