@@ -159,8 +159,8 @@ def counted_rps(loaded, half_window=3):
 def knee_index(users, rps, min_points=3):
     """(users, rps) at the knee: the series is split into two straight lines of RPS against users,
     one while RPS followed users and one after (flat, declining or still rising slower), where the
-    split leaves the least squared error; the knee is where the two lines cross (or the split's
-    last point when they do not cross between the two). Least squares over every point, so one
+    split leaves the least squared error; the knee is where the two lines cross between the split's
+    two points (else the first line's last point). Least squares over every point, so one
     noisy second neither moves the knee nor sets its level."""
     n = len(users)
     if n < 2 * min_points:
@@ -182,7 +182,7 @@ def knee_index(users, rps, min_points=3):
     knee = users[split - 1]
     if slope != slope_after:
         crossing = (intercept_after - intercept) / (slope - slope_after)
-        if min(users) <= crossing <= max(users):
+        if users[split - 1] <= crossing <= users[split]:  # a crossing farther off is no knee (a drop)
             knee = crossing
     return knee, intercept + slope * knee
 

@@ -256,3 +256,10 @@ def test_knee_is_not_dated_late_by_locusts_trailing_rps():
     knee = analysis.find_breakpoint(rows)["knee"]
     assert 96 <= knee["users"] <= 104, knee
     assert knee["rps"] == pytest.approx(70, rel=0.05)
+
+
+def test_a_knee_where_rps_drops_is_not_dated_back_to_where_the_lines_cross():
+    # RPS follows users to 100, then drops to 45 and stays: the fitted lines cross at ~64 users,
+    # but RPS followed users until 100.
+    rows = history([(u, 0.7 * u if u <= 100 else 45.0) for u in range(1, 201)])
+    assert 96 <= analysis.find_breakpoint(rows)["knee"]["users"] <= 104
