@@ -225,6 +225,7 @@ def parser():
 
 
 def interrupted(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
     raise KeyboardInterrupt
 
 

@@ -258,7 +258,7 @@ def run_load(state):
                 while locust.poll() is None:
                     elapsed = time.time() - state.load_started
                     if timeout is not None and elapsed > timeout:
-                        locust.kill()
+                        stop_locust(locust)
                         raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
                     row = last_aggregated(folder / results.HISTORY) or {}
                     progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
@@ -268,7 +268,7 @@ def run_load(state):
                                     backlog=state.sampler.figure("store", "backlog"))
                     time.sleep(1)
             except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
-                locust.kill()
+                stop_locust(locust)
                 raise
     finally:
         progress.close()
@@ -283,6 +283,16 @@ def run_load(state):
     if "CPU usage above" in log_text or "exceeded cpu threshold" in log_text:
         state.record["notes"].append("Locust itself ran out of CPU during the run: its figures understate the "
                                      "system; rerun with --processes N (see locust/README.md).")
+
+
+def stop_locust(locust, grace_s=10):
+    """SIGTERM first, so that a master stops its worker processes (--processes) on its way out; SIGKILL
+    if it has not ended within grace_s."""
+    locust.terminate()
+    try:
+        locust.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        locust.kill()
 
 
 def _float(text):
