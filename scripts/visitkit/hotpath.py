@@ -93,8 +93,8 @@ def measure_noop(users, seconds, threads=THREADS):
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="bench-noop-") as folder:
             rps, failures = locust_rps(url, users, seconds, folder)
-        percent = sampler.sample()["no-op"]["cpu_percent"]
-        return rps, failures, percent / 100 * (time.monotonic() - started) * 1000 / (rps * seconds)
+        percent, requests = sampler.sample()["no-op"]["cpu_percent"], rps * seconds
+        return rps, failures, percent / 100 * (time.monotonic() - started) * 1000 / requests if requests else None
     finally:
         server.kill()
         server.wait()
@@ -111,7 +111,7 @@ def hot_path_lines(users=32, seconds=30):
              f"| ratio (stack / no-op) | {stack_rps / noop_rps:.2f}x | |", "",
              "| function | CPU ms per request |", "|---|---:|"]
     lines += [f"| {name} | {value:.2f} |" for name, value in cpu_ms.items()]
-    lines += [f"| the no-op function | {noop_cpu_ms:.2f} |"]
+    lines += [f"| the no-op function | {noop_cpu_ms:.2f} |" if noop_cpu_ms is not None else "| the no-op function | n/a |"]
     lines += ["", "| part of the local stack | CPU ms per visitor request |", "|---|---:|"]
     lines += [f"| {part} | {value:.2f} |" for part, value in sorted(per_visitor_request.items(), key=lambda kv: -kv[1])]
     lines += [f"| all parts (Locust apart) | {sum(per_visitor_request.values()):.2f} |"]

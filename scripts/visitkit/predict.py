@@ -72,6 +72,7 @@ class Prediction:
     machine_knee_users: float = None  # the knee on that machine: the platform's or its CPU's, the lower
     machine_knee_rps: float = None
     machine_limited_by: str = None
+    machine_first_429_users: float = None
 
     def as_dict(self):
         return asdict(self)
@@ -102,7 +103,8 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
         held = min(bottleneck, pages)
         machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
                    "machine_knee_rps": len(PUBLIC) * held,
-                   "machine_limited_by": limited_by if bottleneck <= pages else MACHINE}
+                   "machine_limited_by": limited_by if bottleneck <= pages else MACHINE,
+                   "machine_first_429_users": held * (cycle + queue_timeout)}
     return Prediction(
         **machine,
         profile=profile.name, capacity_rps=capacity, response_ms=response,

@@ -74,11 +74,12 @@ def prediction_section(s, _plots):
     h = s["headline"]
     # A local run meets this machine's CPU too: the knee to measure against is the lower one.
     on_machine = s.get("target") == "local" and p.get("machine_limited_by")
-    knee = {key: p[f"machine_{key}" if on_machine else key] for key in ("knee_users", "knee_rps", "limited_by")}
+    knee = {key: p.get(f"machine_{key}") if on_machine else p[key]
+            for key in ("knee_users", "knee_rps", "limited_by", "first_429_users")}
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"),
-            ("first 429 / first failure: users", fmt(p["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
+            ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
             ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
             ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]
     return ["## Predicted vs measured", "",

@@ -153,17 +153,22 @@ TEXT_SUFFIXES = {".json", ".jsonl", ".cfg", ".log", ".md", ".csv", ".html", ".tx
 
 def without_machine_paths(folder):
     """Rewrites the folder's text files so no path of this machine stays in them (results are
-    committed): the checkout becomes `.`, the home folder `~`. Only for a stack that is down: a
-    running one still reads its state and configuration by absolute path."""
+    committed): a path in the checkout becomes relative to it (the checkout itself `.`), one in the
+    home folder starts with `~`. Only the paths themselves: not /srv/root, not a sibling /work/main2.
+    For a stack that is down only: a running one reads its state and configuration by absolute path."""
+    import re
+
     from visitkit.paths import ROOT
 
-    replacements = [(f"{ROOT}/", ""), (str(ROOT), "."), (f"{Path.home()}/", "~/")]
+    def whole(path):  # the path, then "/" or its end; not inside a longer path
+        return re.compile(rf"(?<![\w./-]){re.escape(str(path))}(/|(?![\w.-]))")
+
+    checkout, home = whole(ROOT), whole(Path.home())
     for path in Path(folder).rglob("*"):
         if path.suffix not in TEXT_SUFFIXES or not path.is_file():
             continue
         text = path.read_text(errors="surrogateescape")
-        cleaned = text
-        for machine, portable in replacements:
-            cleaned = cleaned.replace(machine, portable)
+        cleaned = checkout.sub(lambda m: "" if m.group(1) else ".", text)
+        cleaned = home.sub(lambda m: "~" + m.group(1), cleaned)
         if cleaned != text:
             path.write_text(cleaned, errors="surrogateescape")

@@ -98,6 +98,7 @@ def test_the_twins_machine_caps_the_knee_when_its_cpu_runs_out_first():
     assert p.machine_limited_by == "this machine's CPU"
     assert p.machine_knee_rps == pytest.approx(600)  # 3 requests per page
     assert p.machine_knee_users == pytest.approx(200 * p.cycle_s)
+    assert p.machine_first_429_users == pytest.approx(200 * (p.cycle_s + 10))
     assert any(line.startswith("knee on this machine: ") for line in report_lines(p, many))
 
 

@@ -195,7 +195,10 @@ def test_results_keep_no_path_of_this_machine(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"command": [f"{ROOT}/.venv/bin/python3", str(ROOT)]}))
     (tmp_path / "store.log").write_text(f'  File "{Path.home()}/.pyenv/lib/python3.11/http/client.py"\n')
     (tmp_path / "load.png").write_bytes(str(ROOT).encode())  # not text: left alone
+    others = f"/srv{Path.home()}/x {ROOT}2/y"  # not this machine's home or checkout, only look alike
+    (tmp_path / "other.txt").write_text(others)
     without_machine_paths(tmp_path)
+    assert (tmp_path / "other.txt").read_text() == others
     assert (tmp_path / "stack" / "haproxy.cfg").read_text() == "    errorfile 503 iterations/x/stack/429.http\n"
     assert json.loads((tmp_path / "run.json").read_text()) == {"command": [".venv/bin/python3", "."]}
     assert (tmp_path / "store.log").read_text() == '  File "~/.pyenv/lib/python3.11/http/client.py"\n'
@@ -207,9 +210,11 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
 
     prediction = {"knee_users": 6245, "knee_rps": 4615, "limited_by": "inc-counter", "first_429_users": 21629,
                   "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study",
-                  "machine_knee_users": 938, "machine_knee_rps": 693, "machine_limited_by": "this machine's CPU"}
+                  "machine_knee_users": 938, "machine_knee_rps": 693, "machine_limited_by": "this machine's CPU",
+                  "machine_first_429_users": 3248}
     summary = {"target": "local", "prediction": prediction, "headline": {"knee_users": 900, "knee_rps": 680}}
     local = "\n".join(report.prediction_section(summary, {}))
     assert "| RPS knee: users | 938 | 900 |" in local and "this machine's CPU" in local
+    assert "| first 429 / first failure: users | 3,248 |" in local
     cloud = "\n".join(report.prediction_section({**summary, "target": "gcp"}, {}))
     assert "| RPS knee: users | 6,245 | 900 |" in cloud
