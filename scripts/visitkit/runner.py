@@ -8,8 +8,10 @@ the steps, which `run(config)` runs and `--dry-run` prints.
 import csv
 import datetime
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -248,7 +250,9 @@ def run_load(state):
     state.load_started = time.time()
     progress, faults = Progress("load"), None
     try:
-        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT) as locust:
+        # In a process group of its own, so that stopping it reaches its --processes workers too.
+        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
+                              start_new_session=True) as locust:
             try:
                 if hasattr(state.target, "watch"):
                     state.target.watch("locust", locust.pid)
@@ -286,13 +290,19 @@ def run_load(state):
 
 
 def stop_locust(locust, grace_s=10):
-    """SIGTERM first, so that a master stops its worker processes (--processes) on its way out; SIGKILL
-    if it has not ended within grace_s."""
-    locust.terminate()
+    """SIGTERM to Locust's process group (the master and its --processes workers), then SIGKILL to
+    whatever is left of the group once the master has ended or grace_s has passed."""
     try:
+        os.killpg(locust.pid, signal.SIGTERM)
         locust.wait(grace_s)
     except subprocess.TimeoutExpired:
-        locust.kill()
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(locust.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _float(text):

@@ -47,7 +47,8 @@ def test_a_run_stopped_by_kill_stops_locust_and_the_stack(tmp_path):
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
     run = subprocess.Popen([sys.executable, "-m", "visitkit.cli", "run", str(iteration), "--test", "breakpoint",
-                            "--duration", "5m"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            "--duration", "5m", "--processes", "2"],  # workers too must stop
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     history = None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and history is None:  # wait until Locust writes its history
