@@ -20,13 +20,14 @@ Run as `python -m visitkit.push --config FILE`; GET / on its --port answers its 
 import argparse
 import base64
 import datetime
+import http.client
 import json
 import os
 import signal
 import sys
 import threading
 import time
-import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -35,6 +36,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 INITIAL_WINDOW = 3  # "a small single-digit window"
 MAX_WINDOW = 400  # threads are cheap here; Google's own cap is far above what 2 cores serve
 MAX_PULL = 100  # messages per pull request
+ACK_EVERY_S = 0.05  # acknowledgements wait at most this long to go out together
+MAX_ACK_IDS = 1000  # per acknowledge request
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,82 @@ def envelope(subscription_path, message):
                         "messageId": message.message_id, "publishTime": str(published)}}
 
 
+class Acker:
+    """Acknowledges in batches: one request per ACK_EVERY_S instead of one per message. What this
+    relay costs is the twin's, not the system's; an acknowledgement lost with the relay only brings
+    the message back, and store-inc-counter counts it once."""
+
+    def __init__(self, acknowledge, every_s=ACK_EVERY_S, most=MAX_ACK_IDS):
+        self.acknowledge, self.every_s, self.most = acknowledge, every_s, most
+        self.pending, self.lock, self.stopping = [], threading.Lock(), threading.Event()
+        self.thread = threading.Thread(target=self._run, name="acker", daemon=True)
+        self.thread.start()
+
+    def add(self, ack_id):
+        with self.lock:
+            self.pending.append(ack_id)
+
+    def flush(self):
+        with self.lock:
+            batch, self.pending = self.pending[:self.most], self.pending[self.most:]
+        if batch:
+            try:
+                self.acknowledge(batch)
+            except Exception:  # the emulator will redeliver after the ack deadline; counted once anyway
+                pass
+        return len(batch)
+
+    def _run(self):
+        while not self.stopping.wait(self.every_s):
+            while self.flush() == self.most:
+                pass
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        while self.flush():
+            pass
+
+
+class PushClient:
+    """POSTs to the push endpoint over one kept-alive connection per delivery thread (a new TCP
+    connection per message cost the relay and HAProxy more than the POST). Returns the status; raises
+    OSError when there is no answer within the timeout."""
+
+    def __init__(self, url, timeout):
+        parts = urllib.parse.urlsplit(url)
+        self.host, self.port, self.path, self.timeout = parts.hostname, parts.port, parts.path or "/", timeout
+        self.local = threading.local()
+
+    def post(self, body):
+        for attempt in (1, 2):
+            connection = getattr(self.local, "connection", None)
+            fresh = connection is None
+            if fresh:
+                connection = self.local.connection = http.client.HTTPConnection(self.host, self.port,
+                                                                                 timeout=self.timeout)
+            try:
+                connection.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
+                answer = connection.getresponse()
+                answer.read()
+                return answer.status
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # a kept-alive connection the other side had closed: once more on a new one (a
+                # second delivery of a message is one Pub/Sub may make too; it is counted once)
+                self._drop()
+                if fresh or attempt == 2:
+                    raise
+            except BaseException:
+                self._drop()
+                raise
+
+    def _drop(self):
+        connection = getattr(self.local, "connection", None)
+        self.local.connection = None
+        if connection is not None:
+            connection.close()
+
+
 class Relay:
     def __init__(self, config, subscriber=None, publisher=None):
         from google.cloud import pubsub_v1
@@ -107,6 +186,9 @@ class Relay:
                         "responses_5xx": 0, "timeouts": 0, "dead_lettered": 0, "pull_errors": 0}
         self.stopping = threading.Event()
         self.workers = ThreadPoolExecutor(MAX_WINDOW, thread_name_prefix="push")
+        self.acker = Acker(lambda ack_ids: self.subscriber.acknowledge(
+            request={"subscription": self.subscription, "ack_ids": ack_ids}))
+        self.client = PushClient(config.push_url, config.ack_deadline_seconds)
 
     # ---- figures ------------------------------------------------------------------------------
     def stats(self):
@@ -142,19 +224,18 @@ class Relay:
             for received in reply.received_messages:
                 self.workers.submit(self._deliver, received)
         self.workers.shutdown(wait=False, cancel_futures=True)
+        self.acker.stop()
 
     def _deliver(self, received):
         message, config = received.message, self.config
         retry = message.message_id in self.attempts
         body = json.dumps(envelope(self.subscription, message)).encode()
-        request = urllib.request.Request(config.push_url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
         outcome = None
         try:
-            with urllib.request.urlopen(request, timeout=config.ack_deadline_seconds) as answer:
-                ok = 200 <= answer.status < 300
-        except urllib.error.HTTPError as error:
-            ok, outcome = False, "responses_429" if error.code == 429 else "responses_5xx" if error.code >= 500 else None
+            status = self.client.post(body)
+            ok = 200 <= status < 300
+            if not ok:
+                outcome = "responses_429" if status == 429 else "responses_5xx" if status >= 500 else None
         except OSError:  # no answer within the ack deadline, or no connection
             ok, outcome = False, "timeouts"
         with self.lock:
@@ -173,7 +254,7 @@ class Relay:
                 attempt = self.attempts[message.message_id] = self.attempts.get(message.message_id, 0) + 1
         try:
             if ok:
-                self.subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [received.ack_id]})
+                self.acker.add(received.ack_id)
             elif attempt >= config.max_delivery_attempts:
                 self._dead_letter(received)
             else:
@@ -193,7 +274,7 @@ class Relay:
         attributes = {**message.attributes, "original_message_id": message.message_id,
                       "delivery_attempts": str(self.config.max_delivery_attempts)}
         self.publisher.publish(self.dead_letter, message.data, **attributes).result(timeout=30)
-        self.subscriber.acknowledge(request={"subscription": self.subscription, "ack_ids": [received.ack_id]})
+        self.acker.add(received.ack_id)
         with self.lock:
             self.attempts.pop(message.message_id, None)
             self._count("dead_lettered")
