@@ -236,7 +236,7 @@ class Relay:
             ok = 200 <= status < 300
             if not ok:
                 outcome = "responses_429" if status == 429 else "responses_5xx" if status >= 500 else None
-        except OSError:  # no answer within the ack deadline, or no connection
+        except (OSError, http.client.HTTPException):  # no (whole) answer within the ack deadline, or no connection
             ok, outcome = False, "timeouts"
         with self.lock:
             self._count("deliveries")
