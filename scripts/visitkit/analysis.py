@@ -102,6 +102,7 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
     if not loaded:
         return result
     smooth = rolling_mean([s["rps"] for s in loaded], smooth_s)
+    counted = counted_rps(loaded)  # without Locust's lag: the figures a knee is read against
     ratios = sorted(r / s["users"] for r, s in zip(smooth, loaded) if s["users"] >= min_users and r > 0)
     if ratios:
         healthy = ratios[int(0.9 * (len(ratios) - 1))]
@@ -115,17 +116,16 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
             if all(short[i:i + hold_s]) and len(short[i:i + hold_s]) == hold_s:
                 # RPS had stopped following users before the shortfall showed: date it back, on the
                 # raw RPS (smoothing lags), over what was seen up to the end of the hold.
-                counted = counted_rps(loaded)
                 window = range(kept_up, i + hold_s)
                 users, rps = knee_index([loaded[j]["users"] for j in window], [counted[j] for j in window])
                 reached = next(loaded[j] for j in window if loaded[j]["users"] >= users)
                 result["knee"] = {"time": reached["time"], "users": round(users), "rps": rps}
                 break
-    peak = max(range(len(loaded)), key=lambda i: smooth[i])
-    result["peak_rps"] = point(loaded[peak], smooth[peak])
+    peak = max(range(len(loaded)), key=lambda i: counted[i])
+    result["peak_rps"] = point(loaded[peak], counted[peak])
     failing = next((i for i, s in enumerate(loaded) if s["failures"] > 0), None)
     if failing is not None:
-        result["first_failure"] = point(loaded[failing], smooth[failing])
+        result["first_failure"] = point(loaded[failing], counted[failing])
     p95s = [s["p95_ms"] for s in loaded if s["p95_ms"] is not None]
     if p95s:
         ceiling = max(p95s)

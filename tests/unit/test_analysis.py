@@ -253,7 +253,8 @@ def test_knee_is_not_dated_late_by_locusts_trailing_rps():
     for row, rps in zip(rows, true):
         total += rps
         row["requests"] = int(total)
-    knee = analysis.find_breakpoint(rows)["knee"]
+    result = analysis.find_breakpoint(rows)
+    knee = result["knee"]
     assert 96 <= knee["users"] <= 104, knee
     assert knee["rps"] == pytest.approx(70, rel=0.05)
 
@@ -263,3 +264,14 @@ def test_a_knee_where_rps_drops_is_not_dated_back_to_where_the_lines_cross():
     # but RPS followed users until 100.
     rows = history([(u, 0.7 * u if u <= 100 else 45.0) for u in range(1, 201)])
     assert 96 <= analysis.find_breakpoint(rows)["knee"]["users"] <= 104
+
+
+def test_the_peak_is_read_without_locusts_lag_too():
+    # RPS follows +2 users/s to the end: Locust's trailing RPS ends ~7 s (10 RPS) short of the last second's.
+    true = [0.7 * 2 * i for i in range(1, 121)]
+    rows = history([(2 * i, rps) for i, rps in enumerate(trailing_mean(true), start=1)])
+    total = 0.0
+    for row, rps in zip(rows, true):
+        total += rps
+        row["requests"] = int(total)
+    assert analysis.find_breakpoint(rows)["peak_rps"]["rps"] == pytest.approx(true[-1], rel=0.03)
