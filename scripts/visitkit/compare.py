@@ -3,6 +3,7 @@ from pathlib import Path
 
 from visitkit import results
 from visitkit.formatting import fmt, percent
+from visitkit.predict import figure_to_measure
 
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),
@@ -34,10 +35,7 @@ def cell(summary, key):
     if key == "results_dir":
         return f"{summary['test']} {summary['results_dir'].split('-', 1)[-1]}"
     if key.startswith("prediction."):  # the capacity model's figure, from the run's own prediction
-        prediction, name = summary.get("prediction") or {}, key.split(".", 1)[1]
-        if summary.get("target") == "local" and prediction.get(f"machine_{name}") is not None:
-            name = f"machine_{name}"  # a local run meets this machine's CPU too (report.prediction_section)
-        value = prediction.get(name)
+        value = figure_to_measure(summary.get("prediction") or {}, summary.get("target"), key.split(".", 1)[1])
         return value if isinstance(value, str) else fmt(value, 0)
     value = summary["headline"].get(key)
     if key == "failure_ratio":

@@ -115,6 +115,14 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
         convergence_min=extra * load_minutes)
 
 
+def figure_to_measure(prediction, target, name):
+    """A recorded prediction's figure `name` (e.g. knee_users) that a run on `target` is measured
+    against: a local run meets this machine's CPU too, so its machine_ figure when there is one."""
+    if target == "local" and prediction.get(f"machine_{name}") is not None:
+        return prediction[f"machine_{name}"]
+    return prediction.get(name)
+
+
 def report_lines(p, settings):
     """What `visitkit predict` prints."""
     lines = [f"capacity model, profile {p.profile}:"]

@@ -3,6 +3,7 @@ from visitkit import analysis
 from visitkit.catalogue import FUNCTIONS, PAGES
 from visitkit.formatting import fmt, ms, percent, when
 from visitkit.monitoring import QUERIES
+from visitkit.predict import figure_to_measure
 
 PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}
 
@@ -72,9 +73,7 @@ def prediction_section(s, _plots):
     if not p:
         return []
     h = s["headline"]
-    # A local run meets this machine's CPU too: the knee to measure against is the lower one.
-    on_machine = s.get("target") == "local" and p.get("machine_limited_by")
-    knee = {key: p.get(f"machine_{key}") if on_machine else p[key]
+    knee = {key: figure_to_measure(p, s.get("target"), key)
             for key in ("knee_users", "knee_rps", "limited_by", "first_429_users")}
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
