@@ -103,3 +103,11 @@ def test_url_dry_run_aims_locust_at_the_url(sandbox):
     [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
     assert "--host https://example.invalid " in locust
     assert not (iteration / "results").exists()
+
+
+def test_a_duration_in_the_shape_settings_is_not_overridden_by_the_default(sandbox):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, "--shape-set", "spawn_rate=15,duration_s=120")
+    assert result.returncode == 0, result.stderr
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    assert "duration_s=120" in locust and "duration_s=300" not in locust
