@@ -41,7 +41,7 @@ def headline_section(s, _plots):
     h, bp, conv, start = s["headline"], s["breakpoint"], s["convergence"], s["load"]["start"]
     visits, store = s["visits"]["total"], s["store"]
     lines = ["## Headline", "", *verdict_lines(s.get("verdict")),
-             f"- RPS stops growing with users (knee): {when(bp['knee'], start)}",
+             f"- RPS stops growing with users (knee): {when(bp['knee'], start)}{machine_words(s)}",
              f"- First failure: {when(bp['first_failure'], start)}",
              f"- Peak RPS: {when(bp['peak_rps'], start)}"]
     if bp["p95_ceiling"]:
@@ -67,6 +67,20 @@ def headline_section(s, _plots):
     return lines + [""]
 
 
+def machine_words(s):
+    """What the local machine's CPU was at the knee: a knee it sets is the machine's, not the system's."""
+    m = s.get("machine_at_knee")
+    if not m:
+        return ""
+    if m["cores"] is None:
+        return f" (every part's CPU together: {m['cpu_percent']:.0f} % of one core)"
+    of = f"{m['cpu_percent']:.0f} % of its {m['cores'] * 100} %"
+    if m["busy"]:
+        return (f"; **this machine's CPU was busy** ({of}), so this knee is the machine's as much as the "
+                "system's, and its place depends on how far the ramp went (docs/local-twin.md)")
+    return f"; this machine's CPU had room ({of})"
+
+
 def prediction_section(s, _plots):
     """The capacity model's figures (visitkit/predict.py) beside the run's."""
     p = s.get("prediction")
@@ -77,7 +91,8 @@ def prediction_section(s, _plots):
             for key in ("knee_users", "knee_rps", "limited_by", "first_429_users")}
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
-            ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"),
+            ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
+             + ("; this machine's CPU busy" if (s.get("machine_at_knee") or {}).get("busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
             ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
             ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]

@@ -97,6 +97,23 @@ def summarize(samples, start, end):
             for component, row in figures.items()}
 
 
+MACHINE_BUSY = 0.85  # of all cores: past this, every part of the twin waits for CPU
+AROUND_S = 5  # seconds either side of a moment whose CPU is read
+
+
+def machine_at(samples, moment, cores):
+    """{cpu_percent, cores, busy}: every sampled part's CPU together (% of one core), the mean over
+    AROUND_S either side of `moment`, and whether that is MACHINE_BUSY of the cores (None: cores
+    unknown). None without samples then. On the local twin a knee the machine's CPU sets is the
+    machine's, not the system's: the report says which."""
+    totals = [sum(part["cpu_percent"] for part in s["resources"].values() if part.get("cpu_percent") is not None)
+              for s in samples if s.get("resources") and abs(s["time"] - moment) <= AROUND_S]
+    if not totals:
+        return None
+    cpu = sum(totals) / len(totals)
+    return {"cpu_percent": cpu, "cores": cores, "busy": cpu >= MACHINE_BUSY * cores * 100 if cores else None}
+
+
 def cpu_ms_per_request(resources, requests):
     """{function: CPU milliseconds per request it served} where both are known."""
     return {name: resources[name]["cpu_seconds"] * 1000 / count

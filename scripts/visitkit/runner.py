@@ -436,6 +436,7 @@ def run(config, log=print):
               "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
               "shape": config.load.describe(), "notes": list(target.notes),
               "profile": config.profile.record() if config.target == "local" else None,
+              "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
               "prediction": predict(config.settings, config.profile, config.queue_timeout).as_dict()}
     state = RunState(config, folder, target, log, record)
     folder.save_run(record)

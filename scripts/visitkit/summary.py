@@ -40,6 +40,9 @@ def summarize(data):
     summary["platform"] = platform_figures(samples) if on_platform else None
     summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
         samples, run.get("settings"), load_start, load_end, on_platform)
+    knee = summary["breakpoint"]["knee"]
+    summary["machine_at_knee"] = (resources.machine_at(samples, knee["time"], (run.get("machine") or {}).get("cores"))
+                                  if knee and samples and not on_platform else None)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     summary["headline"] = headline(summary)

@@ -218,3 +218,16 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
     assert "| first 429 / first failure: users | 3,248 |" in local
     cloud = "\n".join(report.prediction_section({**summary, "target": "gcp"}, {}))
     assert "| RPS knee: users | 6,245 | 900 |" in cloud
+
+
+def test_a_knee_on_a_busy_machine_is_called_the_machines():
+    from visitkit import report
+
+    def words(machine):
+        return report.machine_words({"machine_at_knee": machine})
+
+    assert "busy" in words({"cpu_percent": 190, "cores": 2, "busy": True})
+    assert "**" not in words({"cpu_percent": 90, "cores": 2, "busy": False})
+    assert "had room (90 % of its 200 %)" in words({"cpu_percent": 90, "cores": 2, "busy": False})
+    assert "of one core" in words({"cpu_percent": 90, "cores": None, "busy": None})
+    assert words(None) == ""

@@ -115,3 +115,17 @@ def test_the_cost_estimate_by_hand():
 def test_the_price_file_is_dated_and_sourced():
     prices = cost.load_prices()
     assert prices["as_of"] and all(url.startswith("https://cloud.google.com/") for url in prices["sources"].values())
+
+
+def test_the_machines_cpu_at_a_moment_adds_every_part_over_five_seconds_either_side():
+    def sample(t, a, b):
+        return {"time": t, "resources": {"get-counter": {"cpu_percent": a}, "locust": {"cpu_percent": b}}}
+
+    samples = [sample(0, 10, 10), sample(95, 100, 80), sample(100, 90, 90), sample(105, None, 160),
+               sample(106, 500, 500)]
+    busy = resources.machine_at(samples, 100, cores=2)
+    assert busy["cpu_percent"] == pytest.approx((180 + 180 + 160) / 3)
+    assert busy["busy"] is True  # 173 % of 200 % >= 85 %
+    assert resources.machine_at(samples, 0, cores=2)["busy"] is False
+    assert resources.machine_at(samples, 100, cores=None)["busy"] is None
+    assert resources.machine_at(samples, 50, cores=2) is None  # no sample near it
