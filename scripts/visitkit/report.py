@@ -41,9 +41,9 @@ def headline_section(s, _plots):
     h, bp, conv, start = s["headline"], s["breakpoint"], s["convergence"], s["load"]["start"]
     visits, store = s["visits"]["total"], s["store"]
     lines = ["## Headline", "", *verdict_lines(s.get("verdict")),
-             f"- RPS stops growing with users (knee): {when(bp['knee'], start)}{machine_words(s)}",
+             f"- RPS stops growing with users (knee): {when(bp['knee'], start)}{machine_words(s, 'knee')}",
              f"- First failure: {when(bp['first_failure'], start)}",
-             f"- Peak RPS: {when(bp['peak_rps'], start)}"]
+             f"- Peak RPS: {when(bp['peak_rps'], start)}{machine_words(s, 'peak')}"]
     if bp["p95_ceiling"]:
         lines.append(f"- p95 ceiling (highest p95 of the run): {ms(h['p95_ceiling_ms'])} ms, first reached with "
                      f"{bp['p95_ceiling']['users']:,} users")
@@ -67,17 +67,19 @@ def headline_section(s, _plots):
     return lines + [""]
 
 
-def machine_words(s):
-    """What the local machine's CPU was at the knee: a knee it sets is the machine's, not the system's."""
-    m = s.get("machine_at_knee")
+def machine_words(s, moment):
+    """What the local machine's CPU was at the knee or the peak: one it sets is the machine's, not the
+    system's."""
+    m = (s.get("machine") or {}).get(moment)
     if not m:
         return ""
     if m["cores"] is None:
         return f" (every part's CPU together: {m['cpu_percent']:.0f} % of one core)"
     of = f"{m['cpu_percent']:.0f} % of its {m['cores'] * 100} %"
     if m["busy"]:
-        return (f"; **this machine's CPU was busy** ({of}), so this knee is the machine's as much as the "
-                "system's, and its place depends on how far the ramp went (docs/local-twin.md)")
+        return (f"; **this machine's CPU was busy** ({of}): the {moment} is the machine's as much as the "
+                "system's" + (", and its place depends on how far the ramp went (docs/local-twin.md)"
+                              if moment == "knee" else ""))
     return f"; this machine's CPU had room ({of})"
 
 
@@ -92,7 +94,7 @@ def prediction_section(s, _plots):
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
-             + ("; this machine's CPU busy" if (s.get("machine_at_knee") or {}).get("busy") else "")),
+             + ("; this machine's CPU busy" if ((s.get("machine") or {}).get("knee") or {}).get("busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
             ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
             ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]

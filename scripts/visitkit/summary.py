@@ -40,13 +40,21 @@ def summarize(data):
     summary["platform"] = platform_figures(samples) if on_platform else None
     summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
         samples, run.get("settings"), load_start, load_end, on_platform)
-    knee = summary["breakpoint"]["knee"]
-    summary["machine_at_knee"] = (resources.machine_at(samples, knee["time"], (run.get("machine") or {}).get("cores"))
-                                  if knee and samples and not on_platform else None)
+    summary["machine"] = machine_figures(summary["breakpoint"], samples, (run.get("machine") or {}).get("cores"),
+                                         on_platform)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     summary["headline"] = headline(summary)
     return summary
+
+
+def machine_figures(breakpoint, samples, cores, on_platform):
+    """The local machine's CPU at the knee and at the peak RPS ({"knee": .., "peak": ..}), or None on
+    Google Cloud: where the machine was busy, the knee or the peak is the machine's, not the system's."""
+    if on_platform or not samples:
+        return None
+    return {moment: resources.machine_at(samples, breakpoint[key]["time"], cores) if breakpoint[key] else None
+            for moment, key in (("knee", "knee"), ("peak", "peak_rps"))}
 
 
 def served(samples, start=None, end=None):

@@ -223,11 +223,12 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
 def test_a_knee_on_a_busy_machine_is_called_the_machines():
     from visitkit import report
 
-    def words(machine):
-        return report.machine_words({"machine_at_knee": machine})
+    def words(machine, moment="knee"):
+        return report.machine_words({"machine": {moment: machine}}, moment)
 
     assert "busy" in words({"cpu_percent": 190, "cores": 2, "busy": True})
     assert "**" not in words({"cpu_percent": 90, "cores": 2, "busy": False})
     assert "had room (90 % of its 200 %)" in words({"cpu_percent": 90, "cores": 2, "busy": False})
     assert "of one core" in words({"cpu_percent": 90, "cores": None, "busy": None})
     assert words(None) == ""
+    assert "the peak is the machine's" in words({"cpu_percent": 190, "cores": 2, "busy": True}, "peak")
