@@ -71,14 +71,15 @@ class LoadPlan:
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
-        if seconds is None:
-            # a duration_s in --shape-set is the run's length too (it feeds the timeout and progress)
-            given = [kv.split("=", 1)[1] for kv in shape_set.split(",") if kv.strip().startswith("duration_s=")]
-            seconds = parse_duration(given[-1]) if given else None
-        if seconds is None and test == "breakpoint":
+        # a duration_s in --shape-set is the run's length too (it feeds the timeout and progress)
+        given = [kv.split("=", 1)[1] for kv in shape_set.split(",") if kv.strip().startswith("duration_s=")]
+        if seconds is None and given:
+            seconds = parse_duration(given[-1])
+        elif seconds is None and test == "breakpoint":
             seconds = DEFAULT_BREAKPOINT_SECONDS
-        # a later key wins in locust/shapes.py, so --duration beats a duration_s in --shape-set
-        shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}" if seconds is not None else ""]))
+        if seconds is not None and not (given and seconds == parse_duration(given[-1])):
+            # a later key wins in locust/shapes.py, so --duration beats a duration_s in --shape-set
+            shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}"]))
         if test == "endurance" and not stages:
             stages = str(STAGES["local" if local else "remote"])
         if processes is not None and processes < 1:

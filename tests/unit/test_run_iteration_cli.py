@@ -110,4 +110,12 @@ def test_a_duration_in_the_shape_settings_is_not_overridden_by_the_default(sandb
     result = dry_run(iteration, env, "--shape-set", "spawn_rate=15,duration_s=120")
     assert result.returncode == 0, result.stderr
     [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
-    assert "duration_s=120" in locust and "duration_s=300" not in locust
+    assert locust.count("duration_s=") == 1 and "duration_s=120" in locust
+
+
+def test_duration_beats_a_duration_in_the_shape_settings(sandbox):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, "--shape-set", "duration_s=120", "--duration", "90s")
+    assert result.returncode == 0, result.stderr
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    assert locust.rstrip().endswith("duration_s=90")
