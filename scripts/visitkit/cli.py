@@ -65,7 +65,7 @@ def run_command(args):
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
         stages=args.stages, processes=args.processes, convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
-        chaos=args.chaos,
+        chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
@@ -174,6 +174,11 @@ def parser():
     run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
         "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+kill-push"
         "+pause-instance (default: every 20 s one of those four)"))
+    run.add_argument("--warm-up", metavar="DURATION", help=(
+        "local: real visits before the test, held this long (default 45s; 0 skips it): the emulators' JVMs "
+        "start cold, Google's services are warm"))
+    run.add_argument("--warm-up-users", type=int, metavar="N",
+                     help="local: the warm-up's users (default: 60 %% of the knee predicted on this machine)")
     run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
     run.set_defaults(handler=run_command)
 

@@ -21,11 +21,11 @@ from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored
 from visitkit.errors import GcpError
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
+from visitkit.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
 from visitkit.steps import Step
 
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5
-STORED_TIMEOUT_SECONDS = 300
 
 
 # --- terraform -----------------------------------------------------------------------------------
@@ -102,20 +102,6 @@ def warm_up(base_url, parallel, rounds=WARM_ROUNDS, status=status_of):
     pages = [PAGES[i % len(PAGES)] for i in range(parallel * rounds)]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return sum(pool.map(lambda page: visit(base_url, page, status), pages))
-
-
-def wait_until_stored(totals, baseline, expected, timeout=STORED_TIMEOUT_SECONDS, interval=10,
-                      now=time.monotonic, sleep=time.sleep):
-    """Wait until the stored totals grew by `expected` visits, so a test starts from a settled store."""
-    deadline = now() + timeout
-    while True:
-        current = totals()
-        grown = sum(current.values()) - sum(baseline.values())
-        if grown >= expected:
-            return current
-        if now() >= deadline:
-            raise GcpError(f"only {grown} of {expected} warm-up visits stored after {timeout} s")
-        sleep(interval)
 
 
 # --- the target ----------------------------------------------------------------------------------
@@ -214,7 +200,7 @@ class GcpTarget:
     def _warm_up(self, _run=None):
         baseline = self.totals()
         recorded = warm_up(self.base_url, self.settings.largest_slots, status=self._status)
-        wait_until_stored(self.totals, baseline, recorded, now=self._now, sleep=self._sleep)
+        wait_until_stored(self.totals, baseline, recorded, now=self._now, sleep=self._sleep, error=GcpError)
 
     def _close_client(self, _run=None):
         if self._firestore is not None and hasattr(self._firestore, "close"):

@@ -92,6 +92,10 @@ def envelope(subscription_path, message):
             "message": {"data": base64.b64encode(message.data).decode(), "attributes": dict(message.attributes),
                         "messageId": message.message_id, "publishTime": str(published)}}
 
+# The relay's counters (the rest of its stats are levels: window, window_peak, in_flight).
+COUNTERS = ("deliveries", "acked", "retries", "failures", "responses_429", "responses_5xx", "timeouts",
+            "dead_lettered", "pull_errors")
+
 
 class Acker:
     """Acknowledges in batches: one request per ACK_EVERY_S instead of one per message. What this
@@ -182,8 +186,7 @@ class Relay:
         self.lock = threading.Condition()
         self.in_flight = 0
         self.attempts = {}  # message id -> failed attempts so far (the emulator does not count them)
-        self.figures = {"deliveries": 0, "acked": 0, "retries": 0, "failures": 0, "responses_429": 0,
-                        "responses_5xx": 0, "timeouts": 0, "dead_lettered": 0, "pull_errors": 0}
+        self.figures = dict.fromkeys(COUNTERS, 0)
         self.stopping = threading.Event()
         self.workers = ThreadPoolExecutor(MAX_WINDOW, thread_name_prefix="push")
         self.acker = Acker(lambda ack_ids: self.subscriber.acknowledge(

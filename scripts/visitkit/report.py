@@ -308,6 +308,11 @@ def run_section(s, _plots):
             lines.append(f"- Push delivery: {push.get('deliveries', 0):,} requests, {push.get('retries', 0):,} retries, "
                          f"{push.get('dead_lettered', 0):,} dead-lettered; window peak {push.get('window_peak')}, "
                          f"shrunk {push.get('window_shrinks', 0)} times")
+    warm = s.get("warm_up")
+    if warm:
+        lines.append(f"- Warm-up before the test: {warm['users']:,} users for {warm['seconds']:g} s, "
+                     f"{warm['acknowledged']:,} visits acknowledged, all stored before the totals were read "
+                     "(files in warm-up/)")
     lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
     lines += [f"- {note}" for note in s["notes"]]
     lines.append("- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "

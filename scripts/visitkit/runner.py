@@ -19,14 +19,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import publish, results
+from visitkit import publish, results, settle
 from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import fmt, ms, percent
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.progress import Progress
-from visitkit.predict import predict
+from visitkit.predict import figure_to_measure, predict
 from visitkit.profile import load_profile
 from visitkit.settings import load_settings
 from visitkit.steps import Step, plan_lines, run_steps
@@ -39,6 +39,14 @@ DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
 STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
 MIN_CONVERGENCE_WAIT_S = 120
+# Google's Firestore and Pub/Sub are always warm; the emulators are JVMs that start cold and spend
+# several times more CPU per request until they have compiled their hot paths (docs/local-twin.md),
+# so a local test starts after a warm-up of real visits: WARM_UP_SHARE of the knee predicted on this
+# machine (busy, without a queue), reached at WARM_UP_SPAWN_RATE and held for WARM_UP_S.
+WARM_UP_S = 45.0
+WARM_UP_SHARE = 0.6
+WARM_UP_SPAWN_RATE = 20.0
+WARM_UP_DIR = "warm-up"
 
 
 def parse_duration(text):
@@ -110,6 +118,37 @@ class LoadPlan:
 
 
 @dataclass(frozen=True)
+class WarmUp:
+    """Real visits before the test (local stack only), with Locust's endurance shape: one stage of
+    `users` held `seconds`; its files go to the results folder's warm-up/."""
+    users: int
+    seconds: float
+
+    def __post_init__(self):
+        if self.users < 1 or self.seconds <= 0:
+            raise RunError("a warm-up needs 1 user or more and a duration above 0 (--warm-up 0 skips it)")
+
+    @classmethod
+    def build(cls, duration, users, prediction):
+        """From --warm-up and --warm-up-users (None: the defaults); None when the duration is 0."""
+        seconds = WARM_UP_S if duration is None else parse_duration(duration)
+        if not seconds:
+            return None
+        if users is None:
+            users = max(1, round(WARM_UP_SHARE * figure_to_measure(prediction.as_dict(), "local", "knee_users")))
+        return cls(users, seconds)
+
+    def load(self):
+        return LoadPlan("endurance", None, f"spawn_rate={WARM_UP_SPAWN_RATE:g}", f"{self.users}:{self.seconds:g}")
+
+    def describe(self):
+        return f"{self.users} users (reached at +{WARM_UP_SPAWN_RATE:g}/s) for {self.seconds:g} s"
+
+    def timeout(self):
+        return self.users / WARM_UP_SPAWN_RATE + self.seconds + STOP_TIMEOUT_S + 120
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """What to run, checked once: the iteration and its settings, the load, the target."""
     iteration_dir: Path
@@ -124,21 +163,27 @@ class RunConfig:
     destroy: bool = False
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
+    warm_up: WarmUp = None  # visits before the test (local only)
 
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
-              processes=None, profile=None, chaos=None, **options):
+              processes=None, profile=None, chaos=None, warm_up=None, warm_up_users=None, **options):
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
             raise RunError("--profile shapes the local twin only: leave it out with --target gcp or a URL")
         if chaos is not None and target != "local":
             raise RunError("--chaos acts on the local stack's processes: use it with --target local")
+        if (warm_up is not None or warm_up_users is not None) and target != "local":
+            raise RunError("--warm-up warms the local stack's emulators: Google Cloud runs warm up by themselves")
         iteration_dir = Path(iteration_dir).resolve()
         options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
-        return cls(iteration_dir, load_settings(iteration_dir), load, target,
-                   profile=load_profile(profile if target == "local" else "study"), **options)
+        settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        if target == "local":
+            prediction = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
+            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, prediction)
+        return cls(iteration_dir, settings, load, target, profile=profile, **options)
 
     @property
     def target_kind(self):
@@ -239,6 +284,33 @@ def planned_seconds(config, log_path):
 
 
 # ---- the steps' actions --------------------------------------------------------------------------
+def warm_up_stack(state):
+    """Runs the warm-up's Locust to its end, then waits until the store holds every visit it had
+    acknowledged, so they count in the totals read before the test, not in the test."""
+    warm, target = state.config.warm_up, state.target
+    folder = state.folder.path / WARM_UP_DIR
+    folder.mkdir(exist_ok=True)
+    baseline = target.totals()
+    command = warm.load().locust_command(target.base_url, folder)
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
+                          start_new_session=True) as locust:
+        try:
+            locust.wait(warm.timeout())
+        except subprocess.TimeoutExpired:
+            stop_locust(locust)
+            raise RunError(f"the warm-up's Locust did not end within {warm.timeout():.0f} s")
+        except BaseException:
+            stop_locust(locust)
+            raise
+    ledger = json.loads((folder / results.LEDGER).read_text()) if (folder / results.LEDGER).exists() else {}
+    acknowledged = sum(ledger.get("acknowledged", {}).values())
+    settle.wait_until_stored(target.totals, baseline, acknowledged, interval=1, error=RunError)
+    (folder / results.LOCUST_HTML).unlink(missing_ok=True)  # the test's own locust.html is the one to read
+    target.mark_start()
+    state.record["warm_up"] = {"users": warm.users, "seconds": warm.seconds, "acknowledged": acknowledged}
+    state.folder.save_run(state.record)
+
+
 def read_totals_before(state):
     state.record["base_url"] = state.target.base_url
     state.record["before"] = state.target.totals()
@@ -398,8 +470,16 @@ def plan(config, folder, target):
                    f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
                    + (f" and the subscription's maximum backoff ({target.min_convergence_wait} s)"
                       if target.min_convergence_wait else ""))
-    steps = [
-        *target.start_steps(),
+    steps = [*target.start_steps()]
+    if config.warm_up:
+        warm = config.warm_up
+        steps.append(Step("warm up the stack", [
+            f"{warm.describe()}, the study's visitor (Locust's endurance shape), files in {WARM_UP_DIR}/: the "
+            "emulators' JVMs start cold, Google's Firestore and Pub/Sub are warm",
+            f"$ {shlex.join(warm.load().locust_command(shown_url, folder.path / WARM_UP_DIR))}",
+            f"then wait until every visit it acknowledged is stored (up to {settle.STORED_TIMEOUT_SECONDS} s)"],
+            warm_up_stack))
+    steps += [
         Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
         Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
                                                     f"$ {shlex.join(command)}",

@@ -18,7 +18,7 @@ def summarize(data):
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
         "shape": run.get("shape"), "profile": run.get("profile"), "prediction": run.get("prediction"),
-        "twin": run.get("twin"),
+        "twin": run.get("twin"), "warm_up": run.get("warm_up"),
         "load": {"start": load_start, "end": load_end,
                  "seconds": (load_end - load_start) if load_start is not None else None,
                  "max_users": max((s["users"] for s in data.history), default=0),

@@ -13,7 +13,7 @@ import json
 import time
 import urllib.request
 
-from visitkit import resources
+from visitkit import push, resources
 from visitkit.catalogue import CATALOGUE, PAGES
 from visitkit.steps import Step
 
@@ -39,6 +39,7 @@ class LocalTarget:
         self.base_url = "<base_url>"  # a free port, known once started
         self.notes = [LOCAL_NOTE]
         self._client = self._sample_client = None
+        self._push_start = {}  # the push relay's counters when the test began (after a warm-up)
 
     def start_steps(self):
         from visitkit.settings import summary_line
@@ -73,11 +74,25 @@ class LocalTarget:
         return self.stack.totals(self._client)
 
     def sample(self):
-        return {**self.stack.sample(self._sample_client), "resources": self._resources.sample()}
+        sample = self.stack.sample(self._sample_client)
+        return {**sample, "push": self._since_start(sample.get("push")), "resources": self._resources.sample()}
+
+    def mark_start(self):
+        """The test begins: from here the push relay's counters count from zero (a warm-up's deliveries
+        are not the test's). HAProxy's counters are read against the test's first sample already."""
+        figures = self.stack.sample(self._sample_client).get("push") or {}
+        self._push_start = {key: value for key, value in figures.items() if key in push.COUNTERS}
+
+    def _since_start(self, figures):
+        if not figures:
+            return figures
+        return {key: value - self._push_start.get(key, 0) if key in push.COUNTERS else value
+                for key, value in figures.items()}
 
     def twin_figures(self):
         """The twin's own figures at the end: instance restarts and the push relay's counters."""
-        return {"restarts": self.stack.restarts(), "push": self.stack.sample(self._sample_client).get("push")}
+        return {"restarts": self.stack.restarts(),
+                "push": self._since_start(self.stack.sample(self._sample_client).get("push"))}
 
     def stop_step(self):
         if self.keep_up:

@@ -14,7 +14,7 @@ def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
     config = runner.RunConfig.build(iteration, "breakpoint", duration="48s", shape_set="spawn_rate=2",
-                                    chaos="every=6,seed=5,stall=2-4", convergence_timeout=240)
+                                    chaos="every=6,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
     folder, summary = runner.run(config, log=lambda *_: None)
 
     found = summary["chaos"]

@@ -19,8 +19,15 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     (iteration / "README.md").write_text("## Hypothesis\n\nBaseline.\n\n**Check:** `requests > 0`\n")
 
     config = runner.RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
-                                    convergence_timeout=120)
+                                    convergence_timeout=120, warm_up="4s", warm_up_users=4)
     results, summary = runner.run(config, log=lambda *_: None)
+
+    # the warm-up's visits are stored before the test and count in neither its visits nor its push figures
+    warm = json.loads((results / "run.json").read_text())["warm_up"]
+    assert warm["acknowledged"] == sum(json.loads((results / "warm-up" / "ledger.json").read_text())
+                                       ["acknowledged"].values()) > 0
+    assert summary["twin"]["push"]["acked"] == summary["visits"]["total"]["stored"]
+    assert "Warm-up before the test: 4 users" in (results / "report.md").read_text()
 
     for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
                  "locust_stats_history.csv", "locust.html", "server-samples.jsonl", "convergence.jsonl",
@@ -47,7 +54,7 @@ def test_a_run_stopped_by_kill_stops_locust_and_the_stack(tmp_path):
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
     run = subprocess.Popen([sys.executable, "-m", "visitkit.cli", "run", str(iteration), "--test", "breakpoint",
-                            "--duration", "5m", "--processes", "2"],  # workers too must stop
+                            "--duration", "5m", "--processes", "2", "--warm-up", "0"],  # workers too must stop
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     history = None
     deadline = time.monotonic() + 120

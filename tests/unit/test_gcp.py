@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from visitkit import gcp, monitoring, runner
+from visitkit import gcp, monitoring, runner, settle
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.settings import load_settings
 from visitkit.steps import run_steps
@@ -163,12 +163,12 @@ def test_warm_up_visits_like_the_locust_visitor_and_counts_recorded_visits():
 def test_waits_until_the_warm_up_visits_are_stored():
     clock = FakeClock()
     stored = iter([{"home": 1}, {"home": 5}])
-    totals = gcp.wait_until_stored(lambda: next(stored), {"home": 1}, 4, timeout=60, interval=10,
-                                   now=clock.now, sleep=clock.sleep)
+    totals = settle.wait_until_stored(lambda: next(stored), {"home": 1}, 4, timeout=60, interval=10,
+                                      now=clock.now, sleep=clock.sleep)
     assert totals == {"home": 5} and clock.t == 10
     with pytest.raises(gcp.GcpError, match="0 of 4"):
-        gcp.wait_until_stored(lambda: {"home": 1}, {"home": 1}, 4, timeout=20, interval=10,
-                              now=clock.now, sleep=clock.sleep)
+        settle.wait_until_stored(lambda: {"home": 1}, {"home": 1}, 4, timeout=20, interval=10,
+                                 now=clock.now, sleep=clock.sleep, error=gcp.GcpError)
 
 
 # --- the whole start and stop --------------------------------------------------------------------

@@ -91,16 +91,28 @@ def test_local_dry_run_names_the_stack_and_the_locust_command(sandbox):
     result = dry_run(iteration, env)
     assert result.returncode == 0, result.stderr
     assert "start the local stack" in result.stdout
-    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c and "--shape breakpoint" in c]
     assert "--shape breakpoint" in locust
     assert not (iteration / "results").exists()
+
+
+def test_a_local_run_warms_the_stack_up_first_unless_told_not_to(sandbox):
+    iteration, env, _ = sandbox
+    plan = dry_run(iteration, env, "--warm-up-users", "7").stdout
+    [warm] = [c for c in command_lines(plan) if " -m locust " in c and "--shape endurance" in c]
+    assert "--stages 7:45" in warm and "/warm-up/" in warm
+    assert plan.index("warm up the stack") < plan.index("read the totals before the load")
+    skipped = dry_run(iteration, env, "--warm-up", "0").stdout
+    assert "warm up" not in skipped and "--shape endurance" not in skipped
+    refused = dry_run(iteration, env, "--warm-up", "30s", "--target", "https://example.invalid")
+    assert refused.returncode != 0 and "--warm-up" in refused.stderr
 
 
 def test_url_dry_run_aims_locust_at_the_url(sandbox):
     iteration, env, _ = sandbox
     result = dry_run(iteration, env, "--target", "https://example.invalid/")
     assert result.returncode == 0, result.stderr
-    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c and "--shape breakpoint" in c]
     assert "--host https://example.invalid " in locust
     assert not (iteration / "results").exists()
 
@@ -109,7 +121,7 @@ def test_a_duration_in_the_shape_settings_is_not_overridden_by_the_default(sandb
     iteration, env, _ = sandbox
     result = dry_run(iteration, env, "--shape-set", "spawn_rate=15,duration_s=120")
     assert result.returncode == 0, result.stderr
-    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c and "--shape breakpoint" in c]
     assert locust.count("duration_s=") == 1 and "duration_s=120" in locust
 
 
@@ -117,5 +129,22 @@ def test_duration_beats_a_duration_in_the_shape_settings(sandbox):
     iteration, env, _ = sandbox
     result = dry_run(iteration, env, "--shape-set", "duration_s=120", "--duration", "90s")
     assert result.returncode == 0, result.stderr
-    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c]
+    [locust] = [c for c in command_lines(result.stdout) if " -m locust " in c and "--shape breakpoint" in c]
     assert locust.rstrip().endswith("duration_s=90")
+
+
+def test_the_warm_up_holds_60_percent_of_the_knee_on_this_machine():
+    from visitkit import runner
+    from visitkit.errors import RunError
+    from visitkit.predict import predict
+    from visitkit.profile import load_profile
+    from visitkit.settings import load_settings
+
+    # iteration 4 on none: the machine's knee (~1,000 users), not the platform's (~64,000)
+    prediction = predict(load_settings(ROOT / "iterations" / "iteration-4"), load_profile("none"))
+    warm = runner.WarmUp.build(None, None, prediction)
+    assert warm.users == round(0.6 * prediction.machine_knee_users) and warm.seconds == 45
+    assert runner.WarmUp.build("20s", 9, prediction) == runner.WarmUp(9, 20)
+    assert runner.WarmUp.build("0", None, prediction) is None
+    with pytest.raises(RunError):
+        runner.WarmUp.build("10s", 0, prediction)
