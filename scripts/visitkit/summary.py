@@ -155,6 +155,8 @@ def headline(summary):
         "visits.lost": visits["lost"], "visits.duplicated": visits["duplicated"],
         "visits.dead_lettered": visits.get("dead_lettered"),
     }
+    machine = (summary.get("machine") or {}).get("knee")
+    figures["knee_machine_busy"] = machine["busy"] if machine else None
     client = summary["client"]
     if client:
         figures["slowest_function"] = max(client, key=lambda name: client[name]["p95_ms"] or 0)

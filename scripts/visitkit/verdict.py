@@ -7,6 +7,7 @@ from visitkit.formatting import fmt
 
 CHECK_PATTERN = re.compile(r"\*\*Check:\*\*\s*`([^`]+)`")
 CHECK_SYNTAX = re.compile(r"\s*([\w.\-]+)\s*(<=|>=|==|!=|<|>)\s*([\w.\-]+)(?:\s*x\s*([\w\-]+))?\s*")
+MACHINE_SET = ("knee_users", "knee_rps")  # figures a busy local machine sets, not the system under test
 OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
              "<": operator.lt, ">": operator.gt}
 
@@ -32,6 +33,8 @@ def evaluate_check(expression, figures, other_figures):
     value = figures.get(metric)
     if value is None:
         return None, f"{metric} was not measured"
+    if metric in MACHINE_SET and figures.get("knee_machine_busy"):
+        return None, f"{metric} = {fmt(value)} was set by this machine's CPU (busy at the knee), not by the system"
     if baseline_name:
         baseline = (other_figures(baseline_name) or {}).get(metric)
         if baseline is None:

@@ -129,6 +129,15 @@ def test_checks(expression, expected):
     assert verdict.evaluate_check(expression, figures, lambda name: None)[0] is expected
 
 
+def test_a_knee_the_machine_set_does_not_judge_a_hypothesis():
+    busy = {"knee_users": 1183, "rps_peak": 944.0, "knee_machine_busy": True}
+    holds, detail = verdict.evaluate_check("knee_users >= 100", busy, lambda name: None)
+    assert holds is None and "this machine's CPU" in detail
+    assert verdict.evaluate_check("rps_peak > 10", busy, lambda name: None)[0] is True  # not a knee figure
+    assert verdict.evaluate_check("knee_users >= 100", {**busy, "knee_machine_busy": False},
+                                  lambda name: None)[0] is True
+
+
 def test_readme_block_is_replaced_not_repeated(iteration):
     summary = publish.publish(make_results(iteration), update_readme=True)
     publish.publish(make_results(iteration, "breakpoint-20260103-000000", started="2026-01-03T00:00:00"),
