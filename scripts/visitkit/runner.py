@@ -164,6 +164,7 @@ class RunConfig:
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
+    prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
@@ -180,9 +181,9 @@ class RunConfig:
         options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
-            prediction = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
-            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, prediction)
+            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, options["prediction"])
         return cls(iteration_dir, settings, load, target, profile=profile, **options)
 
     @property
@@ -518,7 +519,7 @@ def run(config, log=print):
               "shape": config.load.describe(), "notes": list(target.notes),
               "profile": config.profile.record() if config.target == "local" else None,
               "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
-              "prediction": predict(config.settings, config.profile, config.queue_timeout).as_dict()}
+              "prediction": config.prediction.as_dict()}
     state = RunState(config, folder, target, log, record)
     folder.save_run(record)
     log(f"results: {folder.path}")
