@@ -94,7 +94,7 @@ def prediction_section(s, _plots):
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
-             + ("; this machine's CPU busy" if ((s.get("machine") or {}).get("knee") or {}).get("busy") else "")),
+             + ("; this machine's CPU busy" if h.get("knee_machine_busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
             ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
             ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]
