@@ -208,14 +208,15 @@ def make_target(config, folder):
 
 
 class Sampler(threading.Thread):
-    """Appends target.sample() to a JSONL file once per second until stopped; keeps the latest."""
+    """Appends target.sample() to a JSONL file once per second until stopped; keeps the first and the
+    latest."""
 
     def __init__(self, target, path, interval=1.0):
         super().__init__(daemon=True)
         self.target, self.path, self.interval = target, path, interval
         self.stopping = threading.Event()
         self.errors = 0
-        self.latest = {}
+        self.first, self.latest = {}, {}
 
     def run(self):
         with open(self.path, "a") as out:
@@ -223,6 +224,7 @@ class Sampler(threading.Thread):
                 started = time.monotonic()
                 try:
                     self.latest = self.target.sample()
+                    self.first = self.first or self.latest
                     out.write(json.dumps(self.latest) + "\n")
                     out.flush()
                 except Exception as error:  # a missed sample must not end the run
@@ -235,11 +237,20 @@ class Sampler(threading.Thread):
         self.stopping.set()
         self.join(timeout=30)
 
-    def figure(self, section, key):
-        """The latest sample's figure, summed over functions for a per-function key."""
+    def figure(self, section, key, since_first=False):
+        """The latest sample's figure, summed over functions for a per-function key; with since_first,
+        a counter's growth since the first sample (the stack may have counted before the test, e.g.
+        during a warm-up)."""
+        latest = self._read(self.latest, section, key)
+        if not since_first or latest is None:
+            return latest
+        return latest - (self._read(self.first, section, key) or 0)
+
+    @staticmethod
+    def _read(sample, section, key):
         if section == "store":
-            return (self.latest.get("store") or {}).get(key)
-        values = [f.get(key) for f in (self.latest.get("functions") or {}).values() if f.get(key) is not None]
+            return (sample.get("store") or {}).get(key)
+        values = [f.get(key) for f in (sample.get("functions") or {}).values() if f.get(key) is not None]
         return sum(values) if values else None
 
 
@@ -346,7 +357,7 @@ def run_load(state):
                     progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
                                     users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
                                     failures=row.get("Total Failure Count"),
-                                    responses_429=state.sampler.figure("functions", "responses_429"),
+                                    responses_429=state.sampler.figure("functions", "responses_429", since_first=True),
                                     backlog=state.sampler.figure("store", "backlog"))
                     time.sleep(1)
             except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
