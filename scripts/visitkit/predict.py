@@ -22,8 +22,10 @@ answers every other request from memory in the profile's cache_hit_ms.
 
 On the local twin every part (functions, emulators, HAProxy, Toxiproxy, push relay, Locust) shares
 one machine; a profile's `host` gives its cores and the CPU all of them spend per page, so the
-machine serves at most cores x 1000 / cpu_ms_per_page pages/s. Where that is less than the
-bottleneck's capacity, the knee on this machine comes there instead (`machine_*` figures).
+machine serves at most cores x 1000 / CPU per page pages/s. A page costs cpu_ms_per_page when
+get-counter answers from its cache, plus cpu_ms_per_counter_read each time it reads Firestore (its
+call and the emulator's query). Where that is less than the bottleneck's capacity, the knee on this
+machine comes there instead (`machine_*` figures).
 """
 from dataclasses import asdict, dataclass
 
@@ -87,19 +89,23 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
                 for name, spec in settings.functions.items()}
     limited_by = min(PUBLIC, key=lambda name: capacity[name])
     bottleneck = capacity[limited_by]
-    response = {}
+    response, reads_per_page = {}, 1.0
     for name in PUBLIC:
         # each public function gets the bottleneck's rate; a cached one misses pages/TTL of it per instance
         per_instance = bottleneck / settings.functions[name].max_instances
         misses = min(1.0, len(PAGES) / ttl[name] / per_instance) if ttl[name] else 1.0
         response[name] = hit + (service[name] - hit) * misses if ttl[name] else service[name]
+        if ttl[name]:
+            reads_per_page = misses
     cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
     publish, drain = bottleneck, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)
     extra = surplus / drain
     machine = {}
     if profile.host:
-        pages = profile.host["cores"] * 1000 / profile.host["cpu_ms_per_page"]
+        cpu_per_page = (profile.host["cpu_ms_per_page"]
+                        + reads_per_page * profile.host.get("cpu_ms_per_counter_read", 0))
+        pages = profile.host["cores"] * 1000 / cpu_per_page
         held = min(bottleneck, pages)
         machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
                    "machine_knee_rps": len(PUBLIC) * held,

@@ -9,7 +9,8 @@ A profile file (JSON):
   {"name": "...", "latency_ms": {"firestore": 120, "pubsub": 20, "frontend": 0},
    "service_ms": {"serve-page": .., "get-counter": .., "inc-counter": .., "store-inc-counter": ..},
    "cache_hit_ms": 2, "derivation": ["why these numbers", ...],
-   optional: "cpu_ms": {function: ms}, "host": {"cores": 2, "cpu_ms_per_page": ms}}
+   optional: "cpu_ms": {function: ms},
+   "host": {"cores": 2, "cpu_ms_per_page": ms, optional "cpu_ms_per_counter_read": ms}}
 """
 import csv
 import json
@@ -36,7 +37,7 @@ class Profile:
     derivation: tuple = ()
     source: str = ""
     cpu_ms: dict = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound in the model)
-    host: dict = None  # the machine the twin runs on: {"cores": n, "cpu_ms_per_page": ms} (None: unbounded)
+    host: dict = None  # the machine the twin runs on: cores, cpu_ms_per_page[, cpu_ms_per_counter_read] (None: unbounded)
 
     @property
     def needs_proxy(self):
@@ -77,10 +78,12 @@ def parse_profile(raw, source):
                             or any(not isinstance(v, (int, float)) or v <= 0 for v in cpu.values())):
         fail(f"cpu_ms, when given, must give a time > 0 for each of {', '.join(FUNCTIONS)}.")
     host = raw.get("host")
-    if host is not None and (not isinstance(host, dict) or set(host) != {"cores", "cpu_ms_per_page"}
+    if host is not None and (not isinstance(host, dict) or not {"cores", "cpu_ms_per_page"} <= set(host)
+                             or set(host) - {"cores", "cpu_ms_per_page", "cpu_ms_per_counter_read"}
                              or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0
                                     for v in host.values())):
-        fail('host, when given, must be {"cores": n > 0, "cpu_ms_per_page": ms > 0}.')
+        fail('host, when given, must be {"cores": n > 0, "cpu_ms_per_page": ms > 0} and may add '
+             '"cpu_ms_per_counter_read": ms > 0.')
     return Profile(raw["name"], dict(latency), dict(service), float(cache_hit),
                    tuple(raw.get("derivation", ())), str(source), dict(cpu) if cpu else None,
                    dict(host) if host else None)

@@ -102,6 +102,30 @@ def test_the_twins_machine_caps_the_knee_when_its_cpu_runs_out_first():
     assert any(line.startswith("knee on this machine: ") for line in report_lines(p, many))
 
 
+NONE_LIKE = Profile("hand", {}, {"serve-page": 4, "get-counter": 9, "inc-counter": 6, "store-inc-counter": 7},
+                    cache_hit_ms=1.5, host={"cores": 2, "cpu_ms_per_page": 7.7, "cpu_ms_per_counter_read": 2.4})
+
+
+def test_without_a_cache_every_page_pays_a_counter_read_on_the_machine():
+    p = predict(settings(), NONE_LIKE)
+    # get-counter 2 x 1 / 0.009 = 222.2/s; but every page reads Firestore: 2 x 1000 / (7.7 + 2.4) = 198.0 pages/s
+    assert p.limited_by == "get-counter" and p.capacity_rps["get-counter"] == pytest.approx(222.22, abs=0.01)
+    assert p.machine_pages_per_s == pytest.approx(198.02, abs=0.01)
+    assert p.machine_limited_by == "this machine's CPU"
+    # cycle 4 + (4 + 9 + 6) / 1000 = 4.019 s
+    assert p.machine_knee_users == pytest.approx(198.02 * 4.019, abs=0.1)
+
+
+def test_with_a_cache_a_page_pays_only_its_share_of_counter_reads():
+    p = predict(settings(ttl=10), NONE_LIKE)
+    # at the platform's bottleneck (inc-counter, 2 / 0.006 = 333.3/s) each get-counter instance serves
+    # 166.7 requests/s of which 5 pages / 10 s = 0.5 miss: 0.003 reads per page, so the machine serves
+    # just under 2 x 1000 / 7.7 = 259.7 pages/s
+    reads = 0.5 / (p.publish_per_s / 2)
+    assert p.machine_pages_per_s == pytest.approx(2000 / (7.7 + 2.4 * reads))
+    assert 259 < p.machine_pages_per_s < 259.75
+
+
 def test_a_machine_with_cpu_to_spare_leaves_the_knee_where_it_was():
     p = predict(settings(), Profile("hand", {}, STUDY_TIMES.service_ms, cache_hit_ms=2,
                                     host={"cores": 2, "cpu_ms_per_page": 10}))

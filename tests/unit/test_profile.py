@@ -36,6 +36,9 @@ def test_a_profile_file_by_path(tmp_path):
     ({"name": "x", "service_ms": {"get-counter": 10}}, "service_ms must give"),
     ({"name": "x", "service_ms": TIMES, "host": {"cores": 2}}, "host, when given"),
     ({"name": "x", "service_ms": TIMES, "host": {"cores": 2, "cpu_ms_per_page": 0}}, "host, when given"),
+    ({"name": "x", "service_ms": TIMES, "host": {"cores": 2, "cpu_ms_per_page": 8, "cpu_ms_per_counter_read": 0}},
+     "host, when given"),
+    ({"name": "x", "service_ms": TIMES, "host": {"cores": 2, "cpu_ms_per_page": 8, "ram_gb": 24}}, "host, when given"),
 ])
 def test_bad_profiles_are_refused(raw, message):
     with pytest.raises(SettingsError, match=message):
