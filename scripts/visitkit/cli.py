@@ -6,6 +6,7 @@
   visitkit report RESULTS_DIR                  rebuild a report from a results folder alone
   visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
   visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
+  visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored (scripts/benchmark-emulator-scan)
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
 
 The only place that turns the kit's errors into one-line messages and exit codes.
@@ -92,6 +93,11 @@ def report_command(args):
 
 
 def bench_command(args):
+    if args.benchmark == "emulator-scan":
+        from visitkit import emulatorscan
+
+        print("\n".join(emulatorscan.scan_lines(emulatorscan.measure(args.markers))))
+        return 0
     if args.benchmark == "hot-path":
         from visitkit import hotpath
 
@@ -200,12 +206,15 @@ def parser():
 
     bench = commands.add_parser("bench", help="benchmarks of the local stack", description=(
         "store-path: how fast the local store path drains a backlog of N visits published at once, "
-        "per settings file, side by side (default: iterations 2 and 3)."))
-    bench.add_argument("benchmark", choices=["store-path", "hot-path"])
+        "per settings file, side by side (default: iterations 2 and 3). hot-path: the whole stack vs a no-op "
+        "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up."))
+    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan"])
     bench.add_argument("--users", type=int, default=32, help="hot-path: Locust users, no think time (default 32)")
     bench.add_argument("--seconds", type=int, default=30, help="hot-path: seconds of load per target (default 30)")
     bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
     bench.add_argument("--visits", type=int, default=3000)
+    bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")], default=[0, 10_000, 30_000, 60_000],
+                       help="emulator-scan: marker documents to time the read at (default 0,10000,30000,60000)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
     predict = commands.add_parser("predict", help="the capacity model: knee, first 429, backlog", formatter_class=RAW,
