@@ -40,7 +40,6 @@ class LocalTarget:
         self.notes = [LOCAL_NOTE]
         self._client = self._sample_client = None
         self._push_start = {}  # the push relay's counters when the test began (after a warm-up)
-        self._forgotten = 0  # visits a warm-up stored, deleted before the test
 
     def start_steps(self):
         from visitkit.settings import summary_line
@@ -76,25 +75,7 @@ class LocalTarget:
 
     def sample(self):
         sample = self.stack.sample(self._sample_client)
-        store = sample["store"]
-        if self._forgotten:  # the warm-up's deleted visits still count as stored, as HAProxy still counts them accepted
-            store = {**store, "stored": store["stored"] + self._forgotten,
-                     "backlog": store["backlog"] - self._forgotten}
-        return {**sample, "store": store, "push": self._since_start(sample.get("push")),
-                "resources": self._resources.sample()}
-
-    def forget_warm_up(self, timeout_s=30):
-        """Deletes what a warm-up stored, once the push relay is idle. The Firestore emulator reads every
-        stored document for each query (Google's Firestore reads an index), so the warm-up's visits
-        would slow the test's counter reads by their number; every test starts from an empty store."""
-        deadline = time.monotonic() + timeout_s
-        while (self.stack.sample(self._sample_client).get("push") or {}).get("in_flight"):
-            if time.monotonic() > deadline:
-                return  # deliveries still running: keep the documents, so that none is counted twice
-            time.sleep(0.5)
-        time.sleep(20 * push.ACK_EVERY_S)  # the relay's last acknowledgements go out
-        self._forgotten = sum(self.totals().values())
-        self.stack.reset_counts()
+        return {**sample, "push": self._since_start(sample.get("push")), "resources": self._resources.sample()}
 
     def mark_start(self):
         """The test begins: from here the push relay's counters count from zero (a warm-up's deliveries

@@ -27,8 +27,6 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     assert warm["acknowledged"] == sum(json.loads((results / "warm-up" / "ledger.json").read_text())
                                        ["acknowledged"].values()) > 0
     assert summary["twin"]["push"]["acked"] == summary["visits"]["total"]["stored"]
-    # and the test starts from an empty store: the emulator's queries slow down with every document
-    assert set(json.loads((results / "run.json").read_text())["before"].values()) == {0}
     assert "Warm-up before the test: 4 users" in (results / "report.md").read_text()
 
     for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
