@@ -2,14 +2,16 @@
 
 Google's Firestore answers a query from an index, whatever else the database holds. The emulator
 reads every stored document for each query, so on the twin get-counter's read slows down as the
-store's dedup markers (one per visit) pile up. This benchmark starts a Firestore emulator of its
-own, stores markers as store-inc-counter does, and times a page's aggregation query (the one
-get-counter and the runner's totals make) at each number of markers.
+store's dedup markers (one per visit) pile up, and deleting them does not undo it. This benchmark
+starts a Firestore emulator of its own, stores markers as store-inc-counter does, and times a page's
+aggregation query (the one get-counter and the runner's totals make) at each number of markers, then
+once more after deleting every document.
 """
 import datetime
 import hashlib
 import tempfile
 import time
+import urllib.request
 
 from visitkit.catalogue import FIRESTORE, PAGES
 from visitkit.errors import StackError
@@ -19,10 +21,17 @@ from visitkit.stack import LocalStack, _environment, emulator_commands
 DEFAULT_STEPS = (0, 10_000, 30_000, 60_000)
 QUERIES = 300
 BATCH = 500  # the most writes one Firestore batch takes
+PROJECT = "emulator-scan"
 
 
 def shards(client, page):
     return client.collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
+
+
+def seed(client):
+    """The page's two shards, as store-inc-counter leaves them."""
+    for shard in range(2):
+        shards(client, PAGES[0]).document(str(shard)).set({FIRESTORE["count_field"]: 1})
 
 
 def query_ms(client, page, queries=QUERIES):
@@ -44,7 +53,7 @@ def add_markers(client, first, count):
 
 
 def measure(steps=DEFAULT_STEPS, queries=QUERIES):
-    """[(markers stored, ms per query)] on a fresh emulator."""
+    """[(markers stored, ms per query)] on a fresh emulator, the last row (None, ms) after deleting them."""
     if list(steps) != sorted(set(steps)) or steps[0] < 0:
         raise StackError("marker counts must rise from 0 or more")
     from google.cloud import firestore
@@ -58,26 +67,31 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
             if not wait_until(lambda: port_is_open(port), timeout=60):
                 raise StackError("the Firestore emulator did not open its port within 60 s")
             with _environment(FIRESTORE_EMULATOR_HOST=f"127.0.0.1:{port}"):
-                client = firestore.Client(project="emulator-scan")
-            for shard in range(2):
-                shards(client, PAGES[0]).document(str(shard)).set({FIRESTORE["count_field"]: 1})
+                client = firestore.Client(project=PROJECT)
+            seed(client)
             query_ms(client, PAGES[0])  # the JVM's first queries are slow: not the figure wanted
             rows, stored = [], 0
             for target in steps:
                 add_markers(client, stored, target - stored)
                 stored = target
                 rows.append((stored, query_ms(client, PAGES[0], queries)))
+            documents = f"http://127.0.0.1:{port}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
+            urllib.request.urlopen(urllib.request.Request(documents, method="DELETE"), timeout=60).close()
+            seed(client)
+            rows.append((None, query_ms(client, PAGES[0], queries)))
             return rows
         finally:
             stack.down()
 
 
 def scan_lines(rows):
-    """The table, and the growth per 1,000 documents from the first row to the last."""
+    """The table, and the growth per 1,000 documents from the first count to the last."""
     lines = ["markers stored   ms per counter read (sum over 2 shards)   x the empty store's"]
-    lines += [f"{stored:>14,}   {ms:38.2f}   {ms / rows[0][1]:19.2f}x" for stored, ms in rows]
-    if len(rows) > 1 and rows[-1][0] > rows[0][0]:
-        slope = (rows[-1][1] - rows[0][1]) / (rows[-1][0] - rows[0][0]) * 1000
+    lines += [f"{'all deleted' if stored is None else f'{stored:,}':>14}   {ms:38.2f}   {ms / rows[0][1]:19.2f}x"
+              for stored, ms in rows]
+    counted = [row for row in rows if row[0] is not None]
+    if len(counted) > 1 and counted[-1][0] > counted[0][0]:
+        slope = (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0]) * 1000
         lines.append(f"each 1,000 stored documents add {slope:.2f} ms to every counter read "
                      "(Google's Firestore: nothing, it reads an index)")
     return lines
