@@ -8,7 +8,7 @@ PYTHON := $(VENV)/bin/python
 # the study's 1/s so that it passes the local knee (about 900 users on 2 cores, `scripts/predict
 # iterations/iteration-0 --profile none`) in 100 s instead of 15 minutes.
 run: setup
-	scripts/run-iteration iterations/iteration-0 --test breakpoint --duration 100s --shape-set spawn_rate=12
+	scripts/run-iteration iterations/iteration-0 --test breakpoint --duration 150s --shape-set spawn_rate=8
 
 test: setup
 	scripts/check-infra
