@@ -40,12 +40,15 @@ def function_of_service(service):
     return next((f.name for f in CATALOGUE.values() if f.service == service), None)
 
 
+def shards(client, page):
+    """The page's shard documents, with a Firestore client (the emulator's or Google Cloud's)."""
+    return client.collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
+
+
 def stored_totals(client, timeout=30):
-    """{page: stored visits}, the sum of every shard of each page, read with a Firestore client
-    (the emulator's or Google Cloud's) in one aggregation query per page."""
+    """{page: stored visits}, the sum of every shard of each page, in one aggregation query per page."""
     totals = {}
     for page in PAGES:
-        shards = client.collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
-        result = shards.sum(FIRESTORE["count_field"], alias="total").get(timeout=timeout)
+        result = shards(client, page).sum(FIRESTORE["count_field"], alias="total").get(timeout=timeout)
         totals[page] = int(result[0][0].value or 0) if result else 0
     return totals

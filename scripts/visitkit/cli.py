@@ -96,7 +96,7 @@ def bench_command(args):
     if args.benchmark == "emulator-scan":
         from visitkit import emulatorscan
 
-        print("\n".join(emulatorscan.scan_lines(emulatorscan.measure(args.markers))))
+        print("\n".join(emulatorscan.scan_lines(emulatorscan.measure(args.markers or emulatorscan.DEFAULT_STEPS))))
         return 0
     if args.benchmark == "hot-path":
         from visitkit import hotpath
@@ -213,8 +213,8 @@ def parser():
     bench.add_argument("--seconds", type=int, default=30, help="hot-path: seconds of load per target (default 30)")
     bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
     bench.add_argument("--visits", type=int, default=3000)
-    bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")], default=[0, 10_000, 30_000, 60_000],
-                       help="emulator-scan: marker documents to time the read at (default 0,10000,30000,60000)")
+    bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")],
+                       help="emulator-scan: marker documents to time the read at, rising (default 0,10000,30000,60000)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
     predict = commands.add_parser("predict", help="the capacity model: knee, first 429, backlog", formatter_class=RAW,

@@ -13,7 +13,7 @@ import tempfile
 import time
 import urllib.request
 
-from visitkit.catalogue import FIRESTORE, PAGES
+from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
 from visitkit.stack import LocalStack, _environment, emulator_commands
@@ -22,10 +22,6 @@ DEFAULT_STEPS = (0, 10_000, 30_000, 60_000)
 QUERIES = 300
 BATCH = 500  # the most writes one Firestore batch takes
 PROJECT = "emulator-scan"
-
-
-def shards(client, page):
-    return client.collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
 
 
 def seed(client):

@@ -89,13 +89,13 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
                 for name, spec in settings.functions.items()}
     limited_by = min(PUBLIC, key=lambda name: capacity[name])
     bottleneck = capacity[limited_by]
-    response, reads_per_page = {}, 1.0
+    response, reads_per_page = {}, 1.0  # reads_per_page: get-counter's Firestore reads per page served
     for name in PUBLIC:
         # each public function gets the bottleneck's rate; a cached one misses pages/TTL of it per instance
         per_instance = bottleneck / settings.functions[name].max_instances
         misses = min(1.0, len(PAGES) / ttl[name] / per_instance) if ttl[name] else 1.0
         response[name] = hit + (service[name] - hit) * misses if ttl[name] else service[name]
-        if ttl[name]:
+        if name == "get-counter":
             reads_per_page = misses
     cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
     publish, drain = bottleneck, capacity[PUSH_FUNCTION]
