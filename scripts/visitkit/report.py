@@ -83,6 +83,18 @@ def machine_words(s, moment):
     return f"; this machine's CPU had room ({of})"
 
 
+KEPT_UP_S = 10  # a backlog below this many seconds of accepted visits never made the store run flat out
+
+
+def measured_drain(store, headline):
+    """How fast the backlog drained from its peak, or why that says nothing of the store's capacity:
+    a backlog smaller than KEPT_UP_S seconds of accepted visits drained as fast as visits came."""
+    peak, accepted = store.get("backlog_peak"), store.get("accepted_per_s")
+    if peak is not None and accepted and peak < KEPT_UP_S * accepted:
+        return f"n/a: kept up (backlog peak {fmt(peak, 0)})"
+    return fmt(headline.get("store.drain_per_s"))
+
+
 def prediction_section(s, _plots):
     """The capacity model's figures (visitkit/predict.py) beside the run's."""
     p = s.get("prediction")
@@ -96,7 +108,7 @@ def prediction_section(s, _plots):
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
              + ("; this machine's CPU busy" if h.get("knee_machine_busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
-            ("store drain (msg/s)", fmt(p["drain_per_s"]), fmt(h.get("store.drain_per_s"))),
+            ("store drain (msg/s)", fmt(p["drain_per_s"]), measured_drain(s.get("store") or {}, h)),
             ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]
     return ["## Predicted vs measured", "",
             f"The capacity model (`scripts/predict`, docs/local-twin.md) from the settings and the `{p['profile']}` "

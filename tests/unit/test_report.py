@@ -229,6 +229,20 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
     assert "| RPS knee: users | 6,245 | 900 |" in cloud
 
 
+def test_the_store_drain_is_measured_only_when_a_backlog_built_up():
+    from visitkit import report
+
+    prediction = {"knee_users": 220, "knee_rps": 162, "limited_by": "inc-counter", "first_429_users": 760,
+                  "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study"}
+    summary = {"target": "local", "prediction": prediction, "headline": {"store.drain_per_s": 11.9},
+               "store": {"backlog_peak": 106, "accepted_per_s": 196.0}}  # 0.5 s of visits: the store kept up
+    assert "| store drain (msg/s) | 2,105 | n/a: kept up (backlog peak 106) |" in "\n".join(
+        report.prediction_section(summary, {}))
+    summary["store"] = {"backlog_peak": 3200, "accepted_per_s": 54.0}  # a minute of visits: drained at capacity
+    summary["headline"] = {"store.drain_per_s": 26.7}
+    assert "| store drain (msg/s) | 2,105 | 26.7 |" in "\n".join(report.prediction_section(summary, {}))
+
+
 def test_a_knee_on_a_busy_machine_is_called_the_machines():
     from visitkit import report
 
