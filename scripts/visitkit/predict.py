@@ -145,9 +145,7 @@ def report_lines(p, settings):
            f"{p.machine_limited_by} (it serves at most {p.machine_pages_per_s:.0f} pages/s)"]
           if p.machine_limited_by == MACHINE else []),
         f"first 429: {p.first_429_users:.0f} users (queue beyond the queue timeout)",
-        f"store: visits published {p.publish_per_s:.1f}/s past the knee"
-        + (f" ({p.machine_pages_per_s:.1f}/s on this machine)" if p.machine_limited_by == MACHINE else "")
-        + f", drained {p.drain_per_s:.1f}/s",
+        f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s",
         f"backlog: grows {p.backlog_per_min:.0f} visits per minute of load past the knee",
         f"convergence: {p.extra_min_per_min:.2f} extra minutes per minute of load; "
         f"{p.convergence_min:.1f} min after {p.load_minutes:g} min past the knee",
