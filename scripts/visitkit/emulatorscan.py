@@ -11,12 +11,11 @@ import datetime
 import hashlib
 import tempfile
 import time
-import urllib.request
 
 from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
-from visitkit.stack import LocalStack, _environment, emulator_commands
+from visitkit.stack import LocalStack, _environment, delete_all_documents, emulator_commands
 
 DEFAULT_STEPS = (0, 10_000, 30_000, 60_000)
 QUERIES = 300
@@ -71,8 +70,7 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
                 add_markers(client, stored, target - stored)
                 stored = target
                 rows.append((stored, query_ms(client, PAGES[0], queries)))
-            documents = f"http://127.0.0.1:{port}/emulator/v1/projects/{PROJECT}/databases/(default)/documents"
-            urllib.request.urlopen(urllib.request.Request(documents, method="DELETE"), timeout=60).close()
+            delete_all_documents(f"127.0.0.1:{port}", PROJECT)
             seed(client)
             rows.append((None, query_ms(client, PAGES[0], queries)))
             return rows

@@ -311,8 +311,7 @@ class LocalStack:
     def reset_counts(self):
         """Deletes every document in the Firestore emulator (counters and dedup markers)."""
         state = self._require()
-        url = f"http://{state['firestore']}/emulator/v1/projects/{state['project']}/databases/(default)/documents"
-        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
+        delete_all_documents(state["firestore"], state["project"])
 
     def sample(self, client=None):
         """One server-side sample: per function figures from HAProxy, the store's progress.
@@ -343,6 +342,12 @@ class LocalStack:
         """The pid of an instance's functions-framework server itself (its supervisor's child):
         killing it is a crash the supervisor answers with a restart."""
         return int((Path(self._require()["restarts"]).parent / f"{name}.pid").read_text())
+
+
+def delete_all_documents(firestore_host, project, timeout=60):
+    """Empties a Firestore emulator's database through its own endpoint."""
+    url = f"http://{firestore_host}/emulator/v1/projects/{project}/databases/(default)/documents"
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=timeout).close()
 
 
 def group_alive(pgid):
