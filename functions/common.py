@@ -43,6 +43,13 @@ def log(severity, message, **fields):
     print(json.dumps({"severity": severity, "message": message, **fields}), file=sys.stdout, flush=True)
 
 
+def log_instance_start():
+    """One line per instance at start: the requests it serves at once (THREADS, which the platform's
+    concurrency setting should match), so a live run's logs show what it tested."""
+    log("INFO", "instance started", service=os.environ.get("K_SERVICE"), revision=os.environ.get("K_REVISION"),
+        threads=env_int("THREADS", 0) or None)
+
+
 def json_reply(payload, status=200, headers=None):
     response = flask.make_response(json.dumps(payload), status)
     response.headers["Content-Type"] = "application/json"

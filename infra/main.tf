@@ -17,7 +17,7 @@ locals {
   # without a dependency on their resources (the same for_each block).
   function_urls = { for key, name in local.deployed_names : key => "${local.base_url}/${name}" }
 
-  # All functions live in one main.py and share one environment.
+  # All functions live in one main.py and share one environment, but for THREADS (below).
   environment = {
     GOOGLE_CLOUD_PROJECT = var.project_id
     PUBSUB_TOPIC         = google_pubsub_topic.visits.name
@@ -27,6 +27,17 @@ locals {
     INC_COUNTER_URL      = local.function_urls["inc-counter"]
     GET_COUNTER_URL      = local.function_urls["get-counter"]
   }
+
+  # functions-framework runs gunicorn with THREADS threads (its default is cpu_count x 4):
+  # Google's concurrency guidance for Python is to match the function's concurrency, so an
+  # instance serves exactly the requests the platform sends it, as the local twin does.
+  function_environment = { for key, f in var.functions : key => merge(local.environment, { THREADS = tostring(f.concurrency) }) }
+
+  # Who invokes the three HTTP functions: everyone, or (access = "authenticated") each listed
+  # principal, one binding per function and principal.
+  public_invokers = var.access == "public" ? ["allUsers"] : var.invokers
+  invoker_bindings = { for pair in setproduct(local.public_functions, local.public_invokers) :
+  "${pair[0]} ${pair[1]}" => { function = pair[0], member = pair[1] } }
 
   # Below 1 vCPU a 2nd gen function serves one request at a time.
   # variables.tf repeats this rule in its Cloud Run CPU/memory validations: keep both in step.
@@ -251,11 +262,12 @@ resource "google_cloudfunctions2_function" "this" {
 
   service_config {
     max_instance_count               = each.value.max_instances
+    min_instance_count               = each.value.min_instances
     max_instance_request_concurrency = each.value.concurrency
     available_memory                 = each.value.memory
     available_cpu                    = local.cpu[each.key]
     timeout_seconds                  = each.value.timeout_seconds
-    environment_variables            = local.environment
+    environment_variables            = local.function_environment[each.key]
     service_account_email            = google_service_account.function[each.key].email
     all_traffic_on_latest_revision   = true
     # Pub/Sub's pushes from the same project to the run.app URL count as internal traffic.
@@ -376,15 +388,33 @@ resource "google_service_account_iam_member" "pubsub_agent_signs_push_tokens" {
   member             = local.pubsub_service_agent
 }
 
-# 2nd gen functions are Cloud Run services: invocation is run.invoker on them.
-resource "google_cloud_run_v2_service_iam_member" "public" {
-  for_each = local.public_functions
+# 2nd gen functions are Cloud Run services: invocation is run.invoker on them. With access =
+# "public" allUsers may invoke the three HTTP functions; with "authenticated" only var.invokers
+# (an organization's domain restricted sharing refuses allUsers: see README.md).
+resource "google_cloud_run_v2_service_iam_member" "invoker" {
+  for_each = local.invoker_bindings
 
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.this[each.key].service_config[0].service
+  name     = google_cloudfunctions2_function.this[each.value.function].service_config[0].service
   role     = "roles/run.invoker"
-  member   = "allUsers"
+  member   = each.value.member
+}
+
+# Deployments made before the access setting keep their allUsers bindings.
+moved {
+  from = google_cloud_run_v2_service_iam_member.public["serve-page"]
+  to   = google_cloud_run_v2_service_iam_member.invoker["serve-page allUsers"]
+}
+
+moved {
+  from = google_cloud_run_v2_service_iam_member.public["get-counter"]
+  to   = google_cloud_run_v2_service_iam_member.invoker["get-counter allUsers"]
+}
+
+moved {
+  from = google_cloud_run_v2_service_iam_member.public["inc-counter"]
+  to   = google_cloud_run_v2_service_iam_member.invoker["inc-counter allUsers"]
 }
 
 # The push account is the only principal that may invoke store-inc-counter.

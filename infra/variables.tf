@@ -70,7 +70,8 @@ variable "functions" {
     Per function knobs, keyed by the logical names serve-page, get-counter, inc-counter and
     store-inc-counter (all four, nothing else). memory is e.g. "256M"; cpu is e.g. "0.167" or "1"
     and, when left out, is "1" for concurrency above 1 (2nd gen functions need at least 1 vCPU to
-    serve concurrent requests) and "0.167" otherwise. timeout_seconds is 1 to 3600.
+    serve concurrent requests) and "0.167" otherwise. timeout_seconds is 1 to 3600. min_instances
+    (default 0) instances stay warm, and billed, without requests.
   EOT
   type = map(object({
     max_instances   = number
@@ -78,6 +79,7 @@ variable "functions" {
     memory          = optional(string, "256M")
     cpu             = optional(string)
     timeout_seconds = optional(number, 60)
+    min_instances   = optional(number, 0)
   }))
 
   validation {
@@ -98,6 +100,11 @@ variable "functions" {
   validation {
     condition     = alltrue([for f in values(var.functions) : f.timeout_seconds >= 1 && f.timeout_seconds <= 3600 && floor(f.timeout_seconds) == f.timeout_seconds])
     error_message = "Each function's timeout_seconds must be a whole number from 1 to 3600."
+  }
+
+  validation {
+    condition     = alltrue([for f in values(var.functions) : f.min_instances >= 0 && f.min_instances <= 1000 && floor(f.min_instances) == f.min_instances && f.min_instances <= f.max_instances])
+    error_message = "Each function's min_instances must be a whole number from 0 to 1000, not above its max_instances."
   }
 
   validation {
@@ -180,5 +187,37 @@ variable "subscription" {
   validation {
     condition     = var.subscription.message_retention_seconds >= 600 && var.subscription.message_retention_seconds <= 604800 && floor(var.subscription.message_retention_seconds) == var.subscription.message_retention_seconds
     error_message = "subscription.message_retention_seconds must be a whole number from 600 (10 minutes) to 604800 (7 days)."
+  }
+}
+
+variable "access" {
+  description = <<-EOT
+    Who may call the three HTTP functions. "public": everyone (allUsers), as the study ran and as a
+    browser needs. "authenticated": only the principals in invokers, each request carrying a
+    Google-signed ID token; use it where an organization policy (iam.allowedPolicyMemberDomains,
+    enforced by default in organizations created since May 2024) refuses allUsers.
+  EOT
+  type        = string
+  default     = "public"
+
+  validation {
+    condition     = contains(["public", "authenticated"], var.access)
+    error_message = "access must be \"public\" (anyone may call the three HTTP functions) or \"authenticated\" (only the accounts in invokers, with a Google-signed ID token)."
+  }
+}
+
+variable "invokers" {
+  description = <<-EOT
+    With access = "authenticated": the principals granted roles/run.invoker on the three HTTP
+    functions, e.g. ["user:me@example.com"] or ["serviceAccount:loadgen@P.iam.gserviceaccount.com"]
+    (scripts/run-iteration fills it from your credentials). Project Owners and Editors may invoke
+    without it. Ignored with access = "public".
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.invokers : can(regex("^(user|serviceAccount|group|domain|principal|principalSet):[^\\s]+$", m))])
+    error_message = "Each of invokers must be an IAM principal such as \"user:me@example.com\" or \"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\"."
   }
 }

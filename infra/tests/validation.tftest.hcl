@@ -411,3 +411,33 @@ run "message_retention_above_7_days" {
   }
   expect_failures = [var.subscription]
 }
+
+run "unknown_access" {
+  command = plan
+  variables {
+    access = "private"
+  }
+  expect_failures = [var.access]
+}
+
+run "invoker_without_a_kind" {
+  command = plan
+  variables {
+    access   = "authenticated"
+    invokers = ["tester@example.com"]
+  }
+  expect_failures = [var.invokers]
+}
+
+run "min_instances_above_max" {
+  command = plan
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1, min_instances = 3 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 2, concurrency = 1 }
+    }
+  }
+  expect_failures = [var.functions]
+}

@@ -63,12 +63,17 @@ run "environment_comes_from_the_variables" {
       MARKER_TTL_DAYS      = "7"
       INC_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/inc-counter"
       GET_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/get-counter"
+      THREADS              = "1"
     })
     error_message = "serve-page's environment is not the expected one."
   }
   assert {
-    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].environment_variables == google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables])
-    error_message = "All functions share one environment."
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : { for k, v in f.service_config[0].environment_variables : k => v if k != "THREADS" } == { for k, v in google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables : k => v if k != "THREADS" }])
+    error_message = "All functions share one environment, THREADS aside."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].environment_variables.THREADS } == { "serve-page" = "1", "get-counter" = "8", "inc-counter" = "1", "store-inc-counter" = "1" }
+    error_message = "Each function's THREADS must be its concurrency, so gunicorn serves what the platform sends (not its cpu_count x 4 default)."
   }
 }
 
@@ -97,15 +102,15 @@ run "store_inc_counter_is_pushed_not_public" {
   command = apply
 
   assert {
-    condition     = { for k, m in google_cloud_run_v2_service_iam_member.public : k => m.name } == { for k in ["serve-page", "get-counter", "inc-counter"] : k => google_cloudfunctions2_function.this[k].service_config[0].service }
-    error_message = "Exactly serve-page, get-counter and inc-counter are public."
+    condition     = toset([for m in google_cloud_run_v2_service_iam_member.invoker : "${m.name} ${m.member}"]) == toset([for k in ["serve-page", "get-counter", "inc-counter"] : "${google_cloudfunctions2_function.this[k].service_config[0].service} allUsers"])
+    error_message = "By default (access = public) exactly serve-page, get-counter and inc-counter are invokable by allUsers."
   }
   assert {
-    condition     = alltrue([for m in google_cloud_run_v2_service_iam_member.public : m.member == "allUsers" && m.role == "roles/run.invoker"])
-    error_message = "Public functions are invokable by allUsers."
+    condition     = alltrue([for m in google_cloud_run_v2_service_iam_member.invoker : m.role == "roles/run.invoker"])
+    error_message = "Invokers get roles/run.invoker."
   }
   assert {
-    condition     = !contains([for m in google_cloud_run_v2_service_iam_member.public : m.name], google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service)
+    condition     = !contains([for m in google_cloud_run_v2_service_iam_member.invoker : m.name], google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service)
     error_message = "store-inc-counter must not be public."
   }
   assert {
@@ -119,6 +124,66 @@ run "store_inc_counter_is_pushed_not_public" {
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].ingress_settings } == { "serve-page" = "ALLOW_ALL", "get-counter" = "ALLOW_ALL", "inc-counter" = "ALLOW_ALL", "store-inc-counter" = "ALLOW_INTERNAL_ONLY" }
     error_message = "Only store-inc-counter is closed to outside traffic."
+  }
+}
+
+run "authenticated_access_grants_only_the_invokers" {
+  command = apply
+
+  variables {
+    access   = "authenticated"
+    invokers = ["user:tester@example.com", "serviceAccount:loadgen@visitkit-test.iam.gserviceaccount.com"]
+  }
+
+  assert {
+    condition = toset([for m in google_cloud_run_v2_service_iam_member.invoker : "${m.name} ${m.member}"]) == toset(flatten([
+      for k in ["serve-page", "get-counter", "inc-counter"] : [
+        "${google_cloudfunctions2_function.this[k].service_config[0].service} user:tester@example.com",
+        "${google_cloudfunctions2_function.this[k].service_config[0].service} serviceAccount:loadgen@visitkit-test.iam.gserviceaccount.com",
+      ]
+    ]))
+    error_message = "With access = authenticated each HTTP function is invokable by each listed principal."
+  }
+  assert {
+    condition     = alltrue([for m in google_cloud_run_v2_service_iam_member.invoker : !contains(["allUsers", "allAuthenticatedUsers"], m.member) && m.role == "roles/run.invoker"])
+    error_message = "With access = authenticated nothing is granted to allUsers or allAuthenticatedUsers."
+  }
+  assert {
+    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store.member == google_service_account.push.member && google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    error_message = "The store path does not change with access."
+  }
+}
+
+run "authenticated_access_without_invokers_plans" {
+  # A plain `terraform apply -var-file=...` of an authenticated iteration: no binding at all,
+  # so only principals whose project roles include run.routes.invoke may call the functions.
+  command = plan
+
+  variables {
+    access = "authenticated"
+  }
+
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 0
+    error_message = "Without invokers an authenticated deployment grants run.invoker to nobody."
+  }
+}
+
+run "min_instances_reach_the_functions" {
+  command = plan
+
+  variables {
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 3, concurrency = 8, min_instances = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 4, concurrency = 1, min_instances = 4 }
+    }
+  }
+
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].min_instance_count } == { "serve-page" = 0, "get-counter" = 1, "inc-counter" = 0, "store-inc-counter" = 4 }
+    error_message = "min_instances must reach each function (default 0)."
   }
 }
 

@@ -25,6 +25,8 @@ MESSAGES = {
     "max_instances": "Each function's max_instances must be a whole number from 1 to 1000.",
     "concurrency": "Each function's concurrency must be a whole number from 1 to 1000.",
     "timeout_seconds": "Each function's timeout_seconds must be a whole number from 1 to 3600.",
+    "min_instances": "Each function's min_instances must be a whole number from 0 to 1000, not above its "
+                     "max_instances.",
     "memory": "Each function's memory must look like \"256M\", \"512Mi\" or \"1G\".",
     "cpu": "Each function's cpu must be a number of vCPUs from above 0 to 8, written as a string such as "
            "\"0.167\" or \"1\".",
@@ -40,9 +42,12 @@ MESSAGES = {
     "max_delivery_attempts": "subscription.max_delivery_attempts must be a whole number from 5 to 100.",
     "message_retention_seconds": "subscription.message_retention_seconds must be a whole number from 600 "
                                  "(10 minutes) to 604800 (7 days).",
+    "access": "access must be \"public\" (anyone may call the three HTTP functions) or \"authenticated\" "
+              "(only the accounts in invokers, with a Google-signed ID token).",
 }
+ACCESS_MODES = ("public", "authenticated")
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
-TERRAFORM_ONLY = {"project_id", "region", "topic_name"}
+TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class FunctionSettings:
     memory: str = "256M"
     cpu: str = None  # None: Terraform's default, see effective_cpu
     timeout_seconds: int = 60
+    min_instances: int = 0  # instances kept warm (and billed) even without requests
 
     @property
     def effective_cpu(self):
@@ -81,6 +87,7 @@ class Settings:
     functions: dict  # name -> FunctionSettings, in catalogue order
     subscription: SubscriptionSettings = SubscriptionSettings()
     marker_ttl_days: int = 7
+    access: str = "public"  # or "authenticated": no allUsers, every request carries an ID token
     raw: dict = field(default_factory=dict, compare=False)  # the file's own content
     source: str = ""  # where it was read from
 
@@ -111,7 +118,7 @@ def _function(name, spec, where):
     where = f"{where} functions.{name}"
     if not isinstance(spec, dict):
         raise SettingsError(f"{where}: must be an object with max_instances and concurrency.")
-    unknown = set(spec) - {"max_instances", "concurrency", "memory", "cpu", "timeout_seconds"}
+    unknown = set(spec) - set(FunctionSettings.__dataclass_fields__)
     if unknown:
         raise SettingsError(f"{where}: unknown keys {sorted(unknown)}.")
     for key in ("max_instances", "concurrency"):
@@ -121,6 +128,8 @@ def _function(name, spec, where):
     _require(_whole(result.max_instances, 1, 1000), "max_instances", where, result.max_instances)
     _require(_whole(result.concurrency, 1, 1000), "concurrency", where, result.concurrency)
     _require(_whole(result.timeout_seconds, 1, 3600), "timeout_seconds", where, result.timeout_seconds)
+    _require(_whole(result.min_instances, 0, 1000) and result.min_instances <= result.max_instances,
+             "min_instances", where, result.min_instances)
     memory = MEMORY.match(result.memory) if isinstance(result.memory, str) else None
     _require(memory, "memory", where, result.memory)
     _require(result.cpu is None or _cpu_number(result.cpu) is not None, "cpu", where, result.cpu)
@@ -166,6 +175,8 @@ def parse_settings(raw, source="settings"):
     _require(_whole(raw["cache_ttl_seconds"], 0), "cache_ttl_seconds", source, raw["cache_ttl_seconds"])
     marker_ttl_days = raw.get("marker_ttl_days", 7)
     _require(_whole(marker_ttl_days, 1), "marker_ttl_days", source, marker_ttl_days)
+    access = raw.get("access", "public")
+    _require(access in ACCESS_MODES, "access", source, access)
     given = raw["functions"]
     _require(isinstance(given, dict) and set(given) == set(FUNCTIONS), "functions", source,
              sorted(given) if isinstance(given, dict) else given)
@@ -173,7 +184,7 @@ def parse_settings(raw, source="settings"):
         shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
         functions={name: _function(name, given[name], source) for name in FUNCTIONS},
         subscription=_subscription(raw.get("subscription", {}), source),
-        marker_ttl_days=marker_ttl_days, raw=raw, source=str(source))
+        marker_ttl_days=marker_ttl_days, access=access, raw=raw, source=str(source))
 
 
 def load_settings(path):
@@ -190,10 +201,14 @@ def load_settings(path):
     return parse_settings(raw, path)
 
 
-def function_environment(settings, *, project, topic, base_url=""):
-    """The environment every function gets, as infra/main.tf sets it (a test checks the two agree).
-    base_url: where the public functions live; "" keeps serve-page's calls relative (one host)."""
+def function_environment(settings, function, *, project, topic, base_url=""):
+    """A function's environment, as infra/main.tf sets it (a test checks the two agree): what all
+    four share, and THREADS = the function's concurrency, so that functions-framework's gunicorn
+    serves exactly as many requests at once as the platform sends it (its default is
+    cpu_count x 4 threads). base_url: where the public functions live; "" keeps serve-page's calls
+    relative (one host)."""
     return {
+        "THREADS": str(settings.functions[function].concurrency),
         "GOOGLE_CLOUD_PROJECT": project,
         "PUBSUB_TOPIC": topic,
         "SHARDS_PER_PAGE": str(settings.shards_per_page),

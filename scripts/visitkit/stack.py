@@ -228,18 +228,18 @@ class LocalStack:
         return [sys.executable, "-m", "visitkit.push", "--config", str(path)]
 
     def _start_functions(self, state, settings, routes):
-        env = {**function_environment(settings, project=PROJECT, topic=TOPIC),
-               "FIRESTORE_EMULATOR_HOST": routes["firestore"], "PUBSUB_EMULATOR_HOST": routes["pubsub"],
-               "PYTHONUNBUFFERED": "1"}
+        emulators = {"FIRESTORE_EMULATOR_HOST": routes["firestore"], "PUBSUB_EMULATOR_HOST": routes["pubsub"],
+                     "PYTHONUNBUFFERED": "1"}
         instances = {}
         for function, spec in settings.functions.items():
+            env = {**function_environment(settings, function, project=PROJECT, topic=TOPIC), **emulators}
             instances[function] = []
             for i in range(spec.max_instances):
                 port = free_port()
                 # Each instance is its own process with its own in-process cache, as on Cloud Run.
                 name = f"{function}-{i}"
                 self._start(state, name, supervised(name, function_command(function, port), state["restarts"]),
-                            port=port, env={**env, "THREADS": str(spec.concurrency), "K_SERVICE": CATALOGUE[function].service})
+                            port=port, env={**env, "K_SERVICE": CATALOGUE[function].service})
                 instances[function].append(port)
         return instances
 

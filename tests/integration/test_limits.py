@@ -3,6 +3,7 @@
 One stack with every function at 1 instance of concurrency 1, a 15 s cache and a 1 s queue.
 """
 import contextlib
+import json
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -103,3 +104,12 @@ def test_down_stops_every_process_and_frees_every_port(tmp_path):
             assert not group_alive(process["pid"]), process["name"]  # zombies left to init don't run
             assert not port_is_open(process["port"]), process["name"]
         assert local.state() is None
+
+
+def test_each_instance_logs_once_at_start_the_requests_it_serves_at_once(limited):
+    for name in ("serve-page-0", "get-counter-0", "inc-counter-0", "store-inc-counter-0"):
+        lines = (limited.logs / f"{name}.log").read_text().splitlines()
+        started = [json.loads(line) for line in lines if '"instance started"' in line]
+        assert len(started) == 1, name
+        assert started[0]["threads"] == 1 and started[0]["service"] == name.rsplit("-", 1)[0].replace(
+            "serve-page", "app")

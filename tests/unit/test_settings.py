@@ -63,7 +63,7 @@ def test_every_rule_says_what_terraform_says():
     message here is one of variables.tf's, and each of its messages on a settings key is here."""
     terraform = terraform_messages()
     assert set(MESSAGES.values()) <= terraform, set(MESSAGES.values()) - terraform
-    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name"))}
+    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name", "Each of invokers"))}
     assert terraform - infra_only <= set(MESSAGES.values()), terraform - infra_only - set(MESSAGES.values())
 
 
@@ -85,6 +85,11 @@ def function(**changes):
     (function(memory="1Gi"), "cpu_for_512mib"),  # the default cpu, 1/6, is too little
     (function(memory="2G", cpu="0.5"), "cpu_for_1gib"),
     (function(cpu="1.5"), "cpu_whole"),
+    (function(min_instances=-1), "min_instances"),
+    (function(min_instances=3), "min_instances"),  # above its max_instances, 2
+    (function(min_instances=1.5), "min_instances"),
+    (lambda s: s.update(access="private"), "access"),
+    (lambda s: s.update(access=None), "access"),
     (lambda s: s.update(subscription={"ack_deadline_seconds": 5}), "ack_deadline_seconds"),
     (lambda s: s.update(subscription={"minimum_backoff_seconds": 700}), "backoff"),
     (lambda s: s.update(subscription={"minimum_backoff_seconds": 60, "maximum_backoff_seconds": 30}), "backoff"),
@@ -103,6 +108,7 @@ def test_each_rule_refuses_with_its_message(change, rule):
     function(memory="1Gi", cpu="0.5"), function(memory="4Gi", cpu="2"), function(concurrency=80),
     function(concurrency=1000, cpu="4", memory="2Gi"),
     lambda s: s.update(subscription={"max_delivery_attempts": 100, "maximum_backoff_seconds": 60}),
+    function(min_instances=2), lambda s: s.update(access="authenticated"), lambda s: s.update(access="public"),
 ])
 def test_what_cloud_run_accepts_loads(change):
     raw = good()
@@ -125,8 +131,25 @@ def test_the_local_functions_get_the_environment_terraform_sets():
     block = re.search(r"\n  environment = \{\n(.*?)\n  \}", MAIN_TF, re.S)
     assert block, "infra/main.tf has no `environment = {...}` local"
     terraform = dict(re.findall(r"^\s*(\w+)\s*=\s*(.+?)\s*$", block[1], re.M))
-    local = function_environment(load_settings(ITERATIONS[0]), project="p", topic="visits")
+    per_function = re.search(r"merge\(local\.environment, \{ (\w+) = tostring\(f\.(\w+)\) \}\)", MAIN_TF)
+    assert per_function, "infra/main.tf adds no per-function variable to local.environment"
+    terraform[per_function[1]] = f"var.functions.{per_function[2]}"
+    settings = load_settings(ITERATIONS[0])
+    local = function_environment(settings, "get-counter", project="p", topic="visits")
     assert set(terraform) == set(local)
     for variable, setting in (("SHARDS_PER_PAGE", "shards_per_page"), ("CACHE_TTL_SECONDS", "cache_ttl_seconds"),
-                              ("MARKER_TTL_DAYS", "marker_ttl_days")):
+                              ("MARKER_TTL_DAYS", "marker_ttl_days"), ("THREADS", "functions.concurrency")):
         assert f"var.{setting}" in terraform[variable]
+
+
+def test_each_function_serves_as_many_requests_at_once_as_its_concurrency():
+    raw = good()
+    raw["functions"]["get-counter"].update(concurrency=80, cpu="1")
+    settings = parse_settings(raw)
+    threads = {name: function_environment(settings, name, project="p", topic="t")["THREADS"] for name in FUNCTIONS}
+    assert threads == {"serve-page": "1", "get-counter": "80", "inc-counter": "1", "store-inc-counter": "1"}
+
+
+def test_access_is_public_unless_the_file_says_otherwise():
+    assert parse_settings(good()).access == "public"
+    assert parse_settings({**good(), "access": "authenticated"}).access == "authenticated"
