@@ -7,6 +7,8 @@ Custom options (see locust/README.md):
   --stages FILE|users:hold_s,...            endurance stages
   --ledger-file PATH                        write the per-page inc-counter ledger there at exit
   --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
+  --auth none|id-token                      id-token: every request carries a Google-signed ID token for
+                                            its function (an "authenticated" deployment on Google Cloud)
 """
 import logging
 
@@ -24,14 +26,22 @@ LEDGER_KEY = "visit_ledger"
 DISTRIBUTED_STEP_S = 10  # see shapes.StudyShape: fewer, larger steps when workers are involved
 ledger = VisitLedger()
 locust_environment = []  # set at init: the `quit` event does not pass it
+id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
+
+
+def auth_headers(user, path):
+    """The Authorization header for one function's URL, or none on a public deployment."""
+    return id_tokens[0].headers(f"{user.host}{path}") if id_tokens else None
 
 
 def visit(user, page):
-    user.client.get(f"/app?view={page}", name=f"/app?view={page}")
+    user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=auth_headers(user, "/app"))
     ledger.record_sent(page)
-    response = user.client.post(f"/inc-counter?visit_type={page}", name=f"/inc-counter?visit_type={page}")
+    response = user.client.post(f"/inc-counter?visit_type={page}", name=f"/inc-counter?visit_type={page}",
+                                headers=auth_headers(user, "/inc-counter"))
     ledger.record_answer(page, response.status_code or 0)
-    user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}")
+    user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}",
+                    headers=auth_headers(user, "/get-counter"))
 
 
 class Visitor(FastHttpUser):
@@ -58,6 +68,15 @@ class Visitor(FastHttpUser):
         visit(self, "about_legals")
 
 
+def make_id_tokens(impersonate=None):
+    from visitkit import credentials as google_credentials, idtoken  # the kit, installed with the suite
+
+    credentials = google_credentials.default_credentials()
+    if impersonate:
+        credentials = google_credentials.impersonating(credentials, impersonate)
+    return idtoken.IdTokens(idtoken.minter(credentials))
+
+
 def think_time(text):
     """'3-5' -> between(3, 5); '0' -> no wait at all."""
     low, _, high = str(text).partition("-")
@@ -72,6 +91,11 @@ def add_options(parser):
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
     parser.add_argument("--ledger-file", default=None, help="Where to write the inc-counter ledger (JSON) at exit")
     parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
+    parser.add_argument("--auth", choices=["none", "id-token"], default="none",
+                        help="id-token: send a Google-signed ID token per function, minted from the application-default "
+                             "credentials (or --impersonate), for an authenticated deployment")
+    parser.add_argument("--impersonate", default=None,
+                        help="With --auth id-token: mint the tokens as this service account")
 
 
 @events.init.add_listener
@@ -79,6 +103,8 @@ def on_init(environment, runner, **_kwargs):
     options = environment.parsed_options
     locust_environment.append(environment)
     Visitor.wait_time = think_time(options.think_time)
+    if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
+        id_tokens.append(make_id_tokens(options.impersonate))
     if isinstance(runner, WorkerRunner):
         # Each stats report carries the visits counted since the previous one.
         @events.report_to_master.add_listener

@@ -67,7 +67,8 @@ def run_command(args):
         stages=args.stages, processes=args.processes, convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
-        destroy=args.destroy, profile=args.profile)
+        destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
+        impersonate=args.impersonate)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -159,6 +160,7 @@ def parser():
         "iterations/iteration-N/results/<test>-<timestamp>/ (report.md first).\n"
         "  visitkit run iterations/iteration-0 --test breakpoint --duration 60s\n"
         "  visitkit run iterations/iteration-1 --test breakpoint --target gcp --project P [--region R] [--destroy]\n"
+        "      [--access authenticated [--impersonate SERVICE_ACCOUNT] [--invoker MEMBER]]\n"
         "  add --dry-run to print the steps (commands included) without starting or contacting anything"))
     run.add_argument("iteration", type=Path, help="an iteration folder, e.g. iterations/iteration-0")
     run.add_argument("--test", required=True, choices=TESTS)
@@ -176,6 +178,15 @@ def parser():
     run.add_argument("--project", help="gcp: the Google Cloud project")
     run.add_argument("--region", help="gcp: region (default: the infra's)")
     run.add_argument("--destroy", action="store_true", help="gcp: destroy the deployment afterwards")
+    run.add_argument("--access", choices=["public", "authenticated"], help=(
+        "gcp: who may call the three HTTP functions, over the settings file's \"access\" (default public; "
+        "authenticated where an organization policy refuses allUsers: see README.md)"))
+    run.add_argument("--invoker", action="append", metavar="MEMBER", help=(
+        "gcp, authenticated: grant run.invoker to this principal, e.g. user:me@example.com or "
+        "serviceAccount:loadgen@P.iam.gserviceaccount.com (repeatable; default: your credentials' account)"))
+    run.add_argument("--impersonate", metavar="SERVICE_ACCOUNT", help=(
+        "gcp, authenticated: mint the ID tokens as this service account (needed with a plain user login; "
+        "you need roles/iam.serviceAccountTokenCreator on it)"))
     run.add_argument("--profile", help="local: " + PROFILE_HELP)
     run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
         "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+kill-push"

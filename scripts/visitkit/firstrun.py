@@ -1,5 +1,5 @@
-"""What makes the first run on a brand-new Google Cloud project work: a preflight before anything
-is created, and `terraform apply` tried again, with growing waits, only on the errors Google Cloud
+"""What makes the first apply on a brand-new Google Cloud project work (the checks before it are
+preflight.py's): `terraform apply` tried again, with growing waits, only on the errors Google Cloud
 gives while a change made moments earlier is still propagating (an API just enabled, a service
 agent not created yet, a role not visible yet). Any other error stops at once.
 
@@ -7,7 +7,6 @@ The error texts come from real runs and provider issues; each pattern has a reco
 tests/fixtures/terraform/, and its test says which patterns must and must not match.
 """
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -98,75 +97,3 @@ def retry_policy_text(tries=APPLY_TRIES, waits=APPLY_WAITS_S):
     reasons = "; ".join(known.reason for known in PROPAGATION_ERRORS)
     return (f"up to {tries} tries, waiting {' then '.join(f'{w} s' for w in waits)}, only when the error is "
             f"a known propagation error ({reasons}); any other error stops at once")
-
-
-# --- the preflight ---------------------------------------------------------------------------------
-
-def default_credentials():
-    """The user's application-default credentials and their project (google-auth)."""
-    import google.auth
-
-    return google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-
-
-def project_state(credentials, project):
-    """(HTTP status, JSON body) of Cloud Resource Manager's view of the project."""
-    from google.auth.transport.requests import AuthorizedSession
-
-    reply = AuthorizedSession(credentials).get(
-        f"https://cloudresourcemanager.googleapis.com/v1/projects/{project}", timeout=30)
-    try:
-        body = reply.json()
-    except ValueError:
-        body = {}
-    return reply.status_code, body
-
-
-def preflight(project, which=shutil.which, credentials=default_credentials, lookup=project_state):
-    """Checks what a deployment needs before anything is created. Raises GcpError with one
-    sentence and the command that fixes it; returns the project's number."""
-    if not which("terraform"):
-        raise GcpError("terraform was not found on PATH: install Terraform 1.7 or later "
-                       "(https://developer.hashicorp.com/terraform/install).")
-    if not which("gcloud"):
-        raise GcpError("gcloud was not found on PATH: install the Google Cloud CLI "
-                       "(https://cloud.google.com/sdk/docs/install).")
-    try:
-        found, _ = credentials()
-    except Exception as error:  # google.auth.exceptions.DefaultCredentialsError, or no google-auth
-        raise GcpError("No application-default credentials were found: run "
-                       "`gcloud auth application-default login`.") from error
-    try:
-        status, body = lookup(found, project)
-    except Exception as error:  # RefreshError (expired login), or no network
-        if type(error).__name__ == "RefreshError":
-            raise GcpError("Your application-default credentials have expired or were revoked: run "
-                           "`gcloud auth application-default login`.") from error
-        raise GcpError(f"Google Cloud could not be reached to look up project {project} ({error}): "
-                       "check the network and try again.") from error
-    reason = _error_reason(body)
-    if status == 200 and body.get("lifecycleState", "ACTIVE") == "ACTIVE":
-        return body.get("projectNumber")
-    if status == 200:
-        raise GcpError(f"Project {project} is {body.get('lifecycleState')}: restore it with "
-                       f"`gcloud projects undelete {project}` or use another project.")
-    if reason == "SERVICE_DISABLED":
-        raise GcpError("The Cloud Resource Manager API is off for your credentials' quota project: run "
-                       f"`gcloud services enable cloudresourcemanager.googleapis.com --project {project}`.")
-    if status in (403, 404):
-        raise GcpError(f"Project {project} was not found, or your account cannot see it: check the id with "
-                       "`gcloud projects list` (and that you are logged in as the right account: "
-                       "`gcloud auth application-default login`).")
-    raise GcpError(f"Looking up project {project} failed with HTTP {status}: "
-                   f"{(body.get('error') or {}).get('message', 'no message')}.")
-
-
-def _error_reason(body):
-    details = (body.get("error") or {}).get("details") or []
-    return next((d.get("reason") for d in details if isinstance(d, dict) and d.get("reason")), None)
-
-
-def preflight_text():
-    return ["terraform and gcloud on PATH; application-default credentials (google-auth); the project "
-            "reachable and ACTIVE (Cloud Resource Manager). Each failure is one sentence with the command "
-            "that fixes it, and nothing is created."]

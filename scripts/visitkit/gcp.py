@@ -1,14 +1,20 @@
 """The Google Cloud target: an iteration deployed with Terraform, measured from outside.
 
-`GcpTarget` gives the runner its steps: a preflight (firstrun.py), deploy (terraform init + apply
-with the iteration's settings file, apply retried on known propagation errors), wait until every HTTP function answers, warm the system with real visits and
-wait until they are stored; then `totals()` (the shards in Firestore, read with the user's
+`GcpTarget` gives the runner its steps: a preflight (preflight.py), deploy (terraform init + apply
+with the iteration's settings file, apply retried on known propagation errors, firstrun.py), wait
+until every HTTP function answers, one visit sent and seen stored, then the system warmed with
+real visits until they are stored; then `totals()` (the shards in Firestore, read with the user's
 credentials), the platform's metrics for the test window (read after the run) and the tear-down
 when asked to. A dry run prints the same steps without running any of them.
+
+With `"access": "authenticated"` (or --access authenticated) no function is public: run.invoker
+goes to the account of the user's credentials (or --invoker), and every request the kit and Locust
+send carries an ID token for its function (idtoken.py).
 
 Google's client libraries are imported only inside the functions that need them, and every
 command, HTTP call, clock and client can be injected, so tests never reach Google.
 """
+import datetime
 import json
 import os
 import shlex
@@ -16,7 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from visitkit import firstrun, monitoring
+from visitkit import firstrun, monitoring, preflight
 from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored_totals
 from visitkit.errors import GcpError
 from visitkit.net import http_status
@@ -26,17 +32,26 @@ from visitkit.steps import Step
 
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5
+FIRST_VISIT_POLL_S = 15
+YOUR_ACCOUNT = "<the account of your credentials>"  # what a dry run shows for the invokers
+PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push account's run.invoker binding has not "
+                "propagated yet (it can take several minutes on a new deployment)")
 
 
 # --- terraform -----------------------------------------------------------------------------------
 
-def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR):
-    """The terraform command lines for an iteration, by step: init, apply, output, destroy."""
+def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=()):
+    """The terraform command lines for an iteration, by step: init, apply, output, destroy. `access`
+    is passed even when the settings file says the same (a flag may override the file); `invokers`
+    only with access "authenticated"."""
     infra_dir = Path(infra_dir)
     var_file = Path(os.path.relpath(Path(iteration_dir).resolve() / SETTINGS_FILE, infra_dir.resolve()))
     variables = [f"-var-file={var_file}", f"-var=project_id={project}"]
     if region:
         variables.append(f"-var=region={region}")
+    variables.append(f"-var=access={access}")
+    if access == "authenticated":
+        variables.append(f"-var=invokers={json.dumps(list(invokers))}")
     base = ["terraform", f"-chdir={infra_dir}"]
     return {
         "init": base + ["init", "-input=false"],
@@ -65,8 +80,8 @@ def parse_outputs(text):
 
 # --- readiness and warm-up -----------------------------------------------------------------------
 
-def status_of(url, method="GET"):
-    return http_status(url, method, timeout=30)
+def status_of(url, method="GET", headers=None):
+    return http_status(url, method, timeout=30, headers=headers)
 
 
 def wait_until_answering(base_url, status=status_of, timeout=READY_TIMEOUT_SECONDS, interval=10,
@@ -74,17 +89,23 @@ def wait_until_answering(base_url, status=status_of, timeout=READY_TIMEOUT_SECON
     """Wait until every HTTP function's own code answers.
 
     It asks with OPTIONS: the functions answer a CORS preflight with 204 and do nothing else, while
-    a platform error page (404 not deployed yet, 5xx starting) is anything but 204.
+    a platform error page (404 not deployed yet, 5xx starting, 403 while a new run.invoker binding
+    propagates) is anything but 204.
     """
     deadline = now() + timeout
     waiting = {name: path for path, name in PUBLIC_PATHS.items()}
     while True:
-        waiting = {name: path for name, path in waiting.items()
-                   if status(base_url + path, "OPTIONS") != 204}
+        answers = {name: status(base_url + path, "OPTIONS") for name, path in waiting.items()}
+        waiting = {name: path for name, path in waiting.items() if answers[name] != 204}
         if not waiting:
             return
         if now() >= deadline:
-            raise GcpError(f"functions not answering after {timeout} s: {', '.join(sorted(waiting))}")
+            refused = sorted(name for name in waiting if answers[name] in (401, 403))
+            hint = (f"; {', '.join(refused)} refused your requests ({answers[refused[0]]}): a new run.invoker binding "
+                    "can take several minutes to propagate, so run the same command again (the deployment stays), "
+                    "and check that your account is among the invokers (terraform output) or Owner of the project"
+                    ) if refused else ""
+            raise GcpError(f"functions not answering after {timeout} s: {', '.join(sorted(waiting))}{hint}")
         sleep(interval)
 
 
@@ -94,6 +115,47 @@ def visit(base_url, page, status=status_of):
     recorded = status(f"{base_url}{CATALOGUE['inc-counter'].path}?visit_type={page}", "POST") == 202
     status(f"{base_url}{CATALOGUE['get-counter'].path}?visit_type={page}", "GET")
     return recorded
+
+
+def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, log=print, interval=FIRST_VISIT_POLL_S,
+                       now=time.monotonic, sleep=time.sleep):
+    """One visit, sent and seen stored before the load: the whole store path works (the push
+    account may invoke store-inc-counter). refusals(): pushes store-inc-counter refused with 403
+    since the visit (its request logs); a refusal is said at once, and the wait goes on, since
+    Pub/Sub retries the push for up to its maximum backoff."""
+    baseline = totals()
+    answer = status(f"{base_url}{CATALOGUE['inc-counter'].path}?visit_type={PAGES[0]}", "POST")
+    if answer != 202:
+        raise GcpError(f"inc-counter did not accept a visit (HTTP {answer}): see `gcloud functions logs read "
+                       f"{CATALOGUE['inc-counter'].service}`")
+    deadline, refused = now() + timeout, False
+    while sum(totals().values()) <= sum(baseline.values()):
+        if not refused and refusals():
+            refused = True
+            log(f"{PUSH_REFUSED}; waiting, as Pub/Sub retries it")
+        if now() >= deadline:
+            if refused or refusals():
+                raise GcpError(f"{PUSH_REFUSED}, and the first visit was still not stored after {timeout} s: run the "
+                               "same command again in a few minutes (the deployment stays; without --destroy)")
+            raise GcpError(f"the first visit was not stored after {timeout} s: see `gcloud functions logs read "
+                           f"{CATALOGUE['store-inc-counter'].service}` and the subscription's backlog")
+        sleep(interval)
+
+
+def push_refusals(session, project, since, endpoint=None):
+    """How many pushes store-inc-counter's Cloud Run service refused with 403 since `since` (RFC 3339),
+    from its request logs (Cloud Logging's entries:list); 0 when the logs cannot be read."""
+    log_filter = " AND ".join([
+        'resource.type="cloud_run_revision"',
+        f'resource.labels.service_name="{CATALOGUE["store-inc-counter"].service}"',
+        f'logName="projects/{project}/logs/run.googleapis.com%2Frequests"',
+        "httpRequest.status=403", f'timestamp>="{since}"'])
+    try:
+        reply = session.post(f"{endpoint or 'https://logging.googleapis.com'}/v2/entries:list", timeout=30, json={
+            "resourceNames": [f"projects/{project}"], "filter": log_filter, "pageSize": 5})
+    except OSError:
+        return 0
+    return len(reply.json().get("entries") or []) if reply.status_code == 200 else 0
 
 
 def warm_up(base_url, parallel, rounds=WARM_ROUNDS, status=status_of):
@@ -106,10 +168,10 @@ def warm_up(base_url, parallel, rounds=WARM_ROUNDS, status=status_of):
 
 # --- the target ----------------------------------------------------------------------------------
 
-def firestore_client(project):
+def firestore_client(project, credentials):
     from google.cloud import firestore
 
-    return firestore.Client(project=project)  # the user's Application Default Credentials
+    return firestore.Client(project=project, credentials=credentials)
 
 
 class GcpTarget:
@@ -117,24 +179,44 @@ class GcpTarget:
     kind = "gcp"
     updates_readme = False
 
-    def __init__(self, settings, iteration_dir, project, region=None, destroy=False, infra_dir=INFRA_DIR,
-                 run=firstrun.stream_command, status=status_of, firestore=None, metrics_client=None, warm=True,
-                 now=time.monotonic, sleep=time.sleep, ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS,
-                 preflight=firstrun.preflight, log=print):
+    def __init__(self, settings, iteration_dir, project, region=None, destroy=False, access=None, invokers=(),
+                 impersonate=None, infra_dir=INFRA_DIR, run=firstrun.stream_command, status=None, firestore=None,
+                 metrics_client=None, warm=True, now=time.monotonic, sleep=time.sleep,
+                 ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS, preflight=preflight.run,
+                 credentials=None, id_tokens=None, refusals=None, log=print):
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
-        self.commands = terraform_commands(iteration_dir, project, region, infra_dir)
+        self.access = access or settings.access
+        self.invokers, self.impersonate = list(invokers), impersonate
+        self.iteration_dir, self.infra_dir = iteration_dir, infra_dir
+        self.commands = self._terraform_commands()
         self.iteration_name = Path(iteration_dir).name
         self.base_url, self.subscription, self.outputs = "<base_url>", "<subscription>", {}
         self.totals_source = f"Firestore (project {project}, {FIRESTORE['counters']}/<page>/{FIRESTORE['shards']})"
-        # A delivery that failed is retried after up to the subscription's maximum backoff.
-        self.min_convergence_wait = settings.subscription.maximum_backoff_seconds
+        subscription = settings.subscription
+        # A push that failed is tried again after up to the maximum backoff, and may take the ack
+        # deadline: a visit is not called lost before both have passed.
+        self.redelivery_wait = subscription.maximum_backoff_seconds + subscription.ack_deadline_seconds
+        self.min_convergence_wait = self.redelivery_wait
         self.notes = []
         self.ingestion_delay = ingestion_delay
-        self._run, self._status, self._now, self._sleep = run, status, now, sleep
+        self._run, self._now, self._sleep = run, now, sleep
+        self._http = status or status_of  # status(url, method, headers)
         self._preflight, self._log = preflight, log
         self._firestore, self._metrics_client = firestore, metrics_client
+        self._credentials, self.id_tokens, self._refusals = credentials, id_tokens, refusals
+
+    def _terraform_commands(self):
+        invokers = self.invokers or [YOUR_ACCOUNT]
+        return terraform_commands(self.iteration_dir, self.project, self.region, self.infra_dir, self.access, invokers)
+
+    @property
+    def locust_args(self):
+        """What Locust needs to call the functions: ID tokens on an authenticated deployment."""
+        if self.access != "authenticated":
+            return []
+        return ["--auth", "id-token"] + (["--impersonate", self.impersonate] if self.impersonate else [])
 
     # --- steps ---
     def start_steps(self):
@@ -142,9 +224,17 @@ class GcpTarget:
         ready = ", ".join(f"OPTIONS <base_url>{path}" for path in PUBLIC_PATHS)
         subscription = self.settings.subscription
         topic = self.settings.raw.get("topic_name", "visits")
+        if self.access == "authenticated":
+            who = (", ".join(self.invokers) if self.invokers else
+                   f"the account of your credentials{f' (impersonating {self.impersonate})' if self.impersonate else ''}")
+            access = (f"access: authenticated; run.invoker on the three HTTP functions to {who}; every request of the "
+                      "kit and of Locust carries an ID token for its function (minted now, to fail before anything "
+                      "is created if these credentials cannot)")
+        else:
+            access = "access: public (allUsers may invoke the three HTTP functions, as a browser needs)"
         steps = [
             Step("preflight: check what the deployment needs, before anything is created",
-                 firstrun.preflight_text(), self._check),
+                 [access, *preflight.describe(self.project, self.access)], self._check),
             Step(f"deploy {self.iteration_name} to project {self.project}"
                  + (f", region {self.region}" if self.region else " (region: infra default)"),
                  [command_line(self.commands["init"]), command_line(self.commands["apply"]),
@@ -156,11 +246,17 @@ class GcpTarget:
                   command_line(self.commands["output"]) + "   (base_url, subscription_name, log metric names)"],
                  self._deploy),
             Step("wait until every HTTP function answers",
-                 [f"204 to a preflight ({ready}); up to {READY_TIMEOUT_SECONDS} s"], self._wait_ready)]
+                 [f"204 to a preflight ({ready}); up to {READY_TIMEOUT_SECONDS} s; a 403 there is a run.invoker "
+                  "binding still propagating"], self._wait_ready),
+            Step("send one visit and see it stored", [
+                f"POST <base_url>/inc-counter, then read Firestore until it is stored, up to {self.redelivery_wait} s "
+                "(the subscription's maximum backoff plus its ack deadline: a refused push is retried that late); "
+                "store-inc-counter's request logs are read for 403s meanwhile, which mean the push account's "
+                "run.invoker binding has not propagated yet"], self._first_visit)]
         if self.warm:
             steps.append(Step("warm up", [
                 f"{WARM_ROUNDS} waves of {parallel} visits at once, then wait until Firestore has stored them "
-                f"(up to {STORED_TIMEOUT_SECONDS} s)"], self._warm_up))
+                f"(up to {max(STORED_TIMEOUT_SECONDS, self.redelivery_wait)} s)"], self._warm_up))
         return steps
 
     def window_step(self):
@@ -185,7 +281,34 @@ class GcpTarget:
 
     # --- actions ---
     def _check(self, _run=None):
-        self._preflight(self.project)
+        if self.access == "authenticated":
+            self._authenticate()
+        self._preflight(self.project, self.access, credentials=self._credentials)
+
+    def _authenticate(self):
+        """Who invokes the functions, and the ID tokens to do it with; fails before anything is
+        created when the credentials cannot mint them."""
+        from visitkit import idtoken
+        from visitkit.credentials import caller_member, impersonating
+
+        def signer():
+            return impersonating(self.credentials(), self.impersonate) if self.impersonate else self.credentials()
+
+        if not self.invokers:
+            member = caller_member(signer())
+            if member is None:
+                raise GcpError("Your credentials' account could not be told: name who invokes the functions with "
+                               "--invoker user:EMAIL or --invoker serviceAccount:EMAIL.")
+            self.invokers = [member]
+        self.commands = self._terraform_commands()
+        if self.id_tokens is None:
+            self.id_tokens = idtoken.IdTokens(idtoken.minter(signer()))
+        self.id_tokens.token(idtoken.audience_of(f"https://{self.region or 'region'}-{self.project}.cloudfunctions.net"
+                                                 f"{CATALOGUE['serve-page'].path}"))
+
+    def _status(self, url, method="GET"):
+        """One request's status; with an ID token for its function on an authenticated deployment."""
+        return self._http(url, method, self.id_tokens.headers(url) if self.id_tokens else None)
 
     def _deploy(self, _run=None):
         run_command(self.commands["init"], self._run)
@@ -197,10 +320,23 @@ class GcpTarget:
     def _wait_ready(self, _run=None):
         wait_until_answering(self.base_url, self._status, now=self._now, sleep=self._sleep)
 
+    def _first_visit(self, _run=None):
+        since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        first_visit_stored(self.base_url, self._status, self.totals, self.redelivery_wait,
+                           lambda: self.refusals(since), self._log, now=self._now, sleep=self._sleep)
+
+    def refusals(self, since):
+        if self._refusals is not None:
+            return self._refusals(since)
+        from google.auth.transport.requests import AuthorizedSession
+
+        return push_refusals(AuthorizedSession(self.credentials()), self.project, since)
+
     def _warm_up(self, _run=None):
         baseline = self.totals()
         recorded = warm_up(self.base_url, self.settings.largest_slots, status=self._status)
-        wait_until_stored(self.totals, baseline, recorded, now=self._now, sleep=self._sleep, error=GcpError)
+        wait_until_stored(self.totals, baseline, recorded, timeout=max(STORED_TIMEOUT_SECONDS, self.redelivery_wait),
+                          now=self._now, sleep=self._sleep, error=GcpError)
 
     def _close_client(self, _run=None):
         if self._firestore is not None and hasattr(self._firestore, "close"):
@@ -211,9 +347,17 @@ class GcpTarget:
         run_command(self.commands["destroy"], self._run)
 
     # --- reading ---
+    def credentials(self):
+        """The user's application-default credentials, every call billed to the target project."""
+        if self._credentials is None:
+            from visitkit.credentials import default_credentials
+
+            self._credentials = default_credentials(self.project)
+        return self._credentials
+
     def firestore(self):
         if self._firestore is None:
-            self._firestore = firestore_client(self.project)
+            self._firestore = firestore_client(self.project, self.credentials())
         return self._firestore
 
     def totals(self):

@@ -346,11 +346,14 @@ def write_csv(path, rows):
         writer.writerows(rows)
 
 
-def monitoring_client():
-    """The real client, built only when asked for: importing this module never reaches Google."""
+def monitoring_client(project):
+    """The real client, built only when asked for: importing this module never reaches Google. Its
+    calls are billed to the project it reads."""
     from google.cloud import monitoring_v3
 
-    return monitoring_v3.MetricServiceClient()
+    from visitkit.credentials import default_credentials
+
+    return monitoring_v3.MetricServiceClient(credentials=default_credentials(project))
 
 
 def wait_for_ingestion(end, delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep):
@@ -366,7 +369,7 @@ def fetch_window(project, start, end, subscription, results_dir, client=None,
     """Read every metric for [start, end], save metrics/<name>.csv, return the samples."""
     service_names = service_names or SERVICE_NAMES
     wait_for_ingestion(end, ingestion_delay, now, sleep)
-    client = client or monitoring_client()
+    client = client or monitoring_client(project)
     out = Path(results_dir) / "metrics"
     out.mkdir(parents=True, exist_ok=True)
     rows_by_query = {}

@@ -17,9 +17,10 @@ def port_is_open(port, host="127.0.0.1"):
         return sock.connect_ex((host, port)) == 0
 
 
-def http_status(url, method="GET", timeout=2.0):
+def http_status(url, method="GET", timeout=2.0, headers=None):
     """The status of one request, error statuses included, or None when nothing answered."""
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None,
+                                     headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             return reply.status

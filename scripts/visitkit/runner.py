@@ -28,7 +28,7 @@ from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.progress import Progress
 from visitkit.predict import figure_to_measure, predict
 from visitkit.profile import load_profile
-from visitkit.settings import load_settings
+from visitkit.settings import check_invokers, load_settings
 from visitkit.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
@@ -101,7 +101,8 @@ class LoadPlan:
         return (f"{self.test} {self.shape_set}{stages}"
                 + (f", {self.processes} Locust processes" if self.processes else ""))
 
-    def locust_command(self, base_url, folder):
+    def locust_command(self, base_url, folder, target_args=()):
+        """target_args: what the target needs Locust to send (ID tokens on an authenticated deployment)."""
         command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", base_url,
                    "--shape", self.test, "--csv", str(folder / results.LOCUST_PREFIX), "--csv-full-history",
                    "--html", str(folder / results.LOCUST_HTML), "--ledger-file", str(folder / results.LEDGER),
@@ -111,6 +112,7 @@ class LoadPlan:
             command += ["--shape-set", self.shape_set]
         if self.stages:
             command += ["--stages", str(self.stages)]
+        command += list(target_args)
         if self.processes:
             port = str(free_port())  # never Locust's default 5557: others may run Locust too
             command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
@@ -161,6 +163,9 @@ class RunConfig:
     project: str = None
     region: str = None
     destroy: bool = False
+    access: str = None  # gcp: "public" or "authenticated", over the settings file's
+    invokers: tuple = ()  # gcp, authenticated: who gets run.invoker (default: the credentials' account)
+    impersonate: str = None  # gcp, authenticated: mint ID tokens as this service account
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
@@ -175,9 +180,13 @@ class RunConfig:
             raise RunError("--profile shapes the local twin only: leave it out with --target gcp or a URL")
         if chaos is not None and target != "local":
             raise RunError("--chaos acts on the local stack's processes: use it with --target local")
+        if any(options.get(key) for key in ("access", "invokers", "impersonate")) and target != "gcp":
+            raise RunError("--access, --invoker and --impersonate shape a Google Cloud deployment: use them with "
+                           "--target gcp")
         if (warm_up is not None or warm_up_users is not None) and target != "local":
             raise RunError("--warm-up warms the local stack's emulators: Google Cloud runs warm up by themselves")
         iteration_dir = Path(iteration_dir).resolve()
+        options["invokers"] = check_invokers(options.get("invokers") or ())
         options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
@@ -201,7 +210,8 @@ def make_target(config, folder):
     if config.target == "gcp":
         from visitkit.gcp import GcpTarget
 
-        return GcpTarget(config.settings, config.iteration_dir, config.project, config.region, config.destroy)
+        return GcpTarget(config.settings, config.iteration_dir, config.project, config.region, config.destroy,
+                         config.access, config.invokers, config.impersonate)
     from visitkit.targets import UrlTarget
 
     return UrlTarget(config.target, config.settings)
@@ -333,7 +343,7 @@ def run_load(state):
     config, folder = state.config, state.folder
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
     state.sampler.start()
-    command = config.load.locust_command(state.target.base_url, folder.path)
+    command = config.load.locust_command(state.target.base_url, folder.path, getattr(state.target, "locust_args", ()))
     state.record["locust_command"] = command
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
@@ -477,7 +487,7 @@ def write_report(state):
 def plan(config, folder, target):
     """The run's steps, in order; the same list is run or printed."""
     load, shown_url = config.load, target.base_url
-    command = config.load.locust_command(shown_url, folder.path)
+    command = config.load.locust_command(shown_url, folder.path, getattr(target, "locust_args", ()))
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
                    f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
                    + (f" and the subscription's maximum backoff ({target.min_convergence_wait} s)"

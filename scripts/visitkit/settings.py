@@ -46,6 +46,16 @@ MESSAGES = {
               "(only the accounts in invokers, with a Google-signed ID token).",
 }
 ACCESS_MODES = ("public", "authenticated")
+MESSAGES["invokers"] = ("Each of invokers must be an IAM principal such as \"user:me@example.com\" or "
+                        "\"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\".")
+INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
+
+
+def check_invokers(invokers, where="--invoker"):
+    """The principals an authenticated deployment grants run.invoker, as variables.tf checks them."""
+    for member in invokers:
+        _require(isinstance(member, str) and INVOKER.match(member), "invokers", where, member)
+    return tuple(invokers)
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers"}
 

@@ -1,5 +1,5 @@
-"""The first run on a new project: which apply errors are tried again (from recorded error texts),
-the retry itself, and the preflight's one-sentence messages. Nothing reaches Google."""
+"""The first apply on a new project: which apply errors are tried again (from recorded error texts),
+and the retry itself. Nothing reaches Google (the preflight's test is integration/test_preflight.py)."""
 import subprocess
 from pathlib import Path
 
@@ -58,54 +58,3 @@ def test_it_gives_up_after_three_tries_with_growing_waits():
     with pytest.raises(GcpError, match="after 3 tries .*API was enabled moments ago"):
         firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
     assert apply.calls == 3 and slept == list(firstrun.APPLY_WAITS_S) and slept[0] < slept[1]
-
-
-# --- the preflight ------------------------------------------------------------------------------
-
-def tools(*missing):
-    return lambda name: None if name in missing else f"/usr/bin/{name}"
-
-
-def credentials():
-    return object(), "quota-project"
-
-
-def answer(status, body):
-    return lambda creds, project: (status, body)
-
-
-class RefreshError(Exception):
-    """Named as google.auth.exceptions.RefreshError, which the preflight recognises by name."""
-
-
-def no_credentials():
-    raise RuntimeError("Could not automatically determine credentials.")
-
-
-def expired(creds, project):
-    raise RefreshError("invalid_grant: Token has been expired or revoked.")
-
-
-@pytest.mark.parametrize("which, creds, lookup, says", [
-    (tools("terraform"), credentials, answer(200, {}), "install Terraform"),
-    (tools("gcloud"), credentials, answer(200, {}), "install the Google Cloud CLI"),
-    (tools(), no_credentials, answer(200, {}), "`gcloud auth application-default login`"),
-    (tools(), credentials, expired, "expired or were revoked"),
-    (tools(), credentials, answer(403, {"error": {"message": "denied", "details": [{"reason": "SERVICE_DISABLED"}]}}),
-     "`gcloud services enable cloudresourcemanager.googleapis.com --project p1`"),
-    (tools(), credentials, answer(403, {"error": {"message": "The caller does not have permission"}}),
-     "`gcloud projects list`"),
-    (tools(), credentials, answer(404, {}), "was not found"),
-    (tools(), credentials, answer(200, {"lifecycleState": "DELETE_REQUESTED"}), "`gcloud projects undelete p1`"),
-    (tools(), credentials, answer(500, {"error": {"message": "backend error"}}), "HTTP 500: backend error"),
-])
-def test_each_preflight_failure_is_one_sentence_with_its_fix(which, creds, lookup, says):
-    with pytest.raises(GcpError) as refused:
-        firstrun.preflight("p1", which, creds, lookup)
-    message = str(refused.value)
-    assert says in message and "\n" not in message and "Traceback" not in message
-
-
-def test_a_ready_project_passes_the_preflight():
-    assert firstrun.preflight("p1", tools(), credentials,
-                              answer(200, {"lifecycleState": "ACTIVE", "projectNumber": "42"})) == "42"

@@ -8,6 +8,7 @@ import pytest
 
 from visitkit import gcp, monitoring, runner, settle
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
+from visitkit.idtoken import IdTokens, audience_of
 from visitkit.settings import load_settings
 from visitkit.steps import run_steps
 
@@ -79,15 +80,19 @@ class FakeFirestore:
 
 
 class StoringSite:
-    """HTTP stand-in: preflights answer 204, each POST is recorded and stored in FakeFirestore."""
+    """HTTP stand-in: preflights answer 204, each POST is recorded and stored in FakeFirestore;
+    with `token`, a request without that bearer token gets 403, as Cloud Run answers."""
 
-    def __init__(self, firestore, not_ready=()):
+    def __init__(self, firestore, not_ready=(), token=None):
         self.firestore = firestore
         self.not_ready = set(not_ready)
+        self.token = token
         self.requests = []
 
-    def __call__(self, url, method):
+    def __call__(self, url, method, headers=None):
         self.requests.append((method, url))
+        if self.token and (headers or {}).get("Authorization") != f"Bearer {self.token}:{audience_of(url)}":
+            return 403
         if method == "OPTIONS":
             return 404 if any(url.endswith(path) for path in self.not_ready) else 204
         if method == "POST":
@@ -174,7 +179,7 @@ def test_waits_until_the_warm_up_visits_are_stored():
 # --- the whole start and stop --------------------------------------------------------------------
 
 def target(**options):
-    options = {"preflight": lambda project: None, "log": lambda *_: None, **options}
+    options = {"preflight": lambda project, access, credentials: None, "log": lambda *_: None, **options}
     return gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1", infra_dir=INFRA, **options)
 
 
@@ -189,8 +194,8 @@ def test_start_steps_deploy_wait_and_warm_and_the_stop_step_destroys():
     assert run.steps() == ["init", "apply", "output"]
     assert deployed.log_metrics == {}  # an older deployment without log metrics: their queries say so
     assert deployed.base_url == BASE and deployed.subscription == "eventarc-sub"
-    # iteration 1: 2 instances x concurrency 1 at most, so waves of 2 visits
-    assert sum(deployed.totals().values()) == 2 * gcp.WARM_ROUNDS
+    # one first visit, then (iteration 1: 2 instances x concurrency 1 at most) waves of 2 visits
+    assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
     quietly([deployed.stop_step()])
     assert run.steps()[-1] == "destroy" and firestore.closed
 
@@ -207,7 +212,7 @@ def test_a_failed_start_with_destroy_tears_down():
 def test_the_preflight_runs_first_and_a_failed_one_creates_nothing():
     run = FakeRun()
 
-    def refuse(project):
+    def refuse(project, access, credentials):
         raise gcp.GcpError(f"no credentials for {project}")
 
     deployed = target(run=run, preflight=refuse, destroy=True)
@@ -278,3 +283,117 @@ def test_dry_run_without_destroy_says_how_to_clean_up():
     assert "region: infra default" in text
     step = text.split("leave the deployment running", 1)[1].splitlines()[1]
     assert "clean up later" in step and " destroy " in step
+
+
+# --- authenticated access -------------------------------------------------------------------------
+
+def fake_tokens():
+    """IdTokens whose tokens name their audience, so a test can tell which function one was for."""
+    return IdTokens(lambda audience: (f"t:{audience}", 4_000_000_000))
+
+
+def test_an_authenticated_run_sends_an_id_token_for_each_function_and_grants_the_invokers():
+    run, firestore = FakeRun(), FakeFirestore({})
+    site = StoringSite(firestore, token="t")
+    deployed = target(run=run, status=site, firestore=firestore, access="authenticated",
+                      invokers=["user:tester@example.com"], id_tokens=fake_tokens())
+    quietly(deployed.start_steps())
+    apply = run.calls[1]
+    assert "-var=access=authenticated" in apply and '-var=invokers=["user:tester@example.com"]' in apply
+    assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS  # nothing refused: every request signed
+    assert deployed.locust_args == ["--auth", "id-token"]
+
+
+def test_a_public_run_sends_no_token_and_passes_access_public():
+    run, firestore = FakeRun(), FakeFirestore({})
+    deployed = target(run=run, status=StoringSite(firestore), firestore=firestore)
+    quietly(deployed.start_steps())
+    assert "-var=access=public" in run.calls[1] and not any(a.startswith("-var=invokers") for a in run.calls[1])
+    assert deployed.locust_args == []
+
+
+def test_the_settings_files_access_applies_unless_a_flag_overrides_it(tmp_path):
+    raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
+    (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "access": "authenticated"}))
+    settings = load_settings(tmp_path)
+    assert gcp.GcpTarget(settings, tmp_path, "p1", infra_dir=INFRA).access == "authenticated"
+    assert gcp.GcpTarget(settings, tmp_path, "p1", infra_dir=INFRA, access="public").access == "public"
+
+
+def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_before_the_preflight():
+    calls = []
+
+    class Creds:  # a service account key's credentials, as google-auth names them
+        __module__ = "google.oauth2.service_account"
+        service_account_email = "loadgen@p1.iam.gserviceaccount.com"
+
+    deployed = target(access="authenticated", credentials=Creds(), id_tokens=IdTokens(
+        lambda audience: calls.append(("mint", audience)) or ("t", 4_000_000_000)),
+        preflight=lambda project, access, credentials: calls.append(("preflight", access)))
+    deployed._check()
+    assert deployed.invokers == ["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]
+    assert '-var=invokers=["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]' in deployed.commands["apply"]
+    assert [c[0] for c in calls] == ["mint", "preflight"] and calls[0][1].endswith(".cloudfunctions.net/app")
+
+
+def test_a_plain_user_login_is_refused_before_the_preflight_with_the_way_out():
+    class UserCreds:
+        __module__ = "google.oauth2.credentials"
+        id_token = None
+
+    deployed = target(access="authenticated", invokers=["user:me@example.com"], credentials=UserCreds(),
+                      preflight=lambda *a, **k: pytest.fail("the preflight ran"))
+    with pytest.raises(gcp.GcpError, match="user login.*--impersonate SERVICE_ACCOUNT_EMAIL"):
+        deployed._check()
+
+
+def test_functions_refusing_the_token_are_named_with_the_propagation_hint():
+    clock = FakeClock()
+    with pytest.raises(gcp.GcpError, match=r"refused your requests \(403\).*run the same command again"):
+        gcp.wait_until_answering(BASE, lambda url, method: 403, timeout=30, interval=10, now=clock.now,
+                                 sleep=clock.sleep)
+
+
+# --- the first visit ----------------------------------------------------------------------------------
+
+def test_the_first_visit_waits_through_refused_pushes_and_says_why():
+    clock, firestore, logged = FakeClock(), FakeFirestore({}), []
+    stored_after = 120  # Pub/Sub's retry got through once the binding propagated
+
+    def status(url, method):
+        return 202
+
+    def totals():
+        return {"home": 1 if clock.t >= stored_after else 0}
+
+    gcp.first_visit_stored(BASE, status, totals, timeout=660, refusals=lambda: 2, log=logged.append,
+                           now=clock.now, sleep=clock.sleep)
+    assert clock.t >= stored_after and len(logged) == 1 and "403" in logged[0] and "not propagated" in logged[0]
+
+
+def test_a_first_visit_never_stored_because_of_refused_pushes_says_what_to_do():
+    clock = FakeClock()
+    with pytest.raises(gcp.GcpError, match="refused Pub/Sub's push with 403.*run the same command again"):
+        gcp.first_visit_stored(BASE, lambda url, method: 202, lambda: {"home": 0}, timeout=660,
+                               refusals=lambda: 1, log=lambda *_: None, now=clock.now, sleep=clock.sleep)
+    assert clock.t >= 660
+
+
+def test_the_first_visit_waits_at_least_the_maximum_backoff_and_the_ack_deadline():
+    deployed = target()
+    subscription = deployed.settings.subscription
+    assert deployed.redelivery_wait == subscription.maximum_backoff_seconds + subscription.ack_deadline_seconds
+    assert deployed.min_convergence_wait >= subscription.maximum_backoff_seconds
+
+
+def test_push_refusals_reads_store_inc_counters_403s_from_its_request_logs():
+    class Session:
+        def post(self, url, timeout, json):
+            self.url, self.body = url, json
+            return type("Reply", (), {"status_code": 200, "json": lambda self: {"entries": [{}, {}]}})()
+
+    session = Session()
+    assert gcp.push_refusals(session, "p1", "2026-11-23T08:00:00+00:00") == 2
+    assert session.url.endswith("/v2/entries:list") and session.body["resourceNames"] == ["projects/p1"]
+    assert 'resource.labels.service_name="store-inc-counter"' in session.body["filter"]
+    assert "httpRequest.status=403" in session.body["filter"]

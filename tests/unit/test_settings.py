@@ -7,7 +7,7 @@ import pytest
 
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import SettingsError
-from visitkit.settings import MESSAGES, function_environment, load_settings, parse_settings
+from visitkit.settings import MESSAGES, check_invokers, function_environment, load_settings, parse_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
@@ -63,7 +63,7 @@ def test_every_rule_says_what_terraform_says():
     message here is one of variables.tf's, and each of its messages on a settings key is here."""
     terraform = terraform_messages()
     assert set(MESSAGES.values()) <= terraform, set(MESSAGES.values()) - terraform
-    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name", "Each of invokers"))}
+    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name"))}
     assert terraform - infra_only <= set(MESSAGES.values()), terraform - infra_only - set(MESSAGES.values())
 
 
@@ -148,6 +148,17 @@ def test_each_function_serves_as_many_requests_at_once_as_its_concurrency():
     settings = parse_settings(raw)
     threads = {name: function_environment(settings, name, project="p", topic="t")["THREADS"] for name in FUNCTIONS}
     assert threads == {"serve-page": "1", "get-counter": "80", "inc-counter": "1", "store-inc-counter": "1"}
+
+
+@pytest.mark.parametrize("member, ok", [
+    ("user:me@example.com", True), ("serviceAccount:lg@p.iam.gserviceaccount.com", True),
+    ("me@example.com", False), ("user:", False), ("user:a b", False)])
+def test_invokers_are_checked_as_terraform_checks_them(member, ok):
+    if ok:
+        assert check_invokers([member]) == (member,)
+    else:
+        with pytest.raises(SettingsError, match="must be an IAM principal"):
+            check_invokers([member])
 
 
 def test_access_is_public_unless_the_file_says_otherwise():

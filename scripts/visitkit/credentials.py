@@ -1,0 +1,59 @@
+"""The user's Google credentials, as every Google client the kit creates uses them.
+
+Application-default credentials (google-auth), with the target project as their quota project:
+Google bills each call to, and checks each API's state in, that project, so an error names the
+project the user deploys to and no other (without it, user credentials bill the project named in
+the ADC file, or none).
+"""
+from visitkit.errors import GcpError
+from visitkit.idtoken import kind_of
+
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+def default_credentials(project=None):
+    """The application-default credentials, their calls billed to `project` where it is given."""
+    import google.auth
+
+    try:
+        credentials, _ = google.auth.default(scopes=SCOPES, quota_project_id=project)
+    except Exception as error:  # DefaultCredentialsError
+        raise GcpError("No application-default credentials were found: run "
+                       "`gcloud auth application-default login`.") from error
+    return credentials
+
+
+def billed_to(credentials, project):
+    """The same credentials with `project` as their quota project (clients given credentials
+    ignore client_options' quota_project_id)."""
+    return credentials.with_quota_project(project) if hasattr(credentials, "with_quota_project") else credentials
+
+
+def impersonating(credentials, service_account):
+    """`credentials` acting as `service_account` (the IAM Credentials API signs for it)."""
+    from google.auth import impersonated_credentials
+
+    return impersonated_credentials.Credentials(source_credentials=credentials, target_principal=service_account,
+                                                target_scopes=SCOPES)
+
+
+def caller_member(credentials, request=None):
+    """The IAM principal the credentials act as ("user:..." or "serviceAccount:..."), which an
+    authenticated deployment grants run.invoker to; None when it cannot be told."""
+    kind = kind_of(credentials)
+    if kind in ("impersonated", "service_account"):
+        return f"serviceAccount:{credentials.service_account_email}"
+    if kind == "metadata":
+        import google.auth.transport.requests
+
+        credentials.refresh(request or google.auth.transport.requests.Request())  # learns its email
+        return f"serviceAccount:{credentials.service_account_email}"
+    if kind == "user":
+        import google.auth.transport.requests
+        from google.auth import jwt
+
+        if not credentials.id_token:
+            credentials.refresh(request or google.auth.transport.requests.Request())
+        claims = jwt.decode(credentials.id_token, verify=False) if credentials.id_token else {}
+        return f"user:{claims['email']}" if claims.get("email") else None
+    return None

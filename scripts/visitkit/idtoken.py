@@ -1,0 +1,114 @@
+"""Google-signed ID tokens for the functions of an `"access": "authenticated"` deployment.
+
+Cloud Run lets a request through to a private service when it carries, as `Authorization: Bearer`,
+an ID token of a principal holding roles/run.invoker whose audience is the service's URL. The kit's
+probes, warm-up and every Locust user take their tokens from one `IdTokens`: one token per function
+URL, minted from the application-default credentials and minted again REFRESH_MARGIN_S before it
+expires (Google's ID tokens live one hour).
+
+What each kind of application-default credentials can mint (google-auth):
+- a service account key (GOOGLE_APPLICATION_CREDENTIALS): its own ID tokens, signed locally and
+  exchanged at the key's token URI (service_account.IDTokenCredentials);
+- `gcloud auth application-default login --impersonate-service-account SA`, or `--impersonate SA`
+  here on top of a user login: SA's ID tokens through the IAM Credentials API
+  (impersonated_credentials.IDTokenCredentials; the user needs roles/iam.serviceAccountTokenCreator
+  on SA);
+- the metadata server (a VM, Cloud Shell, Cloud Run): the attached service account's tokens
+  (compute_engine.IDTokenCredentials);
+- a plain user login (`gcloud auth application-default login`): none for another audience, so the
+  kit asks for --impersonate; workload identity federation (external_account): likewise.
+"""
+import datetime
+import threading
+import time
+import urllib.parse
+
+from visitkit.errors import GcpError
+
+REFRESH_MARGIN_S = 300
+IMPERSONATE_HINT = ("run again with --impersonate SERVICE_ACCOUNT_EMAIL (a service account you may mint tokens for: "
+                    "roles/iam.serviceAccountTokenCreator on it), or log in with "
+                    "`gcloud auth application-default login --impersonate-service-account SERVICE_ACCOUNT_EMAIL`")
+
+
+def audience_of(url):
+    """A function's URL, which Cloud Run accepts as the audience of its ID tokens: scheme, host
+    and the function's path, without the query."""
+    parts = urllib.parse.urlsplit(url)
+    first = parts.path.strip("/").split("/", 1)[0]
+    return f"{parts.scheme}://{parts.netloc}/{first}" if first else f"{parts.scheme}://{parts.netloc}"
+
+
+class IdTokens:
+    """Bearer headers for function URLs; `mint(audience)` -> (token, expiry as unix seconds)."""
+
+    def __init__(self, mint, now=time.time, margin=REFRESH_MARGIN_S):
+        self._mint, self._now, self._margin = mint, now, margin
+        self._tokens = {}  # audience -> (token, expiry)
+        self._lock = threading.Lock()  # one mint per audience at a time, however many users ask
+
+    def token(self, audience):
+        with self._lock:
+            token, expiry = self._tokens.get(audience, (None, 0.0))
+            if token is None or self._now() >= expiry - self._margin:
+                token, expiry = self._mint(audience)
+                self._tokens[audience] = (token, expiry)
+            return token
+
+    def headers(self, url):
+        return {"Authorization": f"Bearer {self.token(audience_of(url))}"}
+
+
+def kind_of(credentials):
+    module = type(credentials).__module__
+    if module == "google.oauth2.service_account":
+        return "service_account"
+    if module == "google.auth.impersonated_credentials":
+        return "impersonated"
+    if module == "google.auth.compute_engine.credentials":
+        return "metadata"
+    if module == "google.oauth2.credentials":
+        return "user"
+    return type(credentials).__name__
+
+
+def id_token_credentials(credentials, audience, request):
+    """ID-token credentials for `audience` from application-default `credentials`, or GcpError
+    with the way out for a kind that cannot mint them."""
+    kind = kind_of(credentials)
+    if kind == "service_account":
+        from google.oauth2 import service_account
+
+        return service_account.IDTokenCredentials(
+            credentials.signer, credentials.service_account_email, credentials._token_uri, audience)
+    if kind == "impersonated":
+        from google.auth import impersonated_credentials
+
+        return impersonated_credentials.IDTokenCredentials(credentials, target_audience=audience, include_email=True)
+    if kind == "metadata":
+        from google.auth import compute_engine
+
+        return compute_engine.IDTokenCredentials(request, audience, use_metadata_identity_endpoint=True)
+    if kind == "user":
+        raise GcpError("Your application-default credentials are a user login, which cannot mint the ID tokens an "
+                       f"authenticated deployment needs: {IMPERSONATE_HINT}.")
+    raise GcpError(f"Application-default credentials of type {kind} cannot mint ID tokens here: {IMPERSONATE_HINT}.")
+
+
+def minter(credentials, request=None):
+    """mint(audience) -> (token, expiry unix seconds) for IdTokens, from `credentials`."""
+    import google.auth.transport.requests
+
+    request = request or google.auth.transport.requests.Request()
+
+    def mint(audience):
+        target = id_token_credentials(credentials, audience, request)
+        try:
+            target.refresh(request)
+        except Exception as error:  # RefreshError: no token creator role, key disabled, ...
+            raise GcpError(f"Could not mint an ID token for {audience}: {error}") from error
+        # google-auth keeps expiry as a naive UTC datetime
+        expiry = target.expiry.replace(tzinfo=datetime.timezone.utc).timestamp() if target.expiry else time.time()
+        return target.token, expiry
+
+    return mint

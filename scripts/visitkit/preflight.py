@@ -1,0 +1,318 @@
+"""The preflight of a Google Cloud run: what the deployment needs, checked before anything is created.
+
+In order, each failure one sentence with the command that fixes it:
+1. terraform and gcloud on PATH; application-default credentials, every call billed to the
+   target project (its quota project), so an error names that project and no other;
+2. the APIs these checks read (Service Usage's view of the project): turned on if off, as
+   Terraform would turn them on anyway (reading them costs nothing);
+3. the project exists, is ACTIVE, and its number (Cloud Resource Manager);
+4. billing is enabled (Cloud Billing), where the API answers;
+5. with access "public", the organization policy lets allUsers be granted run.invoker
+   (the effective iam.allowedPolicyMemberDomains and iam.managed.allowedPolicyMembers);
+6. then, all checks passed, Pub/Sub's service agent is created if it does not exist yet, so
+   that the dead-letter grants find it (Service Usage's generateServiceIdentity).
+
+Every Google call goes through `Apis`, built on Google's client libraries with the REST
+transport: tests point it at a local fake of these APIs (tests/integration/test_preflight.py).
+"""
+import functools
+import importlib
+import shutil
+import time
+from dataclasses import dataclass
+
+from visitkit.credentials import billed_to
+from visitkit.errors import GcpError
+
+# What these checks read, turned on before they read it (Service Usage itself is on in every project).
+READ_APIS = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com")
+DOMAINS_CONSTRAINT = "iam.allowedPolicyMemberDomains"
+MANAGED_CONSTRAINT = "iam.managed.allowedPolicyMembers"
+ENABLE_TIMEOUT_S = 180
+PROPAGATION_TRIES, PROPAGATION_WAIT_S = 4, 20  # an API turned on moments ago may answer "disabled" a while
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the preflight learnt: the project's number and the principal the credentials act as."""
+    project_number: str
+    caller: str = None  # "user:..." / "serviceAccount:...", or None when it cannot be told
+    notes: tuple = ()  # checks that could not be made, said once to the user
+
+
+# --- the organization policy, as data ---------------------------------------------------------------
+
+def all_users_refused_by(policy, constraint):
+    """True when an effective policy (a google.cloud.orgpolicy_v2.Policy, or None where none
+    applies) of `constraint` refuses allUsers as a member of an IAM policy."""
+    rules = list(policy.spec.rules) if policy is not None and policy.spec else []
+    unconditional = [rule for rule in rules if not (rule.condition and rule.condition.expression)]
+    if constraint == DOMAINS_CONSTRAINT:
+        # A list constraint: allowed customer ids (allUsers is never one), deny all, or allow all.
+        if any(rule.allow_all for rule in unconditional):
+            return False
+        return any(rule.deny_all or list(rule.values.allowed_values) for rule in unconditional)
+    # The managed constraint: enforced, allUsers is refused unless named among the allowed subjects.
+    for rule in unconditional:
+        if rule.enforce:
+            parameters = dict(rule.parameters or {})
+            if "allUsers" not in list(parameters.get("allowedMemberSubjects") or []):
+                return True
+    return False
+
+
+def org_policy_way_out(project, constraint):
+    return ("switch to `--access authenticated` (or \"access\": \"authenticated\" in the settings file: the kit then "
+            "sends ID tokens), or have an Organization Policy Administrator (roles/orgpolicy.policyAdmin on the "
+            f"organization) allow allUsers in this project: `gcloud org-policies reset {constraint} --project={project}` "
+            "where the project's own policy narrows the organization's, else a project policy with `allowAll: true` "
+            f"(`gcloud org-policies set-policy` on a file holding name: projects/{project}/policies/{constraint} and "
+            "spec: rules: [allowAll: true])")
+
+
+# --- the APIs -------------------------------------------------------------------------------------------
+
+class Apis:
+    """Google's client libraries for the checks, all billed to the target project; `endpoint`
+    sends every call to one base URL instead (a local fake in tests)."""
+
+    def __init__(self, credentials, project, endpoint=None):
+        self.credentials, self.project, self.endpoint = billed_to(credentials, project), project, endpoint
+
+    def _client(self, module, name):
+        from google.api_core.client_options import ClientOptions
+
+        cls = getattr(importlib.import_module(module), name)
+        return cls(credentials=self.credentials, transport="rest", client_options=ClientOptions(api_endpoint=self.endpoint))
+
+    def service_states(self, services):
+        """{service: "ENABLED" | "DISABLED"} (Service Usage)."""
+        client = self._client("google.cloud.service_usage_v1", "ServiceUsageClient")
+        reply = client.batch_get_services(request={
+            "parent": f"projects/{self.project}",
+            "names": [f"projects/{self.project}/services/{name}" for name in services]})
+        return {service.config.name or service.name.rsplit("/", 1)[-1]: service.state.name
+                for service in reply.services}
+
+    def enable(self, services, timeout=ENABLE_TIMEOUT_S):
+        client = self._client("google.cloud.service_usage_v1", "ServiceUsageClient")
+        operation = client.batch_enable_services(request={"parent": f"projects/{self.project}",
+                                                          "service_ids": list(services)})
+        operation.result(timeout=timeout)
+
+    def project_info(self):
+        """(state name, project number) (Cloud Resource Manager v3)."""
+        client = self._client("google.cloud.resourcemanager_v3", "ProjectsClient")
+        project = client.get_project(name=f"projects/{self.project}")
+        return project.state.name, project.name.rsplit("/", 1)[-1]
+
+    def billing_enabled(self):
+        client = self._client("google.cloud.billing_v1", "CloudBillingClient")
+        return client.get_project_billing_info(name=f"projects/{self.project}").billing_enabled
+
+    def effective_policy(self, constraint):
+        client = self._client("google.cloud.orgpolicy_v2", "OrgPolicyClient")
+        return client.get_effective_policy(name=f"projects/{self.project}/policies/{constraint}")
+
+    def create_pubsub_agent(self):
+        """Pub/Sub's service agent, created if missing (idempotent); returns its email. The call is
+        only in Service Usage's v1beta1, which the client library does not cover."""
+        from google.auth.transport.requests import AuthorizedSession
+
+        base = self.endpoint or "https://serviceusage.googleapis.com"
+        session = AuthorizedSession(self.credentials)
+        reply = session.post(f"{base}/v1beta1/projects/{self.project}/services/pubsub.googleapis.com"
+                             ":generateServiceIdentity", json={}, timeout=60)
+        if reply.status_code != 200:
+            from google.api_core.exceptions import from_http_response
+
+            raise from_http_response(reply)
+        return ((reply.json().get("response") or {}).get("email"))
+
+
+# --- the checks ---------------------------------------------------------------------------------------
+
+def reason_of(error):
+    """The ErrorInfo reason of a google.api_core exception (SERVICE_DISABLED, ...), or None."""
+    return getattr(error, "reason", None)
+
+
+def patiently(call, sleep=time.sleep, tries=PROPAGATION_TRIES, wait=PROPAGATION_WAIT_S):
+    """call(), tried again while it answers SERVICE_DISABLED: an API turned on moments ago."""
+    from google.api_core import exceptions
+
+    for attempt in range(1, tries + 1):
+        try:
+            return call()
+        except exceptions.GoogleAPICallError as error:
+            if reason_of(error) != "SERVICE_DISABLED" or attempt == tries:
+                raise
+            sleep(wait)
+
+
+def not_found(project):
+    return GcpError(f"Project {project} was not found, or your account cannot see it: check the id with "
+                    "`gcloud projects list` (and that you are logged in as the right account: "
+                    "`gcloud auth application-default login`).")
+
+
+def turn_on_read_apis(apis, project, log):
+    """The APIs the checks read, on; returns whether any had to be turned on."""
+    from google.api_core import exceptions
+
+    try:
+        states = apis.service_states(READ_APIS)
+    except exceptions.GoogleAPICallError as error:
+        if reason_of(error) == "SERVICE_DISABLED":
+            raise GcpError(f"The Service Usage API is off in project {project}: run `gcloud services enable "
+                           f"serviceusage.googleapis.com --project {project}`.") from error
+        if reason_of(error) == "USER_PROJECT_DENIED":
+            raise GcpError(f"Your account may not bill API calls to project {project} (serviceusage.services.use): "
+                           "ask for roles/serviceusage.serviceUsageConsumer on it, or Owner.") from error
+        if isinstance(error, (exceptions.Forbidden, exceptions.NotFound)):
+            raise not_found(project) from error
+        raise
+    off = [name for name in READ_APIS if states.get(name) != "ENABLED"]
+    if not off:
+        return False
+    log(f"preflight: turning on {', '.join(off)} in project {project} (what these checks read)")
+    try:
+        apis.enable(off)
+    except exceptions.Forbidden as error:
+        raise GcpError(f"Your account may not turn on APIs in project {project} (serviceusage.services.enable): "
+                       f"use an account that is Owner of it, or have one run `gcloud services enable {' '.join(off)} "
+                       f"--project {project}`.") from error
+    return True
+
+
+def check_project(apis, project, patient):
+    """The project's number, once it is known to exist and be ACTIVE."""
+    from google.api_core import exceptions
+
+    try:
+        state, number = patient(apis.project_info)
+    except (exceptions.Forbidden, exceptions.NotFound) as error:
+        if reason_of(error) == "SERVICE_DISABLED":
+            raise GcpError(f"The Cloud Resource Manager API is still off in project {project}: run `gcloud services "
+                           f"enable cloudresourcemanager.googleapis.com --project {project}`, wait a minute and "
+                           "try again.") from error
+        raise not_found(project) from error
+    if state != "ACTIVE":
+        raise GcpError(f"Project {project} is {state}: restore it with `gcloud projects undelete {project}` or "
+                       "use another project.")
+    return number
+
+
+def check_billing(apis, project, patient):
+    """Stops where billing is off; returns the notes of what could not be checked."""
+    from google.api_core import exceptions
+
+    try:
+        enabled = patient(apis.billing_enabled)
+    except exceptions.Forbidden:
+        return ["billing could not be checked (your account may not read the project's billing information); if the "
+                "apply says `Billing must be enabled`, link a billing account to the project"]
+    if not enabled:
+        raise GcpError(f"Billing is not enabled on project {project}: link a billing account with `gcloud billing "
+                       f"projects link {project} --billing-account=ACCOUNT_ID` (`gcloud billing accounts list` shows "
+                       "yours).")
+    return []
+
+
+def check_org_policy(apis, project, patient):
+    """Stops where an organization policy refuses allUsers; returns the notes of what could not be read."""
+    from google.api_core import exceptions
+
+    notes = []
+    for constraint in (DOMAINS_CONSTRAINT, MANAGED_CONSTRAINT):
+        try:
+            policy = patient(functools.partial(apis.effective_policy, constraint))
+        except (exceptions.NotFound, exceptions.BadRequest):
+            continue  # a constraint this organization's API does not know refuses nothing
+        except exceptions.Forbidden:
+            notes.append(f"the organization policy {constraint} could not be read (orgpolicy.policy.get); if the apply "
+                         "says `do not belong to a permitted customer`, " + org_policy_way_out(project, constraint))
+            continue
+        if all_users_refused_by(policy, constraint):
+            raise GcpError(f"Project {project}'s organization policy {constraint} refuses allUsers, which the public "
+                           "functions need (access \"public\"): " + org_policy_way_out(project, constraint) + ".")
+    return notes
+
+
+def create_pubsub_agent(apis):
+    from google.api_core import exceptions
+
+    try:
+        apis.create_pubsub_agent()
+    except exceptions.GoogleAPICallError as error:
+        return [f"Pub/Sub's service agent could not be created ahead ({error.message}); the apply retries while "
+                "Google creates it"]
+    return []
+
+
+def run(project, access="public", *, credentials=None, apis=None, which=shutil.which, sleep=time.sleep, log=print):
+    """The whole preflight; returns a Preflight or raises GcpError with one sentence. Nothing is
+    created before every check passed (turning on the APIs the checks read aside)."""
+    from google.api_core import exceptions
+
+    check_tools(which)
+    if apis is None:
+        from visitkit.credentials import default_credentials
+
+        apis = Apis(credentials or default_credentials(project), project)
+    try:
+        turned_on = turn_on_read_apis(apis, project, log)
+        # Only an API turned on moments ago is worth waiting for.
+        patient = functools.partial(patiently, sleep=sleep, tries=PROPAGATION_TRIES if turned_on else 1)
+        number = check_project(apis, project, patient)
+        notes = check_billing(apis, project, patient)
+        if access == "public":
+            notes += check_org_policy(apis, project, patient)
+        notes += create_pubsub_agent(apis)
+    except GcpError:
+        raise
+    except exceptions.GoogleAPICallError as error:
+        raise GcpError(f"Checking project {project} failed: {error.code} {error.message}") from error
+    except Exception as error:
+        if type(error).__name__ == "RefreshError":
+            raise GcpError("Your application-default credentials have expired or were revoked: run "
+                           "`gcloud auth application-default login`.") from error
+        if type(error).__name__ == "TransportError" or isinstance(error, OSError):
+            raise GcpError(f"Google Cloud could not be reached to check project {project} ({error}): check the "
+                           "network and try again.") from error
+        raise
+    for note in notes:
+        log(f"preflight: {note}")
+    return Preflight(number, notes=tuple(notes))
+
+
+def check_tools(which=shutil.which):
+    if not which("terraform"):
+        raise GcpError("terraform was not found on PATH: install Terraform 1.7 or later "
+                       "(https://developer.hashicorp.com/terraform/install).")
+    if not which("gcloud"):
+        raise GcpError("gcloud was not found on PATH: install the Google Cloud CLI "
+                       "(https://cloud.google.com/sdk/docs/install).")
+
+
+def describe(project, access):
+    """The preflight's checks, for --dry-run: what each reads, and that nothing is created before them."""
+    lines = [
+        "terraform and gcloud on PATH; application-default credentials (google-auth), every call billed to "
+        f"project {project} (its quota project)",
+        f"Service Usage: {', '.join(READ_APIS)} on in {project}, turned on if off (what the checks read)",
+        f"Cloud Resource Manager: project {project} exists and is ACTIVE; its number",
+        f"Cloud Billing: billing enabled on {project}",
+    ]
+    if access == "public":
+        lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
+                     "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both ways "
+                     "out (--access authenticated, or a project-level override)")
+    else:
+        lines.append("Organization Policy: not needed, access \"authenticated\" grants run.invoker to named accounts "
+                     "only")
+    lines += ["then Service Usage v1beta1 generateServiceIdentity: Pub/Sub's service agent exists before the apply "
+              "grants it the dead-letter roles",
+              "each failure is one sentence with the command that fixes it; nothing is created before every check "
+              "passed"]
+    return lines

@@ -1,0 +1,175 @@
+"""A local fake of the Google APIs the kit calls before and around a deployment, answering the JSON
+recorded in tests/fixtures/google/ (shapes and texts from Google's API references and error pages):
+Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy, the OAuth token endpoint
+of a service account key, Cloud Logging's entries:list, and functions behind Cloud Run's invoker
+check. Google's own client libraries talk to it over HTTP (REST transport); it records every request.
+"""
+import base64
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "google"
+NUMBER = "123456789012"
+
+
+def fixture(name):
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def unverified_claims(jwt_text):
+    payload = jwt_text.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def unsigned_jwt(claims):
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.{part('not-signed')}"
+
+
+class Scenario:
+    """What the fake answers: APIs on, the project's state, billing, each constraint's effective
+    policy (a fixture name, or None for an unknown constraint), errors by API."""
+
+    def __init__(self, project="visitkit-fake", enabled=("cloudresourcemanager.googleapis.com",
+                                                         "cloudbilling.googleapis.com", "orgpolicy.googleapis.com"),
+                 state="ACTIVE", billing=True, policies=None, errors=None, may_enable=True, functions=None):
+        self.project, self.enabled, self.state, self.billing = project, set(enabled), state, billing
+        self.policies = policies or {"iam.allowedPolicyMemberDomains": "policy-none",
+                                     "iam.managed.allowedPolicyMembers": "policy-none"}
+        self.errors = errors or {}  # api name -> fixture name of an error answer
+        self.may_enable = may_enable
+        self.functions = functions or {}  # path -> principal allowed to invoke (authenticated functions)
+
+
+class FakeGoogle(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, scenario):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.scenario = scenario
+        self.requests = []  # (method, path, headers)
+        self.lock = threading.Lock()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+        self.server_close()
+
+    def paths(self, method=None):
+        return [path for m, path, _ in self.requests if method is None or m == method]
+
+    @property
+    def mutations(self):
+        """The calls that change the project: turning APIs on, creating a service agent."""
+        return [path.split("?", 1)[0] for method, path, _ in self.requests if method == "POST" and re.search(
+            r":(batchEnable|generateServiceIdentity)$", path.split("?", 1)[0])]
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeGoogle
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.answer("GET")
+
+    def do_POST(self):
+        self.answer("POST")
+
+    def answer(self, method):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0]
+        with self.server.lock:
+            self.server.requests.append((method, self.path, dict(self.headers)))
+        status, payload = self.route(method, path, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def error(self, api):
+        name = self.server.scenario.errors.get(api)
+        if name is None:
+            return None
+        answer = fixture(name)
+        return answer["error"]["code"], answer
+
+    def route(self, method, path, body):
+        s = self.server.scenario
+        if path == "/token":  # a service account key's token_uri: an ID token for the asked audience
+            assertion = dict(part.split("=", 1) for part in body.decode().split("&"))["assertion"]
+            claims = unverified_claims(assertion)
+            now = int(time.time())
+            return 200, {"id_token": unsigned_jwt({"aud": claims["target_audience"], "email": claims["iss"],
+                                                   "iat": now, "exp": now + 3600})}
+        if path in s.functions:  # a function behind Cloud Run's invoker check
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            try:
+                claims = unverified_claims(token)
+            except Exception:
+                return 401, {"error": "no token"}
+            if claims.get("aud") != self.server.url + path or claims.get("email") != s.functions[path]:
+                return 403, {"error": "Your client does not have permission to get URL from this server."}
+            return 204 if method == "OPTIONS" else 200, {}
+        if m := re.fullmatch(r"/v1/projects/([^/]+)/services:batchGet", path):
+            if err := self.error("serviceusage"):
+                return err
+            names = re.findall(r"names=([^&]+)", self.path)
+            services = []
+            for name in names:
+                name = name.replace("%2F", "/")
+                service = name.rsplit("/", 1)[-1]
+                services.append({"name": f"projects/{NUMBER}/services/{service}", "parent": f"projects/{NUMBER}",
+                                 "config": {"name": service},
+                                 "state": "ENABLED" if service in s.enabled else "DISABLED"})
+            return 200, {"services": services}
+        if m := re.fullmatch(r"/v1/projects/([^/]+)/services:batchEnable", path):
+            if not s.may_enable:
+                return fixture("error-enable-denied")["error"]["code"], fixture("error-enable-denied")
+            s.enabled |= set(json.loads(body)["serviceIds"])
+            return 200, {"name": "operations/acf.p2-enable", "done": True, "response": {
+                "@type": "type.googleapis.com/google.api.serviceusage.v1.BatchEnableServicesResponse",
+                "services": []}}
+        if re.fullmatch(r"/v3/projects/([^/]+)", path):
+            if err := self.error("cloudresourcemanager"):
+                return err
+            if "cloudresourcemanager.googleapis.com" not in s.enabled:
+                return 403, fixture("error-crm-disabled")
+            return 200, {"name": f"projects/{NUMBER}", "projectId": s.project, "state": s.state,
+                         "displayName": s.project, "parent": "organizations/987654321"}
+        if re.fullmatch(r"/v1/projects/([^/]+)/billingInfo", path):
+            if err := self.error("cloudbilling"):
+                return err
+            return 200, {"name": f"projects/{s.project}/billingInfo", "projectId": s.project,
+                         "billingAccountName": "billingAccounts/000000-AAAAAA-BBBBBB" if s.billing else "",
+                         "billingEnabled": s.billing}
+        if m := re.fullmatch(r"/v2/projects/([^/]+)/policies/([^/:]+):getEffectivePolicy", path):
+            if err := self.error("orgpolicy"):
+                return err
+            name = s.policies.get(m[2])
+            if name is None:
+                return 400, fixture("error-unknown-constraint")
+            policy = fixture(name)
+            policy["name"] = f"projects/{NUMBER}/policies/{m[2]}"
+            return 200, policy
+        if re.fullmatch(r"/v1beta1/projects/([^/]+)/services/pubsub\.googleapis\.com:generateServiceIdentity", path):
+            return 200, {"name": "operations/finished.DONE_OPERATION", "done": True, "response": {
+                "@type": "type.googleapis.com/google.api.serviceusage.v1beta1.ServiceIdentity",
+                "email": f"service-{NUMBER}@gcp-sa-pubsub.iam.gserviceaccount.com", "uniqueId": "1234567890"}}
+        return 404, {"error": {"code": 404, "message": f"the fake has no {method} {path}", "status": "NOT_FOUND"}}

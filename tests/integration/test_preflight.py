@@ -1,0 +1,126 @@
+"""The Google Cloud preflight against a local fake of the APIs it calls (fake_google.py), through
+Google's own client libraries: each failure is one sentence with its way out, nothing is created
+before every check passed, and every call is billed to the target project."""
+import pytest
+from fake_google import FakeGoogle, Scenario
+from google.oauth2.credentials import Credentials
+
+from visitkit import preflight
+from visitkit.errors import GcpError
+
+PROJECT = "visitkit-fake"
+
+
+def tools(name):
+    return f"/usr/bin/{name}"
+
+
+def run(scenario, access="public", **options):
+    logged = []
+    with FakeGoogle(scenario) as fake:
+        apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
+        try:
+            result = preflight.run(PROJECT, access, apis=apis, which=tools, sleep=lambda _s: None,
+                                   log=logged.append, **options)
+        except GcpError as error:
+            result = error
+    return result, fake, logged
+
+
+def refused(scenario, access="public"):
+    result, fake, _ = run(scenario, access)
+    assert isinstance(result, GcpError), result
+    message = str(result)
+    assert "\n" not in message and "Traceback" not in message
+    assert fake.mutations == [] or all(":batchEnable" in path for path in fake.mutations), fake.mutations
+    assert not any("generateServiceIdentity" in path for path in fake.mutations), "created before the checks passed"
+    return message
+
+
+def test_a_ready_project_passes_and_pubsubs_agent_is_created_last():
+    result, fake, logged = run(Scenario())
+    assert result == preflight.Preflight("123456789012")
+    assert fake.mutations == [f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity"]
+    assert "generateServiceIdentity" in fake.paths()[-1] and logged == []
+
+
+def test_every_call_is_billed_to_the_target_project():
+    _, fake, _ = run(Scenario())
+    quota = [{k.lower(): v for k, v in headers.items()}.get("x-goog-user-project") for _, _, headers in fake.requests]
+    assert len(quota) >= 5 and set(quota) == {PROJECT}
+
+
+@pytest.mark.parametrize("constraint, policy", [
+    ("iam.allowedPolicyMemberDomains", "policy-domains-restricted"),
+    ("iam.managed.allowedPolicyMembers", "policy-managed-enforced"),
+])
+def test_an_organization_policy_that_refuses_all_users_stops_a_public_run_with_both_ways_out(constraint, policy):
+    policies = {"iam.allowedPolicyMemberDomains": "policy-none", "iam.managed.allowedPolicyMembers": "policy-none",
+                constraint: policy}
+    message = refused(Scenario(policies=policies))
+    assert f"organization policy {constraint} refuses allUsers" in message
+    assert "--access authenticated" in message
+    assert f"gcloud org-policies reset {constraint} --project={PROJECT}" in message
+    assert "roles/orgpolicy.policyAdmin" in message
+
+
+def test_the_same_policy_lets_an_authenticated_run_through_without_reading_it():
+    policies = {"iam.allowedPolicyMemberDomains": "policy-domains-restricted",
+                "iam.managed.allowedPolicyMembers": "policy-managed-enforced"}
+    result, fake, _ = run(Scenario(policies=policies), access="authenticated")
+    assert isinstance(result, preflight.Preflight)
+    assert not any("getEffectivePolicy" in path for path in fake.paths())
+
+
+@pytest.mark.parametrize("policies", [
+    {"iam.allowedPolicyMemberDomains": "policy-allow-all", "iam.managed.allowedPolicyMembers": "policy-none"},
+    {"iam.allowedPolicyMemberDomains": "policy-none", "iam.managed.allowedPolicyMembers": "policy-managed-allows-all-users"},
+    {"iam.allowedPolicyMemberDomains": "policy-none"},  # the managed constraint unknown to the API
+], ids=["project-allows-all", "managed-lists-allUsers", "managed-unknown"])
+def test_policies_that_allow_all_users_pass(policies):
+    result, _, _ = run(Scenario(policies=policies))
+    assert isinstance(result, preflight.Preflight)
+
+
+def test_a_policy_it_may_not_read_is_a_note_not_a_stop():
+    result, _, logged = run(Scenario(errors={"orgpolicy": "error-policy-denied"}))
+    assert isinstance(result, preflight.Preflight)
+    assert any("could not be read" in line and "--access authenticated" in line for line in logged)
+
+
+def test_billing_off_stops_with_the_link_command():
+    message = refused(Scenario(billing=False))
+    assert f"Billing is not enabled on project {PROJECT}" in message
+    assert f"gcloud billing projects link {PROJECT} --billing-account=ACCOUNT_ID" in message
+
+
+def test_the_apis_the_checks_read_are_turned_on_when_off():
+    result, fake, logged = run(Scenario(enabled=()))
+    assert isinstance(result, preflight.Preflight)
+    assert fake.mutations[0] == f"/v1/projects/{PROJECT}/services:batchEnable"
+    assert any("turning on cloudresourcemanager.googleapis.com" in line for line in logged)
+
+
+def test_an_api_off_that_the_account_may_not_turn_on_stops_with_the_command():
+    message = refused(Scenario(enabled=("cloudresourcemanager.googleapis.com",), may_enable=False))
+    assert "may not turn on APIs" in message
+    assert f"gcloud services enable cloudbilling.googleapis.com orgpolicy.googleapis.com --project {PROJECT}" in message
+
+
+def test_a_missing_project_stops_with_the_list_command():
+    message = refused(Scenario(errors={"serviceusage": "error-project-denied"}))
+    assert f"Project {PROJECT} was not found, or your account cannot see it" in message
+    assert "`gcloud projects list`" in message
+
+
+def test_a_project_being_deleted_stops_with_the_undelete_command():
+    message = refused(Scenario(state="DELETE_REQUESTED"))
+    assert f"`gcloud projects undelete {PROJECT}`" in message
+
+
+def test_a_missing_tool_stops_before_any_call():
+    with FakeGoogle(Scenario()) as fake:
+        apis = preflight.Apis(Credentials(token="t"), PROJECT, endpoint=fake.url)
+        with pytest.raises(GcpError, match="install Terraform"):
+            preflight.run(PROJECT, apis=apis, which=lambda name: None if name == "terraform" else name)
+    assert fake.requests == []
