@@ -2,7 +2,7 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 
-.PHONY: run test setup up down clean
+.PHONY: run test setup setup-cloud up down clean
 
 # A short breakpoint test of iteration 0, after the runner's warm-up. It ramps 12 users/s rather than
 # the study's 1/s so that it passes the local knee (about 900 users on 2 cores, `scripts/predict
@@ -17,11 +17,22 @@ test: setup
 setup: $(VENV)/.installed
 	scripts/setup-system
 
+# What a Google Cloud run needs and nothing else: the kit, Locust and Google's client libraries into
+# .venv, no emulator, no system package (terraform and gcloud are yours to install: README.md).
+setup-cloud: $(VENV)/.installed-cloud
+
 # The pinned versions first, then the kit itself (editable: its code stays in scripts/visitkit).
-$(VENV)/.installed: requirements-dev.txt functions/requirements.txt pyproject.toml
+$(VENV)/.installed: requirements-dev.txt requirements-cloud.txt functions/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps --editable .
+	touch $@ $(VENV)/.installed-cloud
+
+$(VENV)/.installed-cloud: requirements-cloud.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-cloud.txt
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 

@@ -26,6 +26,7 @@ from visitkit.errors import GcpError
 
 # What these checks read, turned on before they read it (Service Usage itself is on in every project).
 READ_APIS = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com")
+PUBSUB_API = "pubsub.googleapis.com"
 DOMAINS_CONSTRAINT = "iam.allowedPolicyMemberDomains"
 MANAGED_CONSTRAINT = "iam.managed.allowedPolicyMembers"
 ENABLE_TIMEOUT_S = 180
@@ -64,10 +65,15 @@ def all_users_refused_by(policy, constraint):
 def org_policy_way_out(project, constraint):
     return ("switch to `--access authenticated` (or \"access\": \"authenticated\" in the settings file: the kit then "
             "sends ID tokens), or have an Organization Policy Administrator (roles/orgpolicy.policyAdmin on the "
-            f"organization) allow allUsers in this project: `gcloud org-policies reset {constraint} --project={project}` "
-            "where the project's own policy narrows the organization's, else a project policy with `allowAll: true` "
-            f"(`gcloud org-policies set-policy` on a file holding name: projects/{project}/policies/{constraint} and "
-            "spec: rules: [allowAll: true])")
+            f"organization) restore the constraint's default, which allows allUsers, for this project alone: "
+            f"`gcloud org-policies reset {constraint} --project={project}`")
+
+
+SERVICE_AGENT_NOTE = ("the organization restricts IAM members to its own domains ({constraint}); Google documents that "
+                      "this can also refuse roles granted to Google's service agents, so if the apply stops on Pub/Sub's "
+                      "service agent (service-NUMBER@gcp-sa-pubsub...) with `do not belong to a permitted customer`, an "
+                      "Organization Policy Administrator must allow it for this project: `gcloud org-policies reset "
+                      "{constraint} --project={project}`")
 
 
 # --- the APIs -------------------------------------------------------------------------------------------
@@ -157,11 +163,11 @@ def not_found(project):
 
 
 def turn_on_read_apis(apis, project, log):
-    """The APIs the checks read, on; returns whether any had to be turned on."""
+    """The APIs the checks read, on; returns (whether any had to be turned on, whether Pub/Sub is on)."""
     from google.api_core import exceptions
 
     try:
-        states = apis.service_states(READ_APIS)
+        states = apis.service_states(READ_APIS + (PUBSUB_API,))
     except exceptions.GoogleAPICallError as error:
         if reason_of(error) == "SERVICE_DISABLED":
             raise GcpError(f"The Service Usage API is off in project {project}: run `gcloud services enable "
@@ -173,8 +179,9 @@ def turn_on_read_apis(apis, project, log):
             raise not_found(project) from error
         raise
     off = [name for name in READ_APIS if states.get(name) != "ENABLED"]
+    pubsub_on = states.get(PUBSUB_API) == "ENABLED"
     if not off:
-        return False
+        return False, pubsub_on
     log(f"preflight: turning on {', '.join(off)} in project {project} (what these checks read)")
     try:
         apis.enable(off)
@@ -182,7 +189,7 @@ def turn_on_read_apis(apis, project, log):
         raise GcpError(f"Your account may not turn on APIs in project {project} (serviceusage.services.enable): "
                        f"use an account that is Owner of it, or have one run `gcloud services enable {' '.join(off)} "
                        f"--project {project}`.") from error
-    return True
+    return True, pubsub_on
 
 
 def check_project(apis, project, patient):
@@ -219,8 +226,9 @@ def check_billing(apis, project, patient):
     return []
 
 
-def check_org_policy(apis, project, patient):
-    """Stops where an organization policy refuses allUsers; returns the notes of what could not be read."""
+def check_org_policy(apis, project, patient, access):
+    """With access "public", stops where an organization policy refuses allUsers; returns the notes
+    of what could not be read, and, with "authenticated", of a restriction that may still bite."""
     from google.api_core import exceptions
 
     notes = []
@@ -230,19 +238,29 @@ def check_org_policy(apis, project, patient):
         except (exceptions.NotFound, exceptions.BadRequest):
             continue  # a constraint this organization's API does not know refuses nothing
         except exceptions.Forbidden:
-            notes.append(f"the organization policy {constraint} could not be read (orgpolicy.policy.get); if the apply "
-                         "says `do not belong to a permitted customer`, " + org_policy_way_out(project, constraint))
+            if access == "public":
+                notes.append(f"the organization policy {constraint} could not be read (orgpolicy.policy.get); if the "
+                             "apply says `do not belong to a permitted customer`, " + org_policy_way_out(project, constraint))
             continue
-        if all_users_refused_by(policy, constraint):
+        if not all_users_refused_by(policy, constraint):
+            continue
+        if access == "public":
             raise GcpError(f"Project {project}'s organization policy {constraint} refuses allUsers, which the public "
                            "functions need (access \"public\"): " + org_policy_way_out(project, constraint) + ".")
+        if constraint == DOMAINS_CONSTRAINT:
+            notes.append(SERVICE_AGENT_NOTE.format(constraint=constraint, project=project))
     return notes
 
 
-def create_pubsub_agent(apis):
+def create_pubsub_agent(apis, pubsub_on, log):
+    """Pub/Sub on and its service agent created, so that the apply's dead-letter grants find it;
+    a failure is a note (the apply then retries while Google creates it)."""
     from google.api_core import exceptions
 
     try:
+        if not pubsub_on:
+            log(f"preflight: turning on {PUBSUB_API}, whose service agent the dead-letter grants name")
+            apis.enable([PUBSUB_API])
         apis.create_pubsub_agent()
     except exceptions.GoogleAPICallError as error:
         return [f"Pub/Sub's service agent could not be created ahead ({error.message}); the apply retries while "
@@ -261,14 +279,13 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
 
         apis = Apis(credentials or default_credentials(project), project)
     try:
-        turned_on = turn_on_read_apis(apis, project, log)
+        turned_on, pubsub_on = turn_on_read_apis(apis, project, log)
         # Only an API turned on moments ago is worth waiting for.
         patient = functools.partial(patiently, sleep=sleep, tries=PROPAGATION_TRIES if turned_on else 1)
         number = check_project(apis, project, patient)
         notes = check_billing(apis, project, patient)
-        if access == "public":
-            notes += check_org_policy(apis, project, patient)
-        notes += create_pubsub_agent(apis)
+        notes += check_org_policy(apis, project, patient, access)
+        notes += create_pubsub_agent(apis, pubsub_on, log)
     except GcpError:
         raise
     except exceptions.GoogleAPICallError as error:
@@ -307,12 +324,12 @@ def describe(project, access):
     if access == "public":
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
                      "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both ways "
-                     "out (--access authenticated, or a project-level override)")
+                     "out (--access authenticated, or a project-level reset of the constraint)")
     else:
-        lines.append("Organization Policy: not needed, access \"authenticated\" grants run.invoker to named accounts "
-                     "only")
-    lines += ["then Service Usage v1beta1 generateServiceIdentity: Pub/Sub's service agent exists before the apply "
-              "grants it the dead-letter roles",
+        lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
+                     "read for a note only: access \"authenticated\" grants run.invoker to named accounts, never allUsers")
+    lines += [f"then {PUBSUB_API} on and Service Usage v1beta1 generateServiceIdentity: Pub/Sub's service agent exists "
+              "before the apply grants it the dead-letter roles",
               "each failure is one sentence with the command that fixes it; nothing is created before every check "
               "passed"]
     return lines

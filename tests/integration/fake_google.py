@@ -42,6 +42,7 @@ class Scenario:
         self.policies = policies or {"iam.allowedPolicyMemberDomains": "policy-none",
                                      "iam.managed.allowedPolicyMembers": "policy-none"}
         self.errors = errors or {}  # api name -> fixture name of an error answer
+        self.errors_left = {}  # api name -> how many times the error is given (default: always)
         self.may_enable = may_enable
         self.functions = functions or {}  # path -> principal allowed to invoke (authenticated functions)
 
@@ -104,9 +105,12 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def error(self, api):
-        name = self.server.scenario.errors.get(api)
-        if name is None:
+        scenario = self.server.scenario
+        name = scenario.errors.get(api)
+        if name is None or scenario.errors_left.get(api, 1) <= 0:
             return None
+        if api in scenario.errors_left:
+            scenario.errors_left[api] -= 1
         answer = fixture(name)
         return answer["error"]["code"], answer
 

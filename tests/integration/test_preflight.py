@@ -9,6 +9,7 @@ from visitkit import preflight
 from visitkit.errors import GcpError
 
 PROJECT = "visitkit-fake"
+READ_APIS = preflight.READ_APIS
 
 
 def tools(name):
@@ -38,10 +39,18 @@ def refused(scenario, access="public"):
 
 
 def test_a_ready_project_passes_and_pubsubs_agent_is_created_last():
-    result, fake, logged = run(Scenario())
+    result, fake, logged = run(Scenario(enabled=READ_APIS + ("pubsub.googleapis.com",)))
     assert result == preflight.Preflight("123456789012")
     assert fake.mutations == [f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity"]
     assert "generateServiceIdentity" in fake.paths()[-1] and logged == []
+
+
+def test_pubsub_is_turned_on_once_every_check_passed_then_its_agent_created():
+    result, fake, logged = run(Scenario())
+    assert isinstance(result, preflight.Preflight)
+    assert fake.mutations == [f"/v1/projects/{PROJECT}/services:batchEnable",
+                              f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity"]
+    assert "pubsub.googleapis.com" in logged[0]
 
 
 def test_every_call_is_billed_to_the_target_project():
@@ -64,12 +73,13 @@ def test_an_organization_policy_that_refuses_all_users_stops_a_public_run_with_b
     assert "roles/orgpolicy.policyAdmin" in message
 
 
-def test_the_same_policy_lets_an_authenticated_run_through_without_reading_it():
+def test_the_same_policy_lets_an_authenticated_run_through_with_a_note_on_service_agents():
     policies = {"iam.allowedPolicyMemberDomains": "policy-domains-restricted",
                 "iam.managed.allowedPolicyMembers": "policy-managed-enforced"}
-    result, fake, _ = run(Scenario(policies=policies), access="authenticated")
+    result, _, logged = run(Scenario(policies=policies), access="authenticated")
     assert isinstance(result, preflight.Preflight)
-    assert not any("getEffectivePolicy" in path for path in fake.paths())
+    assert any("service agent" in line and "gcloud org-policies reset iam.allowedPolicyMemberDomains" in line
+               for line in logged)
 
 
 @pytest.mark.parametrize("policies", [
@@ -107,8 +117,18 @@ def test_an_api_off_that_the_account_may_not_turn_on_stops_with_the_command():
     assert f"gcloud services enable cloudbilling.googleapis.com orgpolicy.googleapis.com --project {PROJECT}" in message
 
 
-def test_a_missing_project_stops_with_the_list_command():
-    message = refused(Scenario(errors={"serviceusage": "error-project-denied"}))
+def test_an_api_turned_on_moments_ago_that_still_answers_disabled_is_waited_for():
+    scenario = Scenario(enabled=(), errors={"cloudresourcemanager": "error-crm-disabled"})
+    scenario.errors_left = {"cloudresourcemanager": 2}  # answers "disabled" twice after being turned on
+    result, fake, _ = run(scenario)
+    assert isinstance(result, preflight.Preflight)
+    assert sum("/v3/projects/" in path for path in fake.paths()) == 3
+
+
+@pytest.mark.parametrize("errors", [{"serviceusage": "error-project-denied"},
+                                    {"cloudresourcemanager": "error-project-missing"}])
+def test_a_missing_project_stops_with_the_list_command(errors):
+    message = refused(Scenario(errors=errors))
     assert f"Project {PROJECT} was not found, or your account cannot see it" in message
     assert "`gcloud projects list`" in message
 
