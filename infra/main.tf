@@ -34,8 +34,9 @@ locals {
   function_environment = { for key, f in var.functions : key => merge(local.environment, { THREADS = tostring(f.concurrency) }) }
 
   # Who invokes the three HTTP functions: everyone, or (access = "authenticated") each listed
-  # principal, one binding per function and principal.
-  public_invokers = var.access == "public" ? ["allUsers"] : var.invokers
+  # principal and the load-generator account, one binding per function and principal.
+  load_generator  = var.access == "authenticated" && length(var.load_generator_users) > 0
+  public_invokers = var.access == "public" ? ["allUsers"] : concat(var.invokers, local.load_generator ? ["serviceAccount:visitkit-loadgen@${var.project_id}.iam.gserviceaccount.com"] : [])
   invoker_bindings = { for pair in setproduct(local.public_functions, local.public_invokers) :
   "${pair[0]} ${pair[1]}" => { function = pair[0], member = pair[1] } }
 
@@ -52,6 +53,8 @@ locals {
     "cloudresourcemanager.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    # iamcredentials mints the load generator's ID tokens when a user acts as a service account.
+    "iamcredentials.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
@@ -399,6 +402,29 @@ resource "google_cloud_run_v2_service_iam_member" "invoker" {
   name     = google_cloudfunctions2_function.this[each.value.function].service_config[0].service
   role     = "roles/run.invoker"
   member   = each.value.member
+
+  # The load generator's member is spelt out above (for_each keys must be known when planning).
+  depends_on = [google_service_account.load_generator]
+}
+
+# access = "authenticated" with a user login: an account the user may act as, whose ID tokens the
+# kit and Locust send (a user's own ID tokens cannot name a function as their audience).
+resource "google_service_account" "load_generator" {
+  count = local.load_generator ? 1 : 0
+
+  project      = var.project_id
+  account_id   = "visitkit-loadgen"
+  display_name = "Visit counter load generator (ID tokens for the authenticated functions)"
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_service_account_iam_member" "load_generator_users" {
+  for_each = local.load_generator ? toset(var.load_generator_users) : toset([])
+
+  service_account_id = google_service_account.load_generator[0].name
+  role               = "roles/iam.serviceAccountOpenIdTokenCreator"
+  member             = each.value
 }
 
 # Deployments made before the access setting keep their allUsers bindings.

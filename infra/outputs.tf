@@ -38,6 +38,11 @@ output "build_service_account" {
   value       = google_service_account.build.email
 }
 
+output "load_generator_service_account" {
+  description = "Email of visitkit-loadgen, whose ID tokens the kit sends when a user login runs an authenticated deployment; null otherwise."
+  value       = one(google_service_account.load_generator[*].email)
+}
+
 output "requests_429_metric_name" {
   description = "Log-based metric (logging.googleapis.com/user/NAME) counting requests Cloud Run refused with 429, label service_name."
   value       = google_logging_metric.requests_429.name

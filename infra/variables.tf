@@ -210,8 +210,8 @@ variable "invokers" {
   description = <<-EOT
     With access = "authenticated": the principals granted roles/run.invoker on the three HTTP
     functions, e.g. ["user:me@example.com"] or ["serviceAccount:loadgen@P.iam.gserviceaccount.com"]
-    (scripts/run-iteration fills it from your credentials). Project Owners and Editors may invoke
-    without it. Ignored with access = "public".
+    (scripts/run-iteration fills it from your credentials). Project Owners, Editors and Cloud Run
+    Admins and Invokers may invoke without it. Ignored with access = "public".
   EOT
   type        = list(string)
   default     = []
@@ -219,5 +219,22 @@ variable "invokers" {
   validation {
     condition     = alltrue([for m in var.invokers : can(regex("^(user|serviceAccount|group|domain|principal|principalSet):[^\\s]+$", m))])
     error_message = "Each of invokers must be an IAM principal such as \"user:me@example.com\" or \"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\"."
+  }
+}
+
+variable "load_generator_users" {
+  description = <<-EOT
+    With access = "authenticated": principals (e.g. ["user:me@example.com"]) that may act as the
+    load-generator service account visitkit-loadgen, created when this list is not empty and
+    granted run.invoker on the three HTTP functions. A user login cannot mint ID tokens for a
+    function by itself; through this account it can (scripts/run-iteration fills it for a user
+    login). Ignored with access = "public".
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.load_generator_users : can(regex("^(user|serviceAccount|group|domain|principal|principalSet):[^\\s]+$", m))])
+    error_message = "Each of load_generator_users must be an IAM principal such as \"user:me@example.com\"."
   }
 }

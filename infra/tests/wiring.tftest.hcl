@@ -154,6 +154,46 @@ run "authenticated_access_grants_only_the_invokers" {
   }
 }
 
+run "a_user_login_gets_a_load_generator_account_to_act_as" {
+  command = apply
+
+  variables {
+    access               = "authenticated"
+    invokers             = ["user:tester@example.com"]
+    load_generator_users = ["user:tester@example.com"]
+  }
+
+  assert {
+    condition     = length(google_service_account.load_generator) == 1 && google_service_account.load_generator[0].account_id == "visitkit-loadgen" && output.load_generator_service_account == google_service_account.load_generator[0].email
+    error_message = "A load-generator account is created, and named in the outputs, when users are to act as it."
+  }
+  assert {
+    condition     = [for m in google_service_account_iam_member.load_generator_users : "${m.service_account_id} ${m.role} ${m.member}"] == ["${google_service_account.load_generator[0].name} roles/iam.serviceAccountOpenIdTokenCreator user:tester@example.com"]
+    error_message = "Each listed user may mint the load generator's ID tokens (OpenID token creator on that account only)."
+  }
+  assert {
+    condition     = length([for m in google_cloud_run_v2_service_iam_member.invoker : m if m.member == "serviceAccount:visitkit-loadgen@visitkit-test.iam.gserviceaccount.com"]) == 3 && length(google_cloud_run_v2_service_iam_member.invoker) == 6
+    error_message = "The load generator and the invokers may invoke the three HTTP functions."
+  }
+  assert {
+    condition     = contains(keys(google_project_service.this), "iamcredentials.googleapis.com")
+    error_message = "The IAM Credentials API mints the load generator's tokens."
+  }
+}
+
+run "public_access_creates_no_load_generator" {
+  command = plan
+
+  variables {
+    load_generator_users = ["user:tester@example.com"]
+  }
+
+  assert {
+    condition     = length(google_service_account.load_generator) == 0 && length(google_service_account_iam_member.load_generator_users) == 0
+    error_message = "With access = public there is no load generator."
+  }
+}
+
 run "authenticated_access_without_invokers_plans" {
   # A plain `terraform apply -var-file=...` of an authenticated iteration: no binding at all,
   # so only principals whose project roles include run.routes.invoke may call the functions.
@@ -368,6 +408,7 @@ run "apis_for_a_new_project" {
       "cloudresourcemanager.googleapis.com",
       "firestore.googleapis.com",
       "iam.googleapis.com",
+      "iamcredentials.googleapis.com",
       "logging.googleapis.com",
       "monitoring.googleapis.com",
       "pubsub.googleapis.com",

@@ -40,10 +40,11 @@ PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push acc
 
 # --- terraform -----------------------------------------------------------------------------------
 
-def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=()):
+def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=(),
+                       load_generator_users=()):
     """The terraform command lines for an iteration, by step: init, apply, output, destroy. `access`
     is passed even when the settings file says the same (a flag may override the file); `invokers`
-    only with access "authenticated"."""
+    and `load_generator_users` only with access "authenticated"."""
     infra_dir = Path(infra_dir)
     var_file = Path(os.path.relpath(Path(iteration_dir).resolve() / SETTINGS_FILE, infra_dir.resolve()))
     variables = [f"-var-file={var_file}", f"-var=project_id={project}"]
@@ -52,6 +53,8 @@ def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR,
     variables.append(f"-var=access={access}")
     if access == "authenticated":
         variables.append(f"-var=invokers={json.dumps(list(invokers))}")
+        if load_generator_users:
+            variables.append(f"-var=load_generator_users={json.dumps(list(load_generator_users))}")
     base = ["terraform", f"-chdir={infra_dir}"]
     return {
         "init": base + ["init", "-input=false"],
@@ -183,12 +186,13 @@ class GcpTarget:
                  impersonate=None, infra_dir=INFRA_DIR, run=firstrun.stream_command, status=None, firestore=None,
                  metrics_client=None, warm=True, now=time.monotonic, sleep=time.sleep,
                  ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS, preflight=preflight.run,
-                 credentials=None, id_tokens=None, refusals=None, log=print):
+                 credentials=None, id_tokens=None, tokens_as=None, refusals=None, log=print):
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
         self.access = access or settings.access
         self.invokers, self.impersonate = list(invokers), impersonate
+        self.load_generator_users = []  # a user login acts as the deployment's visitkit-loadgen
         self.iteration_dir, self.infra_dir = iteration_dir, infra_dir
         self.commands = self._terraform_commands()
         self.iteration_name = Path(iteration_dir).name
@@ -206,10 +210,12 @@ class GcpTarget:
         self._preflight, self._log = preflight, log
         self._firestore, self._metrics_client = firestore, metrics_client
         self._credentials, self.id_tokens, self._refusals = credentials, id_tokens, refusals
+        self._tokens_as = tokens_as or self._tokens_as_service_account  # (service account) -> IdTokens
 
     def _terraform_commands(self):
         invokers = self.invokers or [YOUR_ACCOUNT]
-        return terraform_commands(self.iteration_dir, self.project, self.region, self.infra_dir, self.access, invokers)
+        return terraform_commands(self.iteration_dir, self.project, self.region, self.infra_dir, self.access, invokers,
+                                  self.load_generator_users)
 
     @property
     def locust_args(self):
@@ -228,8 +234,9 @@ class GcpTarget:
             who = (", ".join(self.invokers) if self.invokers else
                    f"the account of your credentials{f' (impersonating {self.impersonate})' if self.impersonate else ''}")
             access = (f"access: authenticated; run.invoker on the three HTTP functions to {who}; every request of the "
-                      "kit and of Locust carries an ID token for its function (minted now, to fail before anything "
-                      "is created if these credentials cannot)")
+                      "kit and of Locust carries an ID token for its function, minted now to fail before anything is "
+                      "created if these credentials cannot; a user login, which cannot, acts instead as the "
+                      "visitkit-loadgen account Terraform creates for it (-var=load_generator_users)")
         else:
             access = "access: public (allUsers may invoke the three HTTP functions, as a browser needs)"
         steps = [
@@ -287,24 +294,61 @@ class GcpTarget:
 
     def _authenticate(self):
         """Who invokes the functions, and the ID tokens to do it with; fails before anything is
-        created when the credentials cannot mint them."""
+        created when the credentials cannot mint them. A user login cannot mint a token for a
+        function itself: it then acts as the deployment's load-generator account (visitkit-loadgen,
+        created by Terraform), whose tokens are minted once it exists (_wait_for_tokens)."""
         from visitkit import idtoken
         from visitkit.credentials import caller_member, impersonating
 
         def signer():
             return impersonating(self.credentials(), self.impersonate) if self.impersonate else self.credentials()
 
+        acts_as_load_generator = (self.id_tokens is None and not self.impersonate
+                                  and idtoken.kind_of(self.credentials()) == "user")
         if not self.invokers:
             member = caller_member(signer())
             if member is None:
                 raise GcpError("Your credentials' account could not be told: name who invokes the functions with "
                                "--invoker user:EMAIL or --invoker serviceAccount:EMAIL.")
             self.invokers = [member]
+        if acts_as_load_generator:
+            member = caller_member(self.credentials())
+            if member is None:
+                raise GcpError(f"Your user login's email could not be read: {idtoken.IMPERSONATE_HINT}.")
+            self.load_generator_users = [member]
         self.commands = self._terraform_commands()
+        if acts_as_load_generator:
+            return
         if self.id_tokens is None:
             self.id_tokens = idtoken.IdTokens(idtoken.minter(signer()))
         self.id_tokens.token(idtoken.audience_of(f"https://{self.region or 'region'}-{self.project}.cloudfunctions.net"
                                                  f"{CATALOGUE['serve-page'].path}"))
+
+    def _tokens_as_service_account(self, service_account):
+        from visitkit import idtoken
+        from visitkit.credentials import impersonating
+
+        return idtoken.IdTokens(idtoken.minter(impersonating(self.credentials(), service_account)))
+
+    def _wait_for_tokens(self, timeout=READY_TIMEOUT_SECONDS, interval=15):
+        """After the deploy, with a user login: act as the load generator once Google lets you (a new
+        token-creator binding takes minutes to propagate)."""
+        self.impersonate = self.outputs.get("load_generator_service_account")
+        if not self.impersonate:
+            raise GcpError("the deployment names no load_generator_service_account: run the same command again so "
+                           "that Terraform creates it")
+        self.id_tokens = self._tokens_as(self.impersonate)
+        audience = f"{self.base_url}{CATALOGUE['serve-page'].path}"
+        deadline = self._now() + timeout
+        while True:
+            try:
+                self.id_tokens.token(audience)
+                return
+            except GcpError as error:
+                if self._now() >= deadline:
+                    raise GcpError(f"{error}; you were granted the right to act as {self.impersonate} moments ago and "
+                                   "Google can take several minutes to honour it: run the same command again") from error
+            self._sleep(interval)
 
     def _status(self, url, method="GET"):
         """One request's status; with an ID token for its function on an authenticated deployment."""
@@ -318,6 +362,8 @@ class GcpTarget:
         self.subscription = self.outputs.get("subscription_name", "")
 
     def _wait_ready(self, _run=None):
+        if self.load_generator_users:
+            self._wait_for_tokens()
         wait_until_answering(self.base_url, self._status, now=self._now, sleep=self._sleep)
 
     def _first_visit(self, _run=None):

@@ -490,7 +490,7 @@ def plan(config, folder, target):
     command = config.load.locust_command(shown_url, folder.path, getattr(target, "locust_args", ()))
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
                    f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
-                   + (f" and the subscription's maximum backoff ({target.min_convergence_wait} s)"
+                   + (f" and the subscription's maximum backoff plus its ack deadline ({target.min_convergence_wait} s)"
                       if target.min_convergence_wait else ""))
     steps = [*target.start_steps()]
     if config.warm_up:

@@ -1,5 +1,6 @@
 """The GCP target's logic with every command, HTTP call, clock and client faked: nothing reaches
 Google, and `dry_run_plan` (what `run-iteration --target gcp --dry-run` prints) runs nothing."""
+import base64
 import json
 import subprocess
 from pathlib import Path
@@ -19,6 +20,8 @@ BASE = "https://us-central1-p1.cloudfunctions.net"
 OUTPUTS = {"base_url": {"value": BASE + "/", "type": "string", "sensitive": False},
            "subscription_name": {"value": "eventarc-sub", "type": "string", "sensitive": False},
            "topic_name": {"value": "visits", "type": "string", "sensitive": False},
+           "load_generator_service_account": {"value": "visitkit-loadgen@p1.iam.gserviceaccount.com",
+                                              "type": "string", "sensitive": False},
            "function_urls": {"value": {"serve-page": BASE + "/app"}, "type": ["object"], "sensitive": False}}
 
 
@@ -336,15 +339,40 @@ def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_befor
     assert [c[0] for c in calls] == ["mint", "preflight"] and calls[0][1].endswith(".cloudfunctions.net/app")
 
 
-def test_a_plain_user_login_is_refused_before_the_preflight_with_the_way_out():
-    class UserCreds:
-        __module__ = "google.oauth2.credentials"
-        id_token = None
+def unsigned_jwt(claims):
+    def part(value):
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': 'RS256'})}.{part(claims)}.{part('sig')}"
 
-    deployed = target(access="authenticated", invokers=["user:me@example.com"], credentials=UserCreds(),
-                      preflight=lambda *a, **k: pytest.fail("the preflight ran"))
-    with pytest.raises(gcp.GcpError, match="user login.*--impersonate SERVICE_ACCOUNT_EMAIL"):
-        deployed._check()
+
+class UserLogin:
+    """`gcloud auth application-default login` credentials, as google-auth names them."""
+    __module__ = "google.oauth2.credentials"
+    id_token = unsigned_jwt({"email": "me@example.com", "aud": "764086051850-adc.apps.googleusercontent.com"})
+
+
+def test_a_user_login_acts_as_the_load_generator_once_google_lets_it():
+    run, firestore, clock, asked = FakeRun(), FakeFirestore({}), FakeClock(), []
+    refusals = iter([True, True])  # the new token-creator binding is not honoured for two tries
+
+    def tokens_as(service_account):
+        asked.append(service_account)
+
+        def mint(audience):
+            if next(refusals, False):
+                raise gcp.GcpError("Could not mint an ID token: iam.serviceAccounts.getOpenIdToken denied")
+            return f"t:{audience}", 4_000_000_000
+        return IdTokens(mint)
+
+    deployed = target(run=run, status=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
+                      credentials=UserLogin(), tokens_as=tokens_as, now=clock.now, sleep=clock.sleep)
+    quietly(deployed.start_steps())
+    apply = run.calls[1]
+    assert '-var=invokers=["user:me@example.com"]' in apply
+    assert '-var=load_generator_users=["user:me@example.com"]' in apply
+    assert asked == ["visitkit-loadgen@p1.iam.gserviceaccount.com"] and clock.t == 30
+    assert deployed.locust_args == ["--auth", "id-token", "--impersonate", "visitkit-loadgen@p1.iam.gserviceaccount.com"]
+    assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
 
 
 def test_functions_refusing_the_token_are_named_with_the_propagation_hint():
