@@ -1,5 +1,6 @@
 """Every Google Cloud command in the README works as written: each runs with --dry-run offline and
 prints a plan that shows the preflight, the apply retry policy and the dead-letter topic."""
+import json
 import os
 import re
 import shlex
@@ -14,7 +15,21 @@ COMMANDS = [line.strip() for line in (ROOT / "README.md").read_text().splitlines
 
 
 def test_the_readme_shows_google_cloud_commands():
-    assert len(COMMANDS) >= 4
+    assert len(COMMANDS) >= 5 and any("--access authenticated" in command for command in COMMANDS)
+
+
+def test_an_iteration_whose_settings_say_authenticated_dry_runs_cleanly(tmp_path):
+    iteration = tmp_path / "iteration-0"
+    iteration.mkdir()
+    settings = json.loads((ROOT / "iterations" / "iteration-0" / "settings.tfvars.json").read_text())
+    (iteration / "settings.tfvars.json").write_text(json.dumps({**settings, "access": "authenticated"}))
+    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none.json")}
+    result = subprocess.run([str(ROOT / "scripts" / "run-iteration"), str(iteration), "--test", "breakpoint",
+                             "--target", "gcp", "--project", "visitkit-readme", "--dry-run"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "-var=access=authenticated" in result.stdout and "--auth id-token" in result.stdout
+    assert "Organization Policy: the effective iam.allowedPolicyMemberDomains" in result.stdout
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -27,6 +42,12 @@ def test_each_google_cloud_command_runs_as_a_dry_run(command, tmp_path):
     plan = result.stdout
     assert "preflight" in plan and "apply retry policy: up to 3 tries" in plan
     assert "visits-dead-letter" in plan and re.search(r"after \d+ delivery attempts", plan)
+    assert "Organization Policy: the effective iam.allowedPolicyMemberDomains" in plan
+    assert "send one visit and see it stored" in plan
+    if "--access authenticated" in command:
+        assert "-var=access=authenticated" in plan and "--auth id-token" in plan
+    else:
+        assert "-var=access=public" in plan and "--auth" not in plan
     if "--destroy" in command:
         assert re.search(r"^\d+\. tear down$", plan, re.M)
     else:
