@@ -74,16 +74,24 @@ locals {
     # datastore.user is the narrowest predefined role that can write entities
     # (it also reads them, which the dedup check needs).
     "store-inc-counter-writes-firestore" = { role = "roles/datastore.user", member = google_service_account.function["store-inc-counter"].member }
-    # The build account: build logs, and the images in the gcf-artifacts repository that
-    # Cloud Functions creates itself (so it cannot be granted on the repository beforehand).
-    "build-writes-logs"   = { role = "roles/logging.logWriter", member = google_service_account.build.member }
-    "build-pushes-images" = { role = "roles/artifactregistry.writer", member = google_service_account.build.member }
+    # The build account's logs: Cloud Logging has no finer resource than the project.
+    "build-writes-logs" = { role = "roles/logging.logWriter", member = google_service_account.build.member }
     # Cloud Functions copies the source zip into its own gcf-v2-sources-NUMBER-REGION bucket,
     # created on the first deployment, and the build fetches it from there ("Access to bucket
     # gcf-v2-sources-... denied. You must grant Storage Object Viewer permission"): that
-    # bucket does not exist before the first function, so read is granted on the project.
-    "build-reads-sources" = { role = "roles/storage.objectViewer", member = google_service_account.build.member }
+    # bucket does not exist before the first function, so it cannot be granted on the bucket;
+    # the condition limits the project-wide grant to it.
+    "build-reads-sources" = {
+      role   = "roles/storage.objectViewer"
+      member = google_service_account.build.member
+      condition = {
+        title      = "gcf-v2-sources bucket only"
+        expression = "resource.name.startsWith(\"projects/_/buckets/${local.gcf_sources_bucket}\")"
+      }
+    }
   }
+  # Where Cloud Functions puts each deployment's source (the build reads it there).
+  gcf_sources_bucket = "gcf-v2-sources-${data.google_project.this.number}-${var.region}"
 }
 
 resource "google_project_service" "this" {
@@ -210,6 +218,29 @@ resource "google_pubsub_subscription" "dead_letter" {
   }
 }
 
+# --- Function images -----------------------------------------------------------
+
+# The functions' images, in a repository of our own rather than the gcf-artifacts one Cloud
+# Functions would create at the first build: the build account writes to this one alone.
+resource "google_artifact_registry_repository" "functions" {
+  # checkov:skip=CKV_GCP_84: the images hold only this repository's public code; Google-managed encryption is enough.
+  project       = var.project_id
+  location      = var.region
+  repository_id = "visitkit-functions"
+  format        = "DOCKER"
+  description   = "Visit counter: the images Cloud Build makes of the functions"
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_artifact_registry_repository_iam_member" "build_pushes_images" {
+  project    = var.project_id
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.build.member
+}
+
 # --- Function source -----------------------------------------------------------
 
 resource "google_storage_bucket" "source" {
@@ -254,7 +285,8 @@ resource "google_cloudfunctions2_function" "this" {
     runtime     = "python312"
     entry_point = local.entry_points[each.key]
     # Our own build account: new projects' default build account may lack the roles.
-    service_account = google_service_account.build.id
+    service_account   = google_service_account.build.id
+    docker_repository = google_artifact_registry_repository.functions.id
     source {
       storage_source {
         bucket = google_storage_bucket.source.name
@@ -290,6 +322,7 @@ resource "google_cloudfunctions2_function" "this" {
     google_project_service.this,
     google_project_iam_member.this,
     google_storage_bucket_iam_member.build_reads_source,
+    google_artifact_registry_repository_iam_member.build_pushes_images,
   ]
 }
 
@@ -330,6 +363,14 @@ resource "google_project_iam_member" "this" {
   project = var.project_id
   role    = each.value.role
   member  = each.value.member
+
+  dynamic "condition" {
+    for_each = try([each.value.condition], []) # only the roles in project_roles that name one
+    content {
+      title      = condition.value.title
+      expression = condition.value.expression
+    }
+  }
 
   depends_on = [google_project_service.this]
 }

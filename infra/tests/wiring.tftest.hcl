@@ -344,7 +344,7 @@ run "least_privilege" {
   # project IAM resource in any .tf file), and each holds a role of this allow-list (never
   # editor, owner or anything broader).
   assert {
-    condition     = length(google_project_iam_member.this) == 5 && length(regexall("resource\\s+\"google_project_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 1
+    condition     = length(google_project_iam_member.this) == 4 && length(regexall("resource\\s+\"google_project_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 1
     error_message = "Project-wide roles are granted only through google_project_iam_member.this (local.project_roles in main.tf)."
   }
   assert {
@@ -352,7 +352,6 @@ run "least_privilege" {
       "roles/datastore.viewer",
       "roles/datastore.user",
       "roles/logging.logWriter",
-      "roles/artifactregistry.writer",
       "roles/storage.objectViewer",
     ], m.role)])
     error_message = "A project-wide role outside the allow-list was granted."
@@ -366,10 +365,21 @@ run "least_privilege" {
       "roles/datastore.viewer ${google_service_account.function["get-counter"].member}",
       "roles/datastore.user ${google_service_account.function["store-inc-counter"].member}",
       "roles/logging.logWriter ${google_service_account.build.member}",
-      "roles/artifactregistry.writer ${google_service_account.build.member}",
       "roles/storage.objectViewer ${google_service_account.build.member}",
     ])
-    error_message = "Project-wide: get-counter reads Firestore, store-inc-counter writes it, the build writes logs and images and reads sources; nothing else."
+    error_message = "Project-wide: get-counter reads Firestore, store-inc-counter writes it, the build writes logs and reads sources; nothing else."
+  }
+  assert {
+    condition     = one(google_project_iam_member.this["build-reads-sources"].condition).expression == "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-123456789012-southamerica-east1\")"
+    error_message = "The build reads Cloud Functions' source bucket of this project and region only."
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.build_pushes_images.repository == google_artifact_registry_repository.functions.name && google_artifact_registry_repository_iam_member.build_pushes_images.role == "roles/artifactregistry.writer" && google_artifact_registry_repository_iam_member.build_pushes_images.member == google_service_account.build.member
+    error_message = "The build account writes images to the functions' own repository only."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.build_config[0].docker_repository == google_artifact_registry_repository.functions.id]) && google_artifact_registry_repository.functions.format == "DOCKER"
+    error_message = "Every function's image goes to the functions' own Docker repository."
   }
   assert {
     condition     = google_pubsub_topic_iam_member.inc_counter_publishes.role == "roles/pubsub.publisher" && google_pubsub_topic_iam_member.inc_counter_publishes.topic == "visits" && google_pubsub_topic_iam_member.inc_counter_publishes.member == google_service_account.function["inc-counter"].member
