@@ -1,5 +1,6 @@
 """The first apply on a new project: which apply errors are tried again (from recorded error texts),
 and the retry itself. Nothing reaches Google (the preflight's test is integration/test_preflight.py)."""
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,3 +59,28 @@ def test_it_gives_up_after_three_tries_with_growing_waits():
     with pytest.raises(GcpError, match="after 3 tries .*API was enabled moments ago"):
         firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
     assert apply.calls == 3 and slept == list(firstrun.APPLY_WAITS_S) and slept[0] < slept[1]
+
+
+def test_service_agents_of_several_words_are_recognised():
+    for name in ("Eventarc", "Artifact Registry", "Cloud Build", "Cloud Functions"):
+        text = f"Permission denied while using the {name} Service Agent. If you recently started to use it, ..."
+        assert firstrun.propagation_reason(text) == "a Google service agent's roles are not visible yet", name
+
+
+def test_firestores_database_deleted_moments_ago_is_waited_for_five_minutes():
+    text = (FIXTURES / "retry-firestore-recreated-too-soon.txt").read_text()
+    apply, slept = Apply(text, ""), []
+    firstrun.apply_with_retries(["terraform", "apply"], apply, slept.append, log=lambda *_: None)
+    assert slept == [firstrun.FIRESTORE_REUSE_WAIT_S] and slept[0] >= 300
+
+
+@pytest.mark.parametrize("fixture, says", [
+    ("stop-org-policy-all-users", "--access authenticated"),
+    ("stop-firestore-exists", "wait 5 minutes"),
+    ("stop-billing-disabled", "gcloud billing projects link"),
+])
+def test_an_error_that_stops_says_what_to_do_where_the_kit_knows(fixture, says):
+    apply = Apply((FIXTURES / f"{fixture}.txt").read_text())
+    with pytest.raises(GcpError, match="What to do: .*" + re.escape(says)):
+        firstrun.apply_with_retries(["terraform", "apply"], apply, lambda _s: None, log=lambda *_: None)
+    assert apply.calls == 1
