@@ -68,10 +68,10 @@ class Visitor(FastHttpUser):
         visit(self, "about_legals")
 
 
-def make_id_tokens(impersonate=None):
+def make_id_tokens(impersonate=None, quota_project=None):
     from visitkit import credentials as google_credentials, idtoken  # the kit, installed with the suite
 
-    credentials = google_credentials.default_credentials()
+    credentials = google_credentials.default_credentials(quota_project)
     if impersonate:
         credentials = google_credentials.impersonating(credentials, impersonate)
     return idtoken.IdTokens(idtoken.minter(credentials))
@@ -96,6 +96,8 @@ def add_options(parser):
                              "credentials (or --impersonate), for an authenticated deployment")
     parser.add_argument("--impersonate", default=None,
                         help="With --auth id-token: mint the tokens as this service account")
+    parser.add_argument("--quota-project", default=None,
+                        help="With --auth id-token: the project Google bills the token calls to (the deployment's)")
 
 
 @events.init.add_listener
@@ -104,7 +106,7 @@ def on_init(environment, runner, **_kwargs):
     locust_environment.append(environment)
     Visitor.wait_time = think_time(options.think_time)
     if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
-        id_tokens.append(make_id_tokens(options.impersonate))
+        id_tokens.append(make_id_tokens(options.impersonate, options.quota_project))
     if isinstance(runner, WorkerRunner):
         # Each stats report carries the visits counted since the previous one.
         @events.report_to_master.add_listener

@@ -222,7 +222,8 @@ class GcpTarget:
         """What Locust needs to call the functions: ID tokens on an authenticated deployment."""
         if self.access != "authenticated":
             return []
-        return ["--auth", "id-token"] + (["--impersonate", self.impersonate] if self.impersonate else [])
+        return (["--auth", "id-token", "--quota-project", self.project]
+                + (["--impersonate", self.impersonate] if self.impersonate else []))
 
     # --- steps ---
     def start_steps(self):
@@ -288,9 +289,10 @@ class GcpTarget:
 
     # --- actions ---
     def _check(self, _run=None):
-        if self.access == "authenticated":
-            self._authenticate()
-        self._preflight(self.project, self.access, credentials=self._credentials)
+        # Authenticated, the ID tokens are tried once the preflight has turned on the IAM
+        # Credentials API (impersonation goes through it) and before it creates anything.
+        before_creating = self._authenticate if self.access == "authenticated" else None
+        self._preflight(self.project, self.access, credentials=self._credentials, before_creating=before_creating)
 
     def _authenticate(self):
         """Who invokes the functions, and the ID tokens to do it with; fails before anything is

@@ -25,7 +25,9 @@ from visitkit.credentials import billed_to
 from visitkit.errors import GcpError
 
 # What these checks read, turned on before they read it (Service Usage itself is on in every project).
-READ_APIS = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com")
+# iamcredentials: an authenticated run's ID tokens, when it impersonates a service account.
+READ_APIS = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com",
+             "iamcredentials.googleapis.com")
 PUBSUB_API = "pubsub.googleapis.com"
 DOMAINS_CONSTRAINT = "iam.allowedPolicyMemberDomains"
 MANAGED_CONSTRAINT = "iam.managed.allowedPolicyMembers"
@@ -268,9 +270,11 @@ def create_pubsub_agent(apis, pubsub_on, log):
     return []
 
 
-def run(project, access="public", *, credentials=None, apis=None, which=shutil.which, sleep=time.sleep, log=print):
+def run(project, access="public", *, credentials=None, apis=None, which=shutil.which, sleep=time.sleep, log=print,
+        before_creating=None):
     """The whole preflight; returns a Preflight or raises GcpError with one sentence. Nothing is
-    created before every check passed (turning on the APIs the checks read aside)."""
+    created before every check passed (turning on the APIs the checks read aside); before_creating()
+    is the caller's own last check."""
     from google.api_core import exceptions
 
     check_tools(which)
@@ -285,6 +289,8 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
         number = check_project(apis, project, patient)
         notes = check_billing(apis, project, patient)
         notes += check_org_policy(apis, project, patient, access)
+        if before_creating is not None:
+            before_creating()
         notes += create_pubsub_agent(apis, pubsub_on, log)
     except GcpError:
         raise

@@ -36,7 +36,8 @@ class Scenario:
     policy (a fixture name, or None for an unknown constraint), errors by API."""
 
     def __init__(self, project="visitkit-fake", enabled=("cloudresourcemanager.googleapis.com",
-                                                         "cloudbilling.googleapis.com", "orgpolicy.googleapis.com"),
+                                                         "cloudbilling.googleapis.com", "orgpolicy.googleapis.com",
+                                                         "iamcredentials.googleapis.com"),
                  state="ACTIVE", billing=True, policies=None, errors=None, may_enable=True, functions=None):
         self.project, self.enabled, self.state, self.billing = project, set(enabled), state, billing
         self.policies = policies or {"iam.allowedPolicyMemberDomains": "policy-none",

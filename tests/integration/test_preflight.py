@@ -114,7 +114,8 @@ def test_the_apis_the_checks_read_are_turned_on_when_off():
 def test_an_api_off_that_the_account_may_not_turn_on_stops_with_the_command():
     message = refused(Scenario(enabled=("cloudresourcemanager.googleapis.com",), may_enable=False))
     assert "may not turn on APIs" in message
-    assert f"gcloud services enable cloudbilling.googleapis.com orgpolicy.googleapis.com --project {PROJECT}" in message
+    assert ("gcloud services enable cloudbilling.googleapis.com orgpolicy.googleapis.com "
+            f"iamcredentials.googleapis.com --project {PROJECT}") in message
 
 
 def test_an_api_turned_on_moments_ago_that_still_answers_disabled_is_waited_for():
@@ -144,3 +145,19 @@ def test_a_missing_tool_stops_before_any_call():
         with pytest.raises(GcpError, match="install Terraform"):
             preflight.run(PROJECT, apis=apis, which=lambda name: None if name == "terraform" else name)
     assert fake.requests == []
+
+
+def test_the_callers_own_check_runs_after_the_checks_and_before_anything_is_created():
+    seen = []
+
+    def own_check():
+        seen.append(list(fake_requests))
+        raise GcpError("your credentials cannot mint ID tokens")
+
+    with FakeGoogle(Scenario(enabled=READ_APIS + ("pubsub.googleapis.com",))) as fake:
+        fake_requests = fake.requests
+        apis = preflight.Apis(Credentials(token="t"), PROJECT, endpoint=fake.url)
+        with pytest.raises(GcpError, match="cannot mint"):
+            preflight.run(PROJECT, "authenticated", apis=apis, which=tools, before_creating=own_check,
+                          log=lambda *_: None)
+    assert any("getEffectivePolicy" in path for _, path, _ in seen[0]) and fake.mutations == []

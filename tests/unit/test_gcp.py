@@ -181,8 +181,14 @@ def test_waits_until_the_warm_up_visits_are_stored():
 
 # --- the whole start and stop --------------------------------------------------------------------
 
+def preflight_passing(project, access, credentials, before_creating=None):
+    """The preflight's contract: the caller's own check runs last, before anything is created."""
+    if before_creating is not None:
+        before_creating()
+
+
 def target(**options):
-    options = {"preflight": lambda project, access, credentials: None, "log": lambda *_: None, **options}
+    options = {"preflight": preflight_passing, "log": lambda *_: None, **options}
     return gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1", infra_dir=INFRA, **options)
 
 
@@ -215,7 +221,7 @@ def test_a_failed_start_with_destroy_tears_down():
 def test_the_preflight_runs_first_and_a_failed_one_creates_nothing():
     run = FakeRun()
 
-    def refuse(project, access, credentials):
+    def refuse(project, access, credentials, before_creating=None):
         raise gcp.GcpError(f"no credentials for {project}")
 
     deployed = target(run=run, preflight=refuse, destroy=True)
@@ -304,7 +310,7 @@ def test_an_authenticated_run_sends_an_id_token_for_each_function_and_grants_the
     apply = run.calls[1]
     assert "-var=access=authenticated" in apply and '-var=invokers=["user:tester@example.com"]' in apply
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS  # nothing refused: every request signed
-    assert deployed.locust_args == ["--auth", "id-token"]
+    assert deployed.locust_args == ["--auth", "id-token", "--quota-project", "p1"]
 
 
 def test_a_public_run_sends_no_token_and_passes_access_public():
@@ -323,7 +329,7 @@ def test_the_settings_files_access_applies_unless_a_flag_overrides_it(tmp_path):
     assert gcp.GcpTarget(settings, tmp_path, "p1", infra_dir=INFRA, access="public").access == "public"
 
 
-def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_before_the_preflight():
+def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_before_anything_is_created():
     calls = []
 
     class Creds:  # a service account key's credentials, as google-auth names them
@@ -332,11 +338,12 @@ def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_befor
 
     deployed = target(access="authenticated", credentials=Creds(), id_tokens=IdTokens(
         lambda audience: calls.append(("mint", audience)) or ("t", 4_000_000_000)),
-        preflight=lambda project, access, credentials: calls.append(("preflight", access)))
+        preflight=lambda project, access, credentials, before_creating: (
+            calls.append(("checks", access)), before_creating(), calls.append(("create", access))))
     deployed._check()
     assert deployed.invokers == ["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]
     assert '-var=invokers=["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]' in deployed.commands["apply"]
-    assert [c[0] for c in calls] == ["mint", "preflight"] and calls[0][1].endswith(".cloudfunctions.net/app")
+    assert [c[0] for c in calls] == ["checks", "mint", "create"] and calls[1][1].endswith(".cloudfunctions.net/app")
 
 
 def unsigned_jwt(claims):
@@ -371,7 +378,8 @@ def test_a_user_login_acts_as_the_load_generator_once_google_lets_it():
     assert '-var=invokers=["user:me@example.com"]' in apply
     assert '-var=load_generator_users=["user:me@example.com"]' in apply
     assert asked == ["visitkit-loadgen@p1.iam.gserviceaccount.com"] and clock.t == 30
-    assert deployed.locust_args == ["--auth", "id-token", "--impersonate", "visitkit-loadgen@p1.iam.gserviceaccount.com"]
+    assert deployed.locust_args == ["--auth", "id-token", "--quota-project", "p1",
+                                    "--impersonate", "visitkit-loadgen@p1.iam.gserviceaccount.com"]
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
 
 
