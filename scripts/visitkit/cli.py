@@ -124,15 +124,21 @@ def predict_command(args):
     settings = load_settings(args.iteration)
     prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
     print("\n".join(predict.report_lines(prediction, settings)))
-    if args.cost_at:
+    if args.cost_at is not None:
         from visitkit import cost
 
-        estimate = cost.hourly_at(settings, args.cost_at, cost.load_prices())
-        print(f"cost of one hour at {args.cost_at:g} visits/s (an upper bound from list prices of {estimate['as_of']}: "
-              "every instance billed all hour, no free tier):")
+        prices = cost.load_prices()
+        estimate = cost.hourly_at(settings, args.cost_at, prices, args.region)
+        print(f"cost of one hour at {args.cost_at:g} visits/s in {args.region} (Cloud Run Tier {estimate['tier']}; an "
+              f"upper bound from list prices of {estimate['as_of']}: every instance billed all hour, no free tier):")
         print("\n".join(f"  {item:32} {usage:60} {usd:10,.2f} {estimate['currency']}"
                         for item, usage, usd in estimate["lines"]))
         print(f"  {'total':32} {'':60} {estimate['total']:10,.2f} {estimate['currency']} per hour")
+        print("  left out: " + "; ".join(estimate["left_out"]))
+        idle, total = cost.idle_hourly(settings, prices, args.region)
+        if idle:
+            print(f"min_instances kept warm without a request: {total:,.2f} {estimate['currency']} per hour ("
+                  + ", ".join(f"{name} {n} x {usd / n:,.3f}" for name, n, usd in idle) + ")")
     return 0
 
 
@@ -242,6 +248,8 @@ def parser():
                          help="minutes of load past the knee, for the convergence time (default: 15)")
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
                          help="also print the cost of one hour at this many visits per second (prices.json)")
+    predict.add_argument("--region", default="southamerica-east1",
+                         help="with --cost-at: the region whose prices apply (default: the study's southamerica-east1)")
     predict.add_argument("--write-profile", action="store_true",
                          help="write the profile a Google Cloud run measured (its metrics/request_latencies.csv)")
     predict.add_argument("--out", type=Path, help="with --write-profile: where (default: RESULTS_DIR/profile.json)")

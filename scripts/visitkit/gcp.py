@@ -218,6 +218,11 @@ class GcpTarget:
                                   self.load_generator_users)
 
     @property
+    def deployed_region(self):
+        """The region the deployment is in (its prices in the report), once deployed."""
+        return self.outputs.get("region") or self.region
+
+    @property
     def locust_args(self):
         """What Locust needs to call the functions: ID tokens on an authenticated deployment."""
         if self.access != "authenticated":

@@ -221,12 +221,16 @@ def cost_section(s, _plots):
     estimate = s.get("cost")
     if not estimate:
         return []
+    where = (f"in {estimate['region']} (Cloud Run Tier {estimate['tier']})" if estimate.get("region")
+             else "in a Tier 1 region")
     lines = ["## Estimated cost", "",
-             f"An estimate, not a bill: what the platform reported, at list prices of {estimate['as_of']} "
-             f"(scripts/visitkit/prices.json: sources, region and tier), without free tiers.", "",
+             f"An estimate, not a bill: what the platform reported, at list prices of {estimate['as_of']} {where} "
+             "(scripts/visitkit/prices.json: sources), without free tiers.", "",
              f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
     lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
     lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")
+    if estimate.get("left_out"):
+        lines += ["", "Left out: " + "; ".join(estimate["left_out"]) + "."]
     return lines + [""]
 
 

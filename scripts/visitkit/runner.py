@@ -335,6 +335,8 @@ def warm_up_stack(state):
 
 def read_totals_before(state):
     state.record["base_url"] = state.target.base_url
+    if getattr(state.target, "deployed_region", None):
+        state.record["region"] = state.target.deployed_region
     state.record["before"] = state.target.totals()
     state.folder.save_run(state.record)
 

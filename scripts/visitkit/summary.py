@@ -39,7 +39,7 @@ def summarize(data):
     on_platform = summary["server_source"] == "gcp-monitoring"
     summary["platform"] = platform_figures(samples) if on_platform else None
     summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
-        samples, run.get("settings"), load_start, load_end, on_platform)
+        samples, run.get("settings"), load_start, load_end, on_platform, run.get("region"))
     summary["machine"] = machine_figures(summary["breakpoint"], samples, (run.get("machine") or {}).get("cores"),
                                          on_platform)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
@@ -68,9 +68,10 @@ def served(samples, start=None, end=None):
     return counts
 
 
-def resource_figures(samples, raw_settings, load_start, load_end, on_platform):
+def resource_figures(samples, raw_settings, load_start, load_end, on_platform, region=None):
     """(resources per component, CPU ms per request per function, estimated cost or None).
-    Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run."""
+    Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run, at
+    the prices of the run's region (runs recorded before regions were: the infra's default)."""
     if not samples:
         return {}, {}, None
     try:
@@ -90,7 +91,8 @@ def resource_figures(samples, raw_settings, load_start, load_end, on_platform):
              **{f"firestore_{kind}": analysis.store_field(f"firestore_{kind}")(last)
                 for kind in ("reads", "writes", "deletes")},
              "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get("store-inc-counter") or 0)}
-    return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(usage, settings, cost.load_prices())
+    return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(
+        usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
 
 
 def dead_lettered(samples):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
 from test_report import assert_plot, make_results
+from visitkit import cost as visitkit_cost
 from visitkit import compare, gcp, monitoring, plots, publish
 from visitkit.settings import load_settings
 
@@ -99,7 +100,9 @@ def test_gcp_report_has_resources_and_an_estimated_cost(iteration):
     assert summary["resources"]["inc-counter"]["cpu_seconds"] == pytest.approx(0.167 * (60 * .25 + 120 * .5 + 120 * .75))
     assert "| inc-counter | 27.6 |" in resources
     cost = text.split("## Estimated cost", 1)[1].split("\n## ", 1)[0]
-    assert "An estimate, not a bill" in cost and "2026-11-22" in cost
+    assert "An estimate, not a bill" in cost and visitkit_cost.load_prices()["as_of"] in cost
+    # a run recorded before regions were: the infra's default region, São Paulo, Cloud Run Tier 2
+    assert "in southamerica-east1 (Cloud Run Tier 2)" in cost and "Left out: network egress" in cost
     assert "| Firestore document writes | 3,270 |" in cost and "**Total**" in cost
     assert summary["cost"]["total"] > 0
 
@@ -130,3 +133,15 @@ def test_compare_puts_a_gcp_run_beside_a_local_one(iteration):
     # an iteration folder gives its latest run for the target asked for
     header, _, *rows = compare.compare_table([iteration], target="gcp").splitlines()
     assert "| run | breakpoint 20260105-000000 |" in rows
+
+
+def test_the_cost_is_at_the_prices_of_the_region_the_run_recorded(iteration):
+    results = make_gcp_results(iteration)
+    run = json.loads((results / "run.json").read_text())
+    (results / "run.json").write_text(json.dumps({**run, "region": "us-central1"}))
+    iowa = publish.publish(results)["cost"]
+    (results / "run.json").write_text(json.dumps({**run, "region": "southamerica-east1"}))
+    sao_paulo = publish.publish(results)["cost"]
+    assert (iowa["region"], iowa["tier"], sao_paulo["tier"]) == ("us-central1", "1", "2")
+    assert sao_paulo["total"] > iowa["total"]
+    assert "in southamerica-east1 (Cloud Run Tier 2)" in (results / "report.md").read_text()

@@ -93,30 +93,6 @@ def test_cloud_runs_figures_from_billed_time_and_utilization():
     assert figures["memory_peak_mb"] == pytest.approx(0.5 * 256e6 / 2**20 * 2)
 
 
-def test_the_cost_estimate_by_hand():
-    prices = {"as_of": "2026-11-22", "currency": "USD",
-              "cloud_run": {"per_vcpu_second": 0.000024, "per_gib_second": 0.0000025, "per_million_requests": 0.40},
-              "firestore": {"per_100k_reads": 0.03, "per_100k_writes": 0.09, "per_100k_deletes": 0.01},
-              "pubsub": {"per_tib": 40.0, "min_bytes_per_message": 1000}}
-    usage = {"functions": {"inc-counter": {"billable_instance_s": 1000, "requests": 2_000_000},
-                           "get-counter": {"billable_instance_s": 0, "requests": 0}},
-             "firestore_reads": 300_000, "firestore_writes": 200_000, "firestore_deletes": 0,
-             "pubsub_messages": 2**30 // 1000 * 1024}  # 1 TiB at 1,000 bytes each, near enough
-    estimate = cost.estimate(usage, load_settings(ITERATION_1), prices)
-    items = {item: usd for item, _, usd in estimate["lines"]}
-    # 1000 s x (0.167 vCPU x 0.000024 + 0.2384 GiB x 0.0000025) + 2 M requests x 0.40 / M
-    assert items["Cloud Run: inc-counter"] == pytest.approx(1000 * (0.167 * 0.000024 + 256e6 / 2**30 * 0.0000025) + 0.80)
-    assert items["Firestore document reads"] == pytest.approx(0.09)
-    assert items["Firestore document writes"] == pytest.approx(0.18)
-    assert items["Pub/Sub throughput"] == pytest.approx(40.0 * (2**30 // 1000 * 1024 * 1000) / 2**40)
-    assert estimate["total"] == pytest.approx(sum(items.values()))
-
-
-def test_the_price_file_is_dated_and_sourced():
-    prices = cost.load_prices()
-    assert prices["as_of"] and all(url.startswith("https://cloud.google.com/") for url in prices["sources"].values())
-
-
 def test_the_machines_cpu_at_a_moment_adds_every_part_over_five_seconds_either_side():
     def sample(t, a, b):
         return {"time": t, "resources": {"get-counter": {"cpu_percent": a}, "locust": {"cpu_percent": b}}}
