@@ -51,9 +51,17 @@ def caller_member(credentials, request=None):
     if kind == "user":
         import google.auth.transport.requests
         from google.auth import jwt
+        from google.oauth2.credentials import Credentials
 
-        if not credentials.id_token:
-            credentials.refresh(request or google.auth.transport.requests.Request())
-        claims = jwt.decode(credentials.id_token, verify=False) if credentials.id_token else {}
+        id_token = credentials.id_token
+        if not id_token:
+            # A refresh asking for no scope gets back every scope of the login, openid and email
+            # among them (gcloud's), so its ID token names the user; asking for cloud-platform
+            # alone, as the kit's clients do, would not.
+            unscoped = Credentials(None, refresh_token=credentials.refresh_token, token_uri=credentials.token_uri,
+                                   client_id=credentials.client_id, client_secret=credentials.client_secret)
+            unscoped.refresh(request or google.auth.transport.requests.Request())
+            id_token = unscoped.id_token
+        claims = jwt.decode(id_token, verify=False) if id_token else {}
         return f"user:{claims['email']}" if claims.get("email") else None
     return None

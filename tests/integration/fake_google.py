@@ -8,6 +8,7 @@ import base64
 import json
 import re
 import threading
+import urllib.parse
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,6 +47,10 @@ class Scenario:
         self.errors_left = {}  # api name -> how many times the error is given (default: always)
         self.may_enable = may_enable
         self.functions = functions or {}  # path -> principal allowed to invoke (authenticated functions)
+        # what `gcloud auth application-default login` grants a user, and whose login it is
+        self.user_scopes = ["openid", "https://www.googleapis.com/auth/userinfo.email",
+                            "https://www.googleapis.com/auth/cloud-platform"]
+        self.user_email = "tester@example.com"
 
 
 class FakeGoogle(ThreadingHTTPServer):
@@ -117,10 +122,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def route(self, method, path, body):
         s = self.server.scenario
-        if path == "/token":  # a service account key's token_uri: an ID token for the asked audience
-            assertion = dict(part.split("=", 1) for part in body.decode().split("&"))["assertion"]
-            claims = unverified_claims(assertion)
+        if path == "/token":
+            form = dict(part.split("=", 1) for part in body.decode().split("&"))
             now = int(time.time())
+            if form.get("grant_type") == "refresh_token":  # a user login: an ID token only with the openid scope,
+                granted = s.user_scopes if "scope" not in form else urllib.parse.unquote_plus(form["scope"]).split()
+                id_token = ({"id_token": unsigned_jwt({"aud": form["client_id"], "email": s.user_email, "exp": now + 3600})}
+                            if "openid" in granted else {})
+                return 200, {"access_token": "user-access-token", "expires_in": 3600, "scope": " ".join(granted),
+                             **id_token}
+            # a service account key's token_uri: an ID token for the asked audience
+            claims = unverified_claims(form["assertion"])
             return 200, {"id_token": unsigned_jwt({"aud": claims["target_audience"], "email": claims["iss"],
                                                    "iat": now, "exp": now + 3600})}
         if path in s.functions:  # a function behind Cloud Run's invoker check

@@ -75,3 +75,18 @@ def test_without_a_token_the_fake_refuses_as_cloud_run_does(fake):
     assert http_status(f"{fake.url}/app?view=home") == 401
     someone_else = idtoken.IdTokens(lambda audience: (unsigned_jwt({"aud": audience, "email": "x@else.example"}), 4e9))
     assert http_status(f"{fake.url}/app?view=home", headers=someone_else.headers(f"{fake.url}/app")) == 403
+
+
+def test_a_user_logins_account_is_read_from_the_id_token_of_a_refresh_with_every_scope():
+    from google.auth.transport.requests import Request
+    from google.oauth2.credentials import Credentials
+
+    with FakeGoogle(Scenario()) as server:
+        # as google.auth.default() loads a user login for the kit: scoped to cloud-platform alone, whose
+        # refresh brings no ID token (google-auth fixes a login file's token URI to Google's: set here)
+        creds = Credentials(None, refresh_token="r", token_uri=server.url + "/token", client_id="764086051850-adc",
+                            client_secret="s", scopes=google_credentials.SCOPES)
+        assert idtoken.kind_of(creds) == "user"
+        assert google_credentials.caller_member(creds) == "user:tester@example.com"
+        creds.refresh(Request())
+        assert creds.id_token is None  # what reading the scoped refresh alone would have left to go on
