@@ -8,9 +8,11 @@ In order, each failure one sentence with the command that fixes it:
 3. the project exists, is ACTIVE, and its number (Cloud Resource Manager);
 4. billing is enabled (Cloud Billing), where the API answers;
 5. with access "public", the organization policy lets allUsers be granted run.invoker
-   (the effective iam.allowedPolicyMemberDomains and iam.managed.allowedPolicyMembers);
-6. then, all checks passed, Pub/Sub's service agent is created if it does not exist yet, so
-   that the dead-letter grants find it (Service Usage's generateServiceIdentity).
+   (the effective iam.allowedPolicyMemberDomains and iam.managed.allowedPolicyMembers; with
+   "authenticated", a restriction is only noted);
+6. the caller's own last check (an authenticated run's ID tokens);
+7. then, all checks passed, Pub/Sub is turned on and its service agent created if it does not
+   exist yet, so that the dead-letter grants find it (Service Usage's generateServiceIdentity).
 
 Every Google call goes through `Apis`, built on Google's client libraries with the REST
 transport: tests point it at a local fake of these APIs (tests/integration/test_preflight.py).
@@ -37,10 +39,9 @@ PROPAGATION_TRIES, PROPAGATION_WAIT_S = 4, 20  # an API turned on moments ago ma
 
 @dataclass(frozen=True)
 class Preflight:
-    """What the preflight learnt: the project's number and the principal the credentials act as."""
+    """What the preflight learnt: the project's number, and what it could not check."""
     project_number: str
-    caller: str = None  # "user:..." / "serviceAccount:...", or None when it cannot be told
-    notes: tuple = ()  # checks that could not be made, said once to the user
+    notes: tuple = ()  # said once to the user too
 
 
 # --- the organization policy, as data ---------------------------------------------------------------
