@@ -1,5 +1,6 @@
-"""Every Google Cloud command in the README works as written: each runs with --dry-run offline and
-prints a plan that shows the preflight, the apply retry policy and the dead-letter topic."""
+"""Every Google Cloud command in the docs (README, iteration READMEs, docs/) works as written: each
+runs with --dry-run offline and prints a plan that shows the preflight, the organization-policy
+check, the apply retry policy and the dead-letter topic."""
 import json
 import os
 import re
@@ -10,12 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = [line.strip() for line in (ROOT / "README.md").read_text().splitlines()
+DOCS = [ROOT / "README.md", *sorted(ROOT.glob("iterations/*/README.md")), *sorted(ROOT.glob("docs/*.md"))]
+COMMANDS = [line.strip() for doc in DOCS for line in doc.read_text().splitlines()
             if line.strip().startswith("scripts/run-iteration") and "--target gcp" in line]
 
 
 def test_the_readme_shows_google_cloud_commands():
-    assert len(COMMANDS) >= 5 and any("--access authenticated" in command for command in COMMANDS)
+    assert len(COMMANDS) >= 6 and any("--access authenticated" in command for command in COMMANDS)
+    assert any("iterations/iteration-4 " in command for command in COMMANDS)  # an iteration README's too
 
 
 def test_an_iteration_whose_settings_say_authenticated_dry_runs_cleanly(tmp_path):
