@@ -16,7 +16,8 @@ What each kind of application-default credentials can mint (google-auth):
 - the metadata server (a VM, Cloud Shell, Cloud Run): the attached service account's tokens
   (compute_engine.IDTokenCredentials);
 - a plain user login (`gcloud auth application-default login`): none for another audience, so the
-  kit asks for --impersonate; workload identity federation (external_account): likewise.
+  kit acts as the deployment's visitkit-loadgen account instead (gcp.py), or as --impersonate SA;
+- workload identity federation (external_account): none here; --impersonate SA is the way out.
 """
 import datetime
 import threading
