@@ -44,18 +44,11 @@ MESSAGES = {
                                  "(10 minutes) to 604800 (7 days).",
     "access": "access must be \"public\" (anyone may call the three HTTP functions) or \"authenticated\" "
               "(only the accounts in invokers, with a Google-signed ID token).",
+    "invokers": "Each of invokers must be an IAM principal such as \"user:me@example.com\" or "
+                "\"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\".",
 }
 ACCESS_MODES = ("public", "authenticated")
-MESSAGES["invokers"] = ("Each of invokers must be an IAM principal such as \"user:me@example.com\" or "
-                        "\"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\".")
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
-
-
-def check_invokers(invokers, where="--invoker"):
-    """The principals an authenticated deployment grants run.invoker, as variables.tf checks them."""
-    for member in invokers:
-        _require(isinstance(member, str) and INVOKER.match(member), "invokers", where, member)
-    return tuple(invokers)
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers"}
 
@@ -195,6 +188,13 @@ def parse_settings(raw, source="settings"):
         functions={name: _function(name, given[name], source) for name in FUNCTIONS},
         subscription=_subscription(raw.get("subscription", {}), source),
         marker_ttl_days=marker_ttl_days, access=access, raw=raw, source=str(source))
+
+
+def check_invokers(invokers, where="--invoker"):
+    """The principals an authenticated deployment grants run.invoker, as variables.tf checks them."""
+    for member in invokers:
+        _require(isinstance(member, str) and INVOKER.match(member), "invokers", where, member)
+    return tuple(invokers)
 
 
 def load_settings(path):
