@@ -1,25 +1,40 @@
-"""inc-counter: POST /inc-counter?visit_type=P publishes one visit to the Pub/Sub topic.
+"""inc-counter: POST /inc-counter?visit_type=P[&visit_id=ID] publishes one visit to the Pub/Sub topic.
 
-It answers 202 only once Pub/Sub has accepted the message, so an acknowledged visit is never
-lost; 503 when it could not publish, so the client knows the visit was not recorded.
+A visit is named by its id, a canonical UUID the client makes once per page view (inc-counter makes
+one when the client sends none), and store-inc-counter counts each id once. So a client may post the
+same visit again, and this function may publish it again, without counting it twice.
+
+It answers 202, with the visit id, only once Pub/Sub has accepted the message: an acknowledged visit
+is never lost. It answers 503 when Pub/Sub did not confirm the publish in time; a publish that timed
+out may still have landed, so a 503 means "not known to be recorded", and posting the same visit id
+again is safe.
 """
 import functools
 import json
 import os
+import uuid
 
 import functions_framework
-from google.api_core.retry import Retry
+from google.api_core import exceptions as google_errors
+from google.api_core.retry import Retry, if_exception_type
 
 from common import check_request, env_int, error_reply, json_reply, log, page_from, project_id
+from visits import is_visit_id
 
 TOPIC = os.environ.get("PUBSUB_TOPIC", "visits")
 PUBLISH_TIMEOUT_SECONDS = env_int("PUBLISH_TIMEOUT_SECONDS", 10)
 
-
 # No attempt starts later than this, so the last one still has over a second of the deadline
 # (api_core gives an attempt left with less than 1 s the whole timeout again): the answer comes
-# within PUBLISH_TIMEOUT_SECONDS, and a visit answered 503 has no publish left in flight.
-PUBLISH_RETRY = Retry(timeout=min(PUBLISH_TIMEOUT_SECONDS * 0.8, PUBLISH_TIMEOUT_SECONDS - 1.5))
+# within PUBLISH_TIMEOUT_SECONDS. The errors are Pub/Sub's own retryable codes for Publish (its
+# client's default); retrying them is safe because a visit published twice is counted once.
+PUBLISH_RETRY = Retry(
+    predicate=if_exception_type(google_errors.Aborted, google_errors.Cancelled, google_errors.DeadlineExceeded,
+                                google_errors.InternalServerError, google_errors.ResourceExhausted,
+                                google_errors.ServiceUnavailable, google_errors.Unknown),
+    timeout=min(PUBLISH_TIMEOUT_SECONDS * 0.8, PUBLISH_TIMEOUT_SECONDS - 1.5))
+NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it in time; posting the same "
+                 "visit_id again is safe (it is counted once)")
 
 
 @functools.cache
@@ -37,6 +52,19 @@ def topic_path():
     return publisher().topic_path(project_id(), TOPIC)
 
 
+def visit_id_from(request):
+    """(the visit id the client sent, or a new one, None) or (None, a 400 reply)."""
+    values = request.args.getlist("visit_id")
+    if not values:
+        return str(uuid.uuid4()), None
+    if len(values) > 1:
+        return None, error_reply(400, "query parameter 'visit_id' given more than once")
+    if not is_visit_id(values[0]):
+        return None, error_reply(400, "invalid visit_id: a canonical UUID in lowercase, as crypto.randomUUID() "
+                                      "makes it (e.g. 3f2b8c1e-9a4d-4e6f-8b7a-1c2d3e4f5a6b); omit it and one is made")
+    return values[0], None
+
+
 @functions_framework.http
 def inc_counter(request):
     rejected = check_request(request, ("POST",))
@@ -45,11 +73,16 @@ def inc_counter(request):
     page, rejected = page_from(request, "visit_type")
     if rejected:
         return rejected
+    visit_id, rejected = visit_id_from(request)
+    if rejected:
+        return rejected
     data = json.dumps({"visit_type": page}).encode()
     try:
-        reply = publisher().publish(topic=topic_path(), messages=[{"data": data, "attributes": {"visit_type": page}}],
-                                    retry=PUBLISH_RETRY, timeout=PUBLISH_TIMEOUT_SECONDS)
+        reply = publisher().publish(
+            topic=topic_path(), messages=[{"data": data, "attributes": {"visit_type": page, "visit_id": visit_id}}],
+            retry=PUBLISH_RETRY, timeout=PUBLISH_TIMEOUT_SECONDS)
     except Exception as error:  # any failure to publish means the same to the client
-        log("ERROR", "could not publish a visit", visit_type=page, error=repr(error))
-        return error_reply(503, "visit not recorded: the queue is unavailable, try again later")
-    return json_reply({"visit_type": page, "message_id": reply.message_ids[0]}, 202)
+        log("ERROR", "could not publish a visit", visit_type=page, visit_id=visit_id, error=repr(error))
+        # With the visit id, so that a client that sent none can post the same visit again.
+        return json_reply({"error": NOT_CONFIRMED, "visit_id": visit_id}, 503)
+    return json_reply({"visit_type": page, "visit_id": visit_id, "message_id": reply.message_ids[0]}, 202)

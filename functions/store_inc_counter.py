@@ -1,14 +1,16 @@
 """store-inc-counter: a Pub/Sub message (CloudEvent) adds one visit to a random shard of its page.
 
-Pub/Sub delivers at least once, so each message is counted in one atomic batch that also creates
-a marker document named after the message id: a redelivery fails to create the marker again and
-changes nothing. A malformed message is logged and acknowledged (retrying it cannot help); a
-Firestore failure raises, the function answers 500 and Pub/Sub delivers the message again.
+Pub/Sub delivers at least once, and one visit may be published more than once (a publish retried
+after a timeout that had in fact landed, a client posting the same visit again). So each visit is
+counted in one atomic batch that also creates a marker document named after its visit id (the
+message id only for a message without one): a second delivery or a second message of the same visit
+fails to create the marker again and changes nothing. A malformed message is logged and acknowledged
+(retrying it cannot help); a Firestore failure raises, the function answers 500 and Pub/Sub delivers
+the message again.
 """
 import base64
 import binascii
 import datetime
-import hashlib
 import json
 import random
 
@@ -18,6 +20,7 @@ from google.api_core.retry import Retry
 from google.cloud import firestore
 
 from common import FIRESTORE, PAGES, env_int, firestore_client, log, shards_of
+from visits import is_visit_id, marker_id
 
 SHARDS_PER_PAGE = env_int("SHARDS_PER_PAGE", 2)
 MARKER_TTL_DAYS = env_int("MARKER_TTL_DAYS", 7)
@@ -34,17 +37,21 @@ def visit_of(message):
     return page if page in PAGES else None
 
 
-def marker_id(message_id):
-    # A hash, not the raw id: Firestore spreads ids that do not grow monotonically better.
-    return hashlib.sha256(message_id.encode()).hexdigest()
+def visit_key(message, message_id):
+    """What names the visit of a message: its visit id, or its message id when it carries none (a
+    message published before visit ids existed). None when the visit id is malformed."""
+    visit_id = (message.get("attributes") or {}).get("visit_id")
+    if visit_id is None:
+        return message_id
+    return visit_id if is_visit_id(visit_id) else None
 
 
-def count_visit(page, message_id, shard):
-    """Adds one visit to the shard unless this message id was counted before. True if it counted."""
+def count_visit(page, key, shard):
+    """Adds one visit to the shard unless this visit (key) was counted before. True if it counted."""
     db = firestore_client()
     expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=MARKER_TTL_DAYS)
     batch = db.batch()
-    batch.create(db.collection(FIRESTORE["markers"]).document(marker_id(message_id)),
+    batch.create(db.collection(FIRESTORE["markers"]).document(marker_id(key)),
                  {"visit_type": page, FIRESTORE["marker_expiry_field"]: expire_at})
     batch.set(shards_of(page).document(str(shard)), {FIRESTORE["count_field"]: firestore.Increment(1)}, merge=True)
     try:
@@ -58,11 +65,11 @@ def count_visit(page, message_id, shard):
 def store_inc_counter(cloud_event):
     message = (cloud_event.data or {}).get("message") or {}
     message_id = message.get("messageId") or message.get("message_id") or cloud_event["id"]
-    page = visit_of(message)
+    page, key = visit_of(message), visit_key(message, message_id)
     # One structured line per delivery: on Google Cloud a log-based metric counts them by outcome.
-    if page is None:
+    if page is None or key is None:
         log("WARNING", "visit message", outcome="malformed", message_id=message_id)
         return
-    counted = count_visit(page, message_id, random.randrange(SHARDS_PER_PAGE))
+    counted = count_visit(page, key, random.randrange(SHARDS_PER_PAGE))
     log("INFO", "visit message", outcome="counted" if counted else "already_counted", message_id=message_id,
-        visit_type=page)
+        visit_id=key if key != message_id else None, visit_type=page)

@@ -9,7 +9,8 @@ from google.api_core import exceptions as google_errors
 
 import store_inc_counter
 from common import FIRESTORE
-from store_inc_counter import marker_id, visit_of
+from store_inc_counter import visit_key, visit_of
+from visits import marker_id
 
 
 def message(payload):
@@ -121,3 +122,38 @@ def test_a_redelivery_is_acknowledged_and_logged_as_already_counted(db, capsys):
     store_inc_counter.store_inc_counter(CloudEvent())  # returns normally: Pub/Sub gets a 2xx, no retry
     outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
     assert outcomes == ["counted", "already_counted"]
+
+
+VISIT = "3f2b8c1e-9a4d-4e6f-8b7a-1c2d3e4f5a6b"
+
+
+def test_a_visit_is_named_by_its_visit_id_and_an_older_message_by_its_message_id():
+    assert visit_key({"attributes": {"visit_type": "home", "visit_id": VISIT}}, "m-1") == VISIT
+    assert visit_key({"attributes": {"visit_type": "home"}}, "m-1") == "m-1"
+    assert visit_key({}, "m-1") == "m-1"
+
+
+@pytest.mark.parametrize("bad", ["", "not-a-uuid", VISIT.upper(), VISIT + " ", "{" + VISIT + "}"])
+def test_a_malformed_visit_id_makes_the_message_malformed(bad):
+    assert visit_key({"attributes": {"visit_id": bad}}, "m-1") is None
+
+
+def cloud_event(message):
+    class CloudEvent:
+        data = {"message": message}
+
+        def __getitem__(self, key):
+            return "event-id"
+
+    return CloudEvent()
+
+
+def test_two_messages_of_one_visit_count_once(db, capsys):
+    """A publish retried after a timeout that had landed: two message ids, one visit id."""
+    data = base64.b64encode(b'{"visit_type": "jobs"}').decode()
+    for message_id in ("m-1", "m-2"):
+        store_inc_counter.store_inc_counter(cloud_event(
+            {"data": data, "messageId": message_id, "attributes": {"visit_type": "jobs", "visit_id": VISIT}}))
+    outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
+    assert outcomes == ["counted", "already_counted"]
+    assert db.markers == {(FIRESTORE["markers"], marker_id(VISIT))}
