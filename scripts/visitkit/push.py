@@ -94,7 +94,7 @@ def envelope(subscription_path, message):
 
 # The relay's counters (the rest of its stats are levels: window, window_peak, in_flight).
 COUNTERS = ("deliveries", "acked", "retries", "failures", "responses_429", "responses_5xx", "timeouts",
-            "dead_lettered", "pull_errors")
+            "dead_lettered", "pull_errors", "errors")
 
 
 class Acker:
@@ -230,6 +230,21 @@ class Relay:
         self.acker.stop()
 
     def _deliver(self, received):
+        try:
+            self._push(received)
+        except Exception as error:  # a fault of the relay's own: logged, and the window slot still released
+            with self.lock:
+                self._count("errors")
+            print(f"push relay: delivering message {received.message.message_id} failed: {error!r} "
+                  "(it comes back after its ack deadline)", file=sys.stderr, flush=True)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.lock.notify_all()
+
+    def _push(self, received):
+        """One delivery of one message: POST it, then acknowledge it, schedule its retry after the
+        backoff, or dead-letter it after the last attempt."""
         message, config = received.message, self.config
         retry = message.message_id in self.attempts
         body = json.dumps(envelope(self.subscription, message)).encode()
@@ -255,22 +270,18 @@ class Relay:
                     self._count(outcome)
                 self.window.failure()
                 attempt = self.attempts[message.message_id] = self.attempts.get(message.message_id, 0) + 1
-        try:
-            if ok:
-                self.acker.add(received.ack_id)
-            elif attempt >= config.max_delivery_attempts:
-                self._dead_letter(received)
-            else:
-                delay = backoff_seconds(attempt, config.minimum_backoff_seconds, config.maximum_backoff_seconds)
+        if ok:
+            self.acker.add(received.ack_id)
+        elif attempt >= config.max_delivery_attempts:
+            self._dead_letter(received)
+        else:
+            delay = backoff_seconds(attempt, config.minimum_backoff_seconds, config.maximum_backoff_seconds)
+            try:
                 self.subscriber.modify_ack_deadline(request={"subscription": self.subscription,
                                                              "ack_ids": [received.ack_id],
                                                              "ack_deadline_seconds": int(delay)})
-        except Exception:  # the emulator will redeliver after the ack deadline anyway
-            pass
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-                self.lock.notify_all()
+            except Exception:  # the emulator will redeliver after the ack deadline anyway
+                pass
 
     def _dead_letter(self, received):
         message = received.message

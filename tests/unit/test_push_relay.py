@@ -99,3 +99,96 @@ def test_the_push_client_keeps_its_connection_and_reconnects_when_it_was_closed(
         assert PushClient(f"http://127.0.0.1:{server.server_port}/full", timeout=5).post(b"{}") == 429
     finally:
         server.shutdown()
+
+
+class FakeSubscriber:
+    """The subscriber calls the relay makes, recorded."""
+    def __init__(self):
+        self.acked, self.deadlines = [], []
+
+    def subscription_path(self, project, name):
+        return f"projects/{project}/subscriptions/{name}"
+
+    def acknowledge(self, request):
+        self.acked.extend(request["ack_ids"])
+
+    def modify_ack_deadline(self, request):
+        self.deadlines.append((request["ack_ids"], request["ack_deadline_seconds"]))
+
+
+class FakePublisher:
+    def __init__(self):
+        self.published = []
+
+    def topic_path(self, project, name):
+        return f"projects/{project}/topics/{name}"
+
+    def publish(self, topic, data, **attributes):
+        self.published.append((topic, data, attributes))
+        return SimpleNamespace(result=lambda timeout: "dl-1")
+
+
+class Answers:
+    """The push endpoint's answers in turn: a status, or an exception to raise."""
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    def post(self, body):
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def relay_answering(*answers, attempts=4):
+    from visitkit.push import Relay, RelayConfig
+
+    config = RelayConfig(pubsub_host="-", project="p", subscription="s", dead_letter_topic="dl", push_url="http://-/",
+                         ack_deadline_seconds=60, minimum_backoff_seconds=10, maximum_backoff_seconds=600,
+                         max_delivery_attempts=attempts, port=0)
+    relay = Relay(config, subscriber=FakeSubscriber(), publisher=FakePublisher())
+    relay.client = Answers(*answers)
+    return relay
+
+
+def delivered(relay, times, ack_id="ack-1"):
+    """Delivers one message `times` times, as the emulator hands it out again after each backoff."""
+    message = SimpleNamespace(data=b'{"visit_type": "home"}', attributes={"visit_type": "home"}, message_id="42",
+                              publish_time="2026-11-22T10:00:00Z")
+    for _ in range(times):
+        relay.in_flight += 1  # as run() counts a pulled message
+        relay._deliver(SimpleNamespace(message=message, ack_id=ack_id))
+    relay.acker.stop()  # what is pending goes out
+    return relay
+
+
+def test_a_2xx_is_acknowledged_once():
+    relay = delivered(relay_answering(204), 1)
+    assert relay.subscriber.acked == ["ack-1"] and relay.subscriber.deadlines == []
+    assert relay.stats()["acked"] == 1 and relay.stats()["in_flight"] == 0
+
+
+def test_a_5xx_a_timeout_and_a_429_are_retried_after_a_growing_backoff_then_acknowledged():
+    relay = delivered(relay_answering(503, TimeoutError("no answer"), 429, 200), 4)
+    assert relay.subscriber.deadlines == [(["ack-1"], 10), (["ack-1"], 20), (["ack-1"], 40)]
+    assert relay.subscriber.acked == ["ack-1"]  # only after the 2xx
+    stats = relay.stats()
+    assert (stats["responses_5xx"], stats["timeouts"], stats["responses_429"]) == (1, 1, 1)
+    assert (stats["deliveries"], stats["retries"], stats["failures"], stats["acked"]) == (4, 3, 3, 1)
+    assert relay.publisher.published == []
+
+
+def test_after_the_last_attempt_the_message_goes_to_the_dead_letter_topic():
+    relay = delivered(relay_answering(500, 500, 500, attempts=3), 3)
+    [(topic, data, attributes)] = relay.publisher.published
+    assert topic == "projects/p/topics/dl" and data == b'{"visit_type": "home"}'
+    assert attributes == {"visit_type": "home", "original_message_id": "42", "delivery_attempts": "3"}
+    assert relay.subscriber.acked == ["ack-1"]  # acknowledged once it is dead-lettered
+    assert relay.stats()["dead_lettered"] == 1
+
+
+def test_a_fault_of_the_relays_own_is_logged_and_frees_its_window_slot(capsys):
+    relay = delivered(relay_answering(ValueError("a bug")), 1)
+    assert relay.stats()["in_flight"] == 0 and relay.stats()["errors"] == 1
+    assert "message 42 failed: ValueError('a bug')" in capsys.readouterr().err
+    assert relay.subscriber.acked == []  # it comes back after its ack deadline
