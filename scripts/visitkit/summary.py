@@ -108,11 +108,12 @@ def dead_lettered(samples):
 
 def with_dead_letters(visits, count):
     """A dead-lettered visit is neither stored nor lost: it waits in the dead-letter subscription.
-    Only the total is known (the metric has no page), so only the total row changes."""
+    Only the total is known (the metric has no page), so only the total row changes, and from the
+    pages' own lost visits: one page's duplicates must not hide another's losses."""
     total = visits["total"]
     total["dead_lettered"] = count
     if count:
-        total["lost"] = max(0, total["acknowledged"] - total["stored"] - count)
+        total["lost"] = max(0, sum(row["lost"] for page, row in visits.items() if page != "total") - count)
     return visits
 
 

@@ -275,3 +275,14 @@ def test_the_peak_is_read_without_locusts_lag_too():
         total += rps
         row["requests"] = int(total)
     assert analysis.find_breakpoint(rows)["peak_rps"]["rps"] == pytest.approx(true[-1], rel=0.03)
+
+
+def test_dead_letters_do_not_let_one_pages_duplicates_hide_anothers_lost_visits():
+    from visitkit.summary import with_dead_letters
+
+    ledger = {"sent": {"home": 10, "jobs": 10}, "acknowledged": {"home": 10, "jobs": 10}, "refused": {}, "failed": {}}
+    # home lost 4, jobs counted 3 twice, and 1 visit went to the dead-letter topic.
+    rows = with_dead_letters(analysis.visit_accounting(ledger, {}, {"home": 6, "jobs": 13}), 1)
+    assert rows["home"]["lost"] == 4 and rows["jobs"]["duplicated"] == 3
+    # The dead-lettered visit is one of home's 4: 3 are lost, whatever jobs did.
+    assert rows["total"]["lost"] == 3 and rows["total"]["duplicated"] == 3 and rows["total"]["dead_lettered"] == 1
