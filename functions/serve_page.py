@@ -18,6 +18,10 @@ from common import check_request, page_from
 INC_COUNTER_URL = os.environ.get("INC_COUNTER_URL", "/inc-counter")
 GET_COUNTER_URL = os.environ.get("GET_COUNTER_URL", "/get-counter")
 REFRESH_SECONDS = int(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
+# How long the page waits for inc-counter before it posts the visit again: beyond the platform's
+# queue (10 s) plus inc-counter's publish deadline (10 s), so a slow answer is not taken for none.
+VISIT_TIMEOUT_SECONDS = float(os.environ.get("VISIT_TIMEOUT_SECONDS", 25))
+RETRY_AFTER_SECONDS = 1
 
 TEMPLATE = string.Template((Path(__file__).parent / "templates" / "page.html").read_text())
 
@@ -49,7 +53,8 @@ def render(view):
         f'<a href="?view={name}"{" aria-current=page" if name == view else ""}>{html.escape(CONTENT[name][0])}</a>'
         for name in NAVIGATION)
     config = json.dumps({"view": view, "incUrl": INC_COUNTER_URL, "getUrl": GET_COUNTER_URL,
-                         "refreshMs": REFRESH_SECONDS * 1000})
+                         "refreshMs": REFRESH_SECONDS * 1000, "visitTimeoutMs": round(VISIT_TIMEOUT_SECONDS * 1000),
+                         "retryAfterMs": RETRY_AFTER_SECONDS * 1000})
     return TEMPLATE.substitute(
         title=html.escape(label),
         heading=html.escape(heading),

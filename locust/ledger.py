@@ -1,22 +1,29 @@
-"""Per page, what happened to the visits the suite sent to inc-counter.
+"""Every visit the suite posted to inc-counter, by its visit id, with what the client was told.
 
-sent: POSTs started; acknowledged: answered 2xx (the visit must end up stored);
-refused: answered 4xx, the platform's 429 included (never published: never stored);
-failed: answered 5xx (ambiguous: an instance may die after publishing, a publish may land after
-the 503, so the visit may or may not be stored); the rest (sent - acknowledged - refused - failed)
-got no answer (timeout, connection error, user stopped mid-request) and is just as ambiguous.
-Workers ship their counts to the master with each stats report; the master sums them.
+A visit's outcome is what its attempts (one, or more with --retry-visits) came to:
+- acknowledged: an attempt answered 2xx (the visit must end up stored, exactly once);
+- refused: every attempt answered 4xx, the platform's 429 included (never published: never stored);
+- failed: no 2xx, and an attempt answered 5xx (a publish that timed out may still have landed);
+- unanswered: no 2xx, and an attempt got no answer (timeout, connection error, user stopped
+  mid-request), or the visit is still under way.
+failed and unanswered are ambiguous on their own; the runner's audit reads the store's marker of
+every id, so each visit's fate is known.
+
+ledger.json (format 2): per outcome the visits per page ("sent" is them all), the visits sent more
+than once ("retried"), and under "visits" the ids, per page and outcome.
+Workers ship the visits recorded or changed since their last stats report; the master merges them.
 """
 import collections
 import json
 
-OUTCOMES = ("sent", "acknowledged", "refused", "failed")
+FORMAT = 2
+OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
 
 
 def outcome_of(status_code):
-    """The ledger column of an answer, or None for no answer at all (status 0)."""
+    """The outcome of one answer: status 0 is no answer at all."""
     if not status_code:
-        return None
+        return "unanswered"
     if 200 <= status_code < 300:
         return "acknowledged"
     if 400 <= status_code < 500:
@@ -25,32 +32,61 @@ def outcome_of(status_code):
     return "failed"
 
 
+def settled(previous, answer):
+    """The outcome of a visit after one more attempt: a 2xx settles it; otherwise an ambiguous
+    attempt (5xx, no answer) keeps it ambiguous whatever later attempts say, since its publish may
+    still land."""
+    if previous == "acknowledged" or answer == "acknowledged":
+        return "acknowledged"
+    if previous in (None, "refused"):
+        return answer
+    return previous if answer == "refused" else answer
+
+
 class VisitLedger:
     def __init__(self):
-        self.counts = {outcome: collections.Counter() for outcome in OUTCOMES}
+        self.visits = {}  # visit id -> [page, outcome, attempts]
+        self.changed = set()  # ids recorded or changed since the last take()
 
-    def record_sent(self, page):
-        self.counts["sent"][page] += 1
+    def record_sent(self, page, visit_id):
+        """A new attempt of the visit is about to be posted: until it is answered, it has none."""
+        entry = self.visits.setdefault(visit_id, [page, None, 0])
+        entry[2] += 1
+        self.changed.add(visit_id)
 
-    def record_answer(self, page, status_code):
-        outcome = outcome_of(status_code)
-        if outcome:
-            self.counts[outcome][page] += 1
+    def record_answer(self, visit_id, status_code):
+        entry = self.visits[visit_id]
+        entry[1] = settled(entry[1], outcome_of(status_code))
+        self.changed.add(visit_id)
+
+    def outcome(self, visit_id):
+        page, outcome, _ = self.visits[visit_id]
+        return outcome or "unanswered"
 
     def take(self):
-        """The counts so far as plain dicts, and start again from zero (for worker reports)."""
-        taken = self.as_dict()
-        for counter in self.counts.values():
-            counter.clear()
+        """The visits recorded or changed since the last call (for a worker's report)."""
+        taken = {visit_id: list(self.visits[visit_id]) for visit_id in self.changed}
+        self.changed.clear()
         return taken
 
-    def add(self, counts):
-        for outcome in OUTCOMES:
-            self.counts[outcome].update(counts.get(outcome, {}))
+    def add(self, visits):
+        """Merges a worker's report: its latest word on each visit wins."""
+        self.visits.update(visits)
 
     def as_dict(self):
-        return {outcome: dict(counter) for outcome, counter in self.counts.items()}
+        counts = {key: collections.Counter() for key in ("sent", *OUTCOMES, "retried")}
+        ids = collections.defaultdict(lambda: collections.defaultdict(list))
+        for visit_id, (page, outcome, attempts) in self.visits.items():
+            outcome = outcome or "unanswered"
+            counts["sent"][page] += 1
+            counts[outcome][page] += 1
+            if attempts > 1:
+                counts["retried"][page] += 1
+            ids[page][outcome].append(visit_id)
+        return {"format": FORMAT, **{key: dict(counter) for key, counter in counts.items()},
+                "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()}}
 
     def write(self, path):
         with open(path, "w") as f:
-            json.dump(self.as_dict(), f, indent=2, sort_keys=True)
+            json.dump(self.as_dict(), f, sort_keys=True)
+

@@ -5,13 +5,17 @@ Custom options (see locust/README.md):
   --shape breakpoint|endurance|load|spike   the load shape (default: none, plain -u/-r)
   --shape-set k=v,k=v                       change the shape's settings (its class attributes)
   --stages FILE|users:hold_s,...            endurance stages
-  --ledger-file PATH                        write the per-page inc-counter ledger there at exit
+  --ledger-file PATH                        write the ledger of every visit (ledger.py) there at exit
+  --retry-visits N                          post a visit that got a 5xx or no answer again, with the same
+                                            visit id, up to N more times (default 0: the study's visitor)
   --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
   --auth none|id-token                      id-token: every request carries a Google-signed ID token for
                                             its function (an "authenticated" deployment on Google Cloud)
 """
 import logging
+import uuid
 
+import gevent
 import locust.stats
 from locust import FastHttpUser, between, constant, events, task
 from locust.runners import MasterRunner, WorkerRunner
@@ -27,6 +31,7 @@ DISTRIBUTED_STEP_S = 10  # see shapes.StudyShape: fewer, larger steps when worke
 ledger = VisitLedger()
 locust_environment = []  # set at init: the `quit` event does not pass it
 id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
+RETRIED_OUTCOMES = ("failed", "unanswered")
 
 
 def auth_headers(user, path):
@@ -34,12 +39,26 @@ def auth_headers(user, path):
     return id_tokens[0].headers(f"{user.host}{path}") if id_tokens else None
 
 
+def post_visit(user, page, retries):
+    """Counts one visit under one id, as a careful client does: a 5xx or no answer (its fate unknown)
+    is posted again with the same id after a backoff of 1, 2, 4 ... s, which is safe since a visit id
+    counts once. A 4xx, the platform's 429 included, was never published: it is not retried."""
+    visit_id = str(uuid.uuid4())
+    for attempt in range(retries + 1):
+        if attempt:
+            gevent.sleep(2 ** (attempt - 1))
+        ledger.record_sent(page, visit_id)
+        response = user.client.post(f"/inc-counter?visit_type={page}&visit_id={visit_id}",
+                                    name=f"/inc-counter?visit_type={page}", headers=auth_headers(user, "/inc-counter"))
+        ledger.record_answer(visit_id, response.status_code or 0)
+        if ledger.outcome(visit_id) not in RETRIED_OUTCOMES:
+            return
+
+
 def visit(user, page):
     user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=auth_headers(user, "/app"))
-    ledger.record_sent(page)
-    response = user.client.post(f"/inc-counter?visit_type={page}", name=f"/inc-counter?visit_type={page}",
-                                headers=auth_headers(user, "/inc-counter"))
-    ledger.record_answer(page, response.status_code or 0)
+    # Read at each visit: a worker's options are the master's once the test starts (Locust issue #2206).
+    post_visit(user, page, max(0, user.environment.parsed_options.retry_visits))
     user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}",
                     headers=auth_headers(user, "/get-counter"))
 
@@ -89,7 +108,9 @@ def add_options(parser):
                         help="Load shape of the test (default none: plain --users/--spawn-rate)")
     parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
-    parser.add_argument("--ledger-file", default=None, help="Where to write the inc-counter ledger (JSON) at exit")
+    parser.add_argument("--ledger-file", default=None, help="Where to write the ledger of every visit (JSON) at exit")
+    parser.add_argument("--retry-visits", type=int, default=0,
+                        help="Post a visit that got a 5xx or no answer again, with the same visit id, up to N more times")
     parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
     parser.add_argument("--auth", choices=["none", "id-token"], default="none",
                         help="id-token: send a Google-signed ID token per function, minted from the application-default "

@@ -3,10 +3,11 @@
 Read from functions/catalogue.json, the one file the functions, Terraform (infra/main.tf) and
 this kit all read, so that adding a page or a function is one edit.
 """
+import importlib.util
 import json
 from dataclasses import dataclass
 
-from visitkit.paths import CATALOGUE_FILE
+from visitkit.paths import CATALOGUE_FILE, FUNCTIONS_DIR
 
 _DATA = json.loads(CATALOGUE_FILE.read_text())
 
@@ -23,6 +24,15 @@ class Function:
         return f"/{self.service}"
 
 
+def _functions_module(name):
+    """A dependency-free module of functions/, loaded from the checkout as deployed."""
+    spec = importlib.util.spec_from_file_location(f"visitkit_functions_{name}", FUNCTIONS_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+visits = _functions_module("visits")  # the visit id's form and its marker's name, as the functions know them
 PAGES = tuple(_DATA["pages"])
 CATALOGUE = {name: Function(name, **spec) for name, spec in _DATA["functions"].items()}
 FUNCTIONS = tuple(CATALOGUE)
@@ -52,3 +62,17 @@ def stored_totals(client, timeout=30):
         result = shards(client, page).sum(FIRESTORE["count_field"], alias="total").get(timeout=timeout)
         totals[page] = int(result[0][0].value or 0) if result else 0
     return totals
+
+
+def stored_visits(client, visit_ids, batch=500, timeout=60):
+    """The visit ids whose marker exists (counted by store-inc-counter), read in batches of
+    document reads (one billed read each on Google Cloud)."""
+    markers = client.collection(FIRESTORE["markers"])
+    stored, visit_ids = set(), list(visit_ids)
+    for start in range(0, len(visit_ids), batch):
+        by_marker = {visits.marker_id(visit_id): visit_id for visit_id in visit_ids[start:start + batch]}
+        for snapshot in client.get_all([markers.document(marker) for marker in by_marker], field_paths=["visit_type"],
+                                       timeout=timeout):
+            if snapshot.exists:
+                stored.add(by_marker[snapshot.id])
+    return stored

@@ -68,7 +68,7 @@ def run_command(args):
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
-        impersonate=args.impersonate)
+        impersonate=args.impersonate, retry_visits=args.retry_visits, audit=args.audit)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -202,6 +202,12 @@ def parser():
         "start cold, Google's services are warm"))
     run.add_argument("--warm-up-users", type=int, metavar="N",
                      help="local: the warm-up's users (default: 60 %% of the knee predicted on this machine)")
+    run.add_argument("--retry-visits", nargs="?", type=int, const=3, default=0, metavar="N", help=(
+        "post a visit that got a 5xx or no answer again with the same visit id, up to N times (default N: 3), "
+        "as a careful client does; a visit id counts once"))
+    run.add_argument("--audit", choices=["auto", "exact", "totals"], default="auto", help=(
+        "after convergence, read the store's marker of every visit id (exact), or compare the totals (totals); "
+        "auto: exact, except on Google Cloud above 1,000,000 visits (one billed read each)"))
     run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
     run.set_defaults(handler=run_command)
 

@@ -22,8 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from visitkit import firstrun, monitoring, preflight
-from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored_totals
+from visitkit import cost, firstrun, monitoring, preflight
+from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored_totals, stored_visits
 from visitkit.errors import GcpError
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
@@ -415,6 +415,13 @@ class GcpTarget:
 
     def totals(self):
         return stored_totals(self.firestore())
+
+    def stored_visits(self, visit_ids):
+        return stored_visits(self.firestore(), visit_ids)
+
+    @property
+    def billed_region(self):
+        return self.deployed_region or cost.DEFAULT_REGION
 
     def sample(self):
         """No live figures: Monitoring is read once, after the run (see window_samples)."""

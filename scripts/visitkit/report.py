@@ -55,16 +55,23 @@ def headline_section(s, _plots):
                      f"{fmt(conv['extra_minutes_per_minute'], 2)} extra minutes per minute of load")
     else:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    unanswered, dead = visits["stored_unacknowledged"], visits.get("dead_lettered")
-    lines.append(f"- Visits: {visits['acknowledged']:,} acknowledged, {visits['stored']:,} stored, "
-                 f"{visits['lost']:,} lost, {visits['duplicated']:,} duplicated"
-                 + (f", {dead:,} dead-lettered" if dead else "")
-                 + (f", {unanswered:,} stored after a 5xx or no answer (ambiguous, not duplicated)" if unanswered else ""))
+    lines.append(visits_line(visits, (s.get("audit") or {}).get("method") == "exact"))
     if store:
         lines.append(f"- Store: accepted (202) {fmt(store['accepted_per_s'])}/s, stored {fmt(store['writes_per_s'])}/s "
                      f"during the load; {fmt(store['throughput_per_s'])}/s {store['throughput_of']} while backlogged; "
                      f"backlog peak {fmt(store['backlog_peak'], 0)}, drained at {fmt(store['drain_per_s'])} msg/s")
     return lines + [""]
+
+
+def visits_line(visits, exact):
+    landed, dead = visits["stored_unacknowledged"], visits.get("dead_lettered")
+    line = (f"- Visits: {visits['acknowledged']:,} acknowledged, {visits['stored']:,} stored, "
+            f"{visits['lost']:,} lost, {visits['duplicated']:,} duplicated" + (f", {dead:,} dead-lettered" if dead else ""))
+    if exact:
+        unknown = visits["failed"] + visits["unanswered"]
+        return line + (f"; of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
+                       "its marker)" if unknown else "; every fate read from its marker")
+    return line + (f", {landed:,} stored after a 5xx or no answer (ambiguous, not duplicated)" if landed else "")
 
 
 def machine_words(s, moment):
@@ -274,7 +281,43 @@ def platform_section(s, plots):
 
 
 def visits_section(s, _plots):
+    audit = s.get("audit") or {"method": "totals"}
+    lines = exact_visit_lines(s) if audit["method"] == "exact" else totals_visit_lines(s)
+    dead = s["visits"]["total"].get("dead_lettered")
+    if dead is not None:
+        lines.append(f"Dead-lettered: {dead:,} visits reached the dead-letter topic after the subscription's maximum "
+                     "delivery attempts; they wait in its pull subscription, so the total's `lost` leaves them out "
+                     "(lost = the pages' lost - dead-lettered).")
+    return lines + [""]
+
+
+def exact_visit_lines(s):
+    audit, total = s["audit"], s["visits"]["total"]
+    paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit.get("read_cost_usd") is not None else ""
+    lines = ["## Visits: every visit's fate", "",
+             f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}.", "",
+             "| Page | sent | retried | acknowledged, stored | acknowledged, **not stored** (lost) | "
+             "not acknowledged, stored | not acknowledged, not stored | duplicated |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for page in (*PAGES, "total"):
+        v = s["visits"][page]
+        lines.append(f"| {page} | {v['sent']:,} | {v['retried']:,} | {v['acknowledged_stored']:,} | {v['lost']:,} | "
+                     f"{v['stored_unacknowledged']:,} | {v['neither']:,} | {v['duplicated']:,} |")
+    lines += ["", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
+                  f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
+                  "with the same visit id after a 5xx or no answer (--retry-visits). Duplicated: a page's stored "
+                  "total grown beyond its stored visit ids (a visit counted twice)."]
+    if total["refused_stored"]:
+        lines.append(f"**{total['refused_stored']:,} refused visits were stored**: a 4xx must publish nothing.")
+    if audit.get("lost_ids"):
+        lines.append("First lost visit ids: " + ", ".join(f"`{visit_id}`" for visit_id in audit["lost_ids"]))
+    return lines
+
+
+def totals_visit_lines(s):
+    audit = s.get("audit") or {}
     lines = ["## Visits: acknowledged vs stored", "",
+             f"Audited by the totals: {audit.get('why', 'the run was recorded before audits')}.", "",
              "| Page | sent | acknowledged (2xx) | refused (4xx, 429) | failed (5xx) | no answer | stored | lost | "
              "duplicated |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -285,12 +328,7 @@ def visits_section(s, _plots):
     lines += ["", "Lost: acknowledged but never stored. Refused visits were never published. Failed (5xx) and "
                   "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
                   "acknowledged + ambiguous."]
-    dead = s["visits"]["total"].get("dead_lettered")
-    if dead is not None:
-        lines.append(f"Dead-lettered: {dead:,} visits reached the dead-letter topic after the subscription's maximum "
-                     "delivery attempts; they wait in its pull subscription, so the total's `lost` leaves them out "
-                     "(lost = acknowledged - stored - dead-lettered).")
-    return lines + [""]
+    return lines
 
 
 def errors_section(s, _plots):

@@ -16,7 +16,7 @@ from visitkit import analysis
 from visitkit.errors import RunError
 
 FORMAT_VERSION = 2
-RUN, LEDGER, SUMMARY, REPORT = "run.json", "ledger.json", "summary.json", "report.md"
+RUN, LEDGER, AUDIT, SUMMARY, REPORT = "run.json", "ledger.json", "audit.json", "summary.json", "report.md"
 STATS, HISTORY, FAILURES = "locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv"
 SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
 LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = "locust", "locust.html", "locust.log"
@@ -35,6 +35,7 @@ class RunData:
     samples: list  # the platform's samples, one per second locally, per minute on Google Cloud
     polls: list  # [(time, {page: stored})] after the load
     metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
+    audit: dict = None  # the audit of every visit (visitkit.audit), None for a run before audits
     notes: list = field(default_factory=list)  # what loading had to say (an older format)
 
 
@@ -113,7 +114,11 @@ class ResultsFolder:
             samples=samples,
             polls=[(poll["time"], poll["totals"]) for poll in read_jsonl(self / POLLS)],
             metrics={path.stem: read_csv(path) for path in sorted(metrics_dir.glob("*.csv"))},
+            audit=_read_json(self / AUDIT),
             notes=_upgrade(run, samples))
+
+    def save_audit(self, audit):
+        (self / AUDIT).write_text(json.dumps(audit, indent=1))
 
     def save_summary(self, summary):
         (self / SUMMARY).write_text(json.dumps({**summary, "format_version": FORMAT_VERSION}, indent=2,

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import publish, results, settle
+from visitkit import audit, publish, results, settle
 from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import fmt, ms, percent
@@ -37,6 +37,7 @@ STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
           "remote": LOCUST_DIR / "stages" / "endurance-study.csv"}
 DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
 STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
+MAX_RETRY_VISITS = 5  # --retry-visits: the visitor waits 1, 2, 4 ... s between attempts
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
 MIN_CONVERGENCE_WAIT_S = 120
 # Google's Firestore and Pub/Sub are always warm; the emulators are JVMs that start cold and spend
@@ -73,9 +74,10 @@ class LoadPlan:
     shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
     stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
     processes: int = None  # Locust worker processes
+    retry_visits: int = 0  # how often a visit with a 5xx or no answer is posted again (same visit id)
 
     @classmethod
-    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True):
+    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0):
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -92,14 +94,17 @@ class LoadPlan:
             stages = str(STAGES["local" if local else "remote"])
         if processes is not None and processes < 1:
             raise RunError("--processes must be 1 or more")
-        return cls(test, seconds, shape_set, stages, processes)
+        if not 0 <= (retry_visits or 0) <= MAX_RETRY_VISITS:
+            raise RunError(f"--retry-visits must be 0 to {MAX_RETRY_VISITS}")
+        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0)
 
     def describe(self):
         stages = ""
         if self.stages:
             stages = f", stages from {Path(self.stages).name if Path(self.stages).exists() else self.stages}"
         return (f"{self.test} {self.shape_set}{stages}"
-                + (f", {self.processes} Locust processes" if self.processes else ""))
+                + (f", {self.processes} Locust processes" if self.processes else "")
+                + (f", visits retried up to {self.retry_visits} times" if self.retry_visits else ""))
 
     def locust_command(self, base_url, folder, target_args=()):
         """target_args: what the target needs Locust to send (ID tokens on an authenticated deployment)."""
@@ -112,6 +117,8 @@ class LoadPlan:
             command += ["--shape-set", self.shape_set]
         if self.stages:
             command += ["--stages", str(self.stages)]
+        if self.retry_visits:
+            command += ["--retry-visits", str(self.retry_visits)]
         command += list(target_args)
         if self.processes:
             port = str(free_port())  # never Locust's default 5557: others may run Locust too
@@ -169,11 +176,13 @@ class RunConfig:
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
+    audit: str = "auto"  # how every visit is audited after convergence: visitkit.audit.METHODS
     prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
-              processes=None, profile=None, chaos=None, warm_up=None, warm_up_users=None, **options):
+              processes=None, profile=None, chaos=None, warm_up=None, warm_up_users=None, retry_visits=0,
+              **options):
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
@@ -188,7 +197,10 @@ class RunConfig:
         iteration_dir = Path(iteration_dir).resolve()
         options["invokers"] = check_invokers(options.get("invokers") or ())
         options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
-        load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"))
+        if options.get("audit", "auto") not in audit.METHODS:
+            raise RunError(f"--audit must be one of {', '.join(audit.METHODS)}")
+        load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
+                              retry_visits=retry_visits)
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
@@ -465,6 +477,20 @@ def converge(state):
     state.folder.save_run(state.record)
 
 
+def audit_visits(state):
+    """Reads the store's marker of every visit id in the ledger (or, per visitkit.audit, falls back
+    to the totals), into audit.json."""
+    ledger = json.loads((state.folder / results.LEDGER).read_text())
+    record = audit.run(ledger, state.config.audit, getattr(state.target, "stored_visits", None),
+                       getattr(state.target, "billed_region", None))
+    state.folder.save_audit(record)
+    if record["method"] == "exact":
+        paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""
+        state.log(f"audit: {record['reads']:,} visit markers read{paid}; {len(record['not_stored']):,} not stored")
+    else:
+        state.log(f"audit: by the totals ({record['why']})")
+
+
 def read_window(state):
     """The platform's figures for the load and the convergence wait (so the backlog's drain is in
     them) replace the live samples."""
@@ -512,6 +538,7 @@ def plan(config, folder, target):
         Step("wait for the counters to converge", [
             f"read totals from {target.totals_source} until they match the visits Locust saw acknowledged "
             f"({convergence})"], converge),
+        Step("audit every visit", [audit_words(config.audit, target)], audit_visits),
     ]
     if hasattr(target, "window_step"):
         window = target.window_step()
@@ -523,6 +550,16 @@ def plan(config, folder, target):
         f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
         + (" and the iteration README's latest-results block" if target.updates_readme else "")], write_report))
     return steps
+
+
+def audit_words(requested, target):
+    if requested == "totals" or not hasattr(target, "stored_visits"):
+        return "compare each page's stored total with the visits' outcomes (5xx and unanswered stay ambiguous)"
+    words = "read the store's marker of every visit id in the ledger, in batches: each visit's fate is known"
+    if getattr(target, "billed_region", None) and requested == "auto":
+        words += (f" (one billed read per visit; above {audit.EXACT_MAX_READS:,} visits by the totals instead, "
+                  "unless --audit exact)")
+    return words
 
 
 def dry_run(config):

@@ -316,7 +316,9 @@ class LocalStack:
     def sample(self, client=None):
         """One server-side sample: per function figures from HAProxy, the store's progress.
         accepted: inc-counter's 202s (visits Pub/Sub accepted); delivered: store-inc-counter's 2xx
-        (push deliveries acknowledged, redeliveries included); stored: visits in Firestore."""
+        (push deliveries acknowledged, redeliveries included); stored: visits in Firestore; backlog:
+        accepted - stored, the visits not yet stored (a client posting a visit again after its 2xx
+        would leave one in it for good: the kit's clients never do)."""
         stats = self._require()["haproxy_stats"]
         figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
         accepted = haproxy.accepted_count(stats)

@@ -1,6 +1,6 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
-from visitkit import analysis, chaos, cost, overload, resources
+from visitkit import analysis, audit, chaos, cost, overload, resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import SettingsError
 from visitkit.settings import parse_settings
@@ -30,7 +30,8 @@ def summarize(data):
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
         "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
         "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
-        "visits": with_dead_letters(analysis.visit_accounting(ledger, before, after), dead_lettered(samples)),
+        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after), dead_lettered(samples)),
+        "audit": audit_figures(ledger, data.audit),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
         "server_source": samples[0].get("source") if samples else None,
@@ -93,6 +94,24 @@ def resource_figures(samples, raw_settings, load_start, load_end, on_platform, r
              "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get("store-inc-counter") or 0)}
     return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(
         usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
+
+
+def visit_accounting(ledger, audit_record, before, after):
+    """Each visit's fate from the exact audit, or the pages' totals (ambiguous 5xx and unanswered)."""
+    if audit_record and audit_record["method"] == "exact":
+        return audit.exact_accounting(ledger, audit_record, before, after)
+    return analysis.visit_accounting(ledger, before, after)
+
+
+def audit_figures(ledger, audit_record, shown=10):
+    """How the visits were audited, and the first acknowledged visits not stored (to look up)."""
+    if not audit_record:
+        return {"method": "totals", "why": "the run was recorded before audits", "reads": 0, "read_cost_usd": None,
+                "lost_ids": []}
+    acknowledged = {visit_id for visit_id, (_, outcome) in audit.visit_ids(ledger).items()
+                    if outcome == "acknowledged"}
+    lost = [visit_id for visit_id in audit_record["not_stored"] if visit_id in acknowledged]
+    return {key: audit_record[key] for key in ("method", "why", "reads", "read_cost_usd")} | {"lost_ids": lost[:shown]}
 
 
 def dead_lettered(samples):

@@ -8,13 +8,15 @@ for its steps. It offers:
   notes                                   what the report should say about figures from it
   min_convergence_wait                    seconds a late redelivery may still take
   window_step() (optional)                the platform's figures, read after the run
+  stored_visits(ids) (optional)           the visit ids whose marker the store holds (the exact audit)
+  billed_region (optional)                the region whose prices the audit's reads are billed at
 """
 import json
 import time
 import urllib.request
 
 from visitkit import push, resources
-from visitkit.catalogue import CATALOGUE, PAGES
+from visitkit.catalogue import CATALOGUE, PAGES, stored_visits
 from visitkit.steps import Step
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
@@ -72,6 +74,9 @@ class LocalTarget:
 
     def totals(self):
         return self.stack.totals(self._client)
+
+    def stored_visits(self, visit_ids):
+        return stored_visits(self._client, visit_ids)
 
     def sample(self):
         sample = self.stack.sample(self._sample_client)

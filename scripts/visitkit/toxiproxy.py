@@ -61,5 +61,13 @@ class Toxiproxy:
         for toxic in latency_toxics(round_trip_ms):
             self._call("POST", f"/proxies/{name}/toxics", toxic)
 
+    def toxic(self, proxy, toxic):
+        """Adds a toxic (Toxiproxy's JSON: name, type, stream, attributes) to a proxy's connections,
+        the open ones included; a test's fault."""
+        self._call("POST", f"/proxies/{proxy}/toxics", {"toxicity": 1.0, **toxic})
+
+    def remove_toxic(self, proxy, name):
+        self._call("DELETE", f"/proxies/{proxy}/toxics/{name}")
+
     def proxies(self):
         return self._call("GET", "/proxies")

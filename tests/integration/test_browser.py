@@ -1,8 +1,15 @@
-"""A person's view: a page opened twice in a real browser (headless Chromium) shows its count rise."""
+"""A person's view in a real browser (headless Chromium): a page opened twice shows its count rise,
+and a visit whose fate is unknown (5xx, no answer in time) is posted once more with the same id."""
+import contextlib
 import shutil
+import threading
+import time
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import wait_for
+from helpers import function_server, wait_for
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
@@ -51,3 +58,60 @@ def test_a_page_opened_twice_shows_its_count_rise(stack, browser):
     # The page shows the total it read after registering its visit, then refreshes it.
     assert wait_for(lambda: (displayed_count(browser) or 0) > first, timeout=20, interval=0.2)
     assert wait_for(lambda: stack.totals()["about_offices"] == before + 2, timeout=30)
+
+
+@contextlib.contextmanager
+def flaky_inc_counter(first_answer):
+    """A stand-in for inc-counter that records every POST's query and fails the first one
+    (first_answer: a status, or "hang" to answer too late), then answers 202."""
+    posts = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server interface
+            posts.append(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
+            if len(posts) == 1 and first_answer == "hang":
+                time.sleep(3)  # beyond the page's timeout: the browser has given up on it
+            status = first_answer if len(posts) == 1 and first_answer != "hang" else 202
+            body = b'{"error": "test"}' if status >= 400 else b"{}"
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Access-Control-Allow-Origin", "*")  # the page is served from another port
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/inc-counter", posts
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("first_answer", [503, "hang"])
+def test_a_visit_with_an_unknown_fate_is_posted_once_more_with_the_same_id(stack, browser, first_answer):
+    with flaky_inc_counter(first_answer) as (inc_url, posts), function_server(
+            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter",
+            VISIT_TIMEOUT_SECONDS="1") as page_url:
+        browser.get(f"{page_url}/?view=jobs")
+        assert wait_for(lambda: len(posts) >= 2, timeout=20, interval=0.2), posts
+        time.sleep(1.5)  # no third attempt
+    assert len(posts) == 2
+    [first_id], [second_id] = posts[0]["visit_id"], posts[1]["visit_id"]
+    assert first_id == second_id and str(uuid.UUID(first_id)) == first_id  # one canonical id, sent twice
+    assert posts[0]["visit_type"] == ["jobs"]
+
+
+def test_a_refused_visit_is_not_posted_again(stack, browser):
+    with flaky_inc_counter(429) as (inc_url, posts), function_server(
+            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
+        browser.get(f"{page_url}/?view=jobs")
+        assert wait_for(lambda: posts, timeout=20, interval=0.2)
+        from selenium.webdriver.common.by import By
+
+        assert wait_for(lambda: "HTTP 429" in browser.find_element(By.ID, "visit-status").text, timeout=10)
+        time.sleep(2)
+    assert len(posts) == 1

@@ -1,0 +1,92 @@
+"""The audit of a run's visits: what each client was told (the ledger) against what the store holds.
+
+exact   reads the store's marker of every visit id in the ledger (batched document reads), so the
+        fate of every visit is known: acknowledged and stored, acknowledged and not stored (lost),
+        not acknowledged and stored (a 5xx or no answer whose publish did land), neither. A page's
+        shards grown beyond its stored ids are duplicated (a visit counted twice).
+totals  compares each page's shard growth with the ledger's counts: a 5xx or unanswered visit is
+        ambiguous, and only a growth beyond every acknowledged and ambiguous visit is duplicated.
+        For a target whose store the kit cannot read, a ledger without ids, or a Google Cloud run
+        above EXACT_MAX_READS visits (--audit exact reads them anyway).
+
+audit.json (format 1): {"format": 1, "method": "exact"|"totals", "why": words, "reads": N,
+"read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker]}.
+"""
+from visitkit import cost
+from visitkit.catalogue import PAGES
+
+FORMAT = 1
+METHODS = ("auto", "exact", "totals")
+# Above this many visits a Google Cloud run audits by totals unless asked: each id is one billed
+# document read (about 0.30 USD per million at Tier 1 prices), and reading a million takes minutes.
+EXACT_MAX_READS = 1_000_000
+OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
+
+
+def visit_ids(ledger):
+    """{visit id: (page, outcome)} of a ledger.json; empty for a ledger written before visit ids."""
+    return {visit_id: (page, outcome) for page, by_outcome in ledger.get("visits", {}).items()
+            for outcome, ids in by_outcome.items() for visit_id in ids}
+
+
+def choose(requested, ids, can_read, billed):
+    """(method, why) for `ids` visits: exact where the store's markers can be read and, on a billed
+    store, the reads are few enough or were asked for."""
+    if requested == "totals":
+        return "totals", "asked for (--audit totals)"
+    if not ids:
+        return "totals", "the ledger has no visit ids (written before they existed)"
+    if not can_read:
+        return "totals", "the kit cannot read this target's store (a deployment known only by its URL)"
+    if billed and requested == "auto" and ids > EXACT_MAX_READS:
+        return "totals", (f"{ids:,} visits is above {EXACT_MAX_READS:,} billed reads (--audit exact reads "
+                          "them anyway)")
+    return "exact", "asked for (--audit exact)" if requested == "exact" else "every visit id read"
+
+
+def read_cost(reads, region):
+    """USD of `reads` Firestore document reads at the region's list price (each requested document
+    taken as one billed read, found or not: an estimate that errs high)."""
+    _, firestore, _ = cost.regional(cost.load_prices(), region)
+    return reads * firestore["per_100k_reads"] / 100_000
+
+
+def run(ledger, requested, stored_visits=None, region=None):
+    """The audit.json of a run: `stored_visits(ids)` returns the ids whose marker exists (None: the
+    target's store cannot be read); `region` is set for a billed store (Google Cloud)."""
+    ids = visit_ids(ledger)
+    method, why = choose(requested, len(ids), stored_visits is not None, region is not None)
+    record = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None, "not_stored": []}
+    if method == "exact":
+        stored = stored_visits(ids)
+        record.update(reads=len(ids), not_stored=sorted(set(ids) - stored),
+                      read_cost_usd=read_cost(len(ids), region) if region else None)
+    return record
+
+
+def exact_accounting(ledger, audit, before, after):
+    """Per page and in total, each visit's fate from its marker (see the module's docstring)."""
+    not_stored = set(audit["not_stored"])
+    rows = {page: {key: 0 for key in ("sent", *OUTCOMES, "retried", "stored", "acknowledged_stored", "lost",
+                                      "stored_unacknowledged", "refused_stored", "neither", "duplicated")}
+            for page in PAGES}
+    for visit_id, (page, outcome) in visit_ids(ledger).items():
+        row = rows[page]
+        row["sent"] += 1
+        row[outcome] += 1
+        stored = visit_id not in not_stored
+        if outcome == "acknowledged":
+            row["acknowledged_stored" if stored else "lost"] += 1
+        elif stored:
+            row["stored_unacknowledged"] += 1
+            row["refused_stored"] += outcome == "refused"  # a 4xx must publish nothing
+        else:
+            row["neither"] += 1
+    for page, row in rows.items():
+        row["retried"] = ledger.get("retried", {}).get(page, 0)
+        row["stored"] = after.get(page, 0) - before.get(page, 0)
+        row["rejected"] = row["refused"] + row["failed"]
+        row["duplicated"] = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"])
+    # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
+    rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
+    return rows

@@ -1,0 +1,61 @@
+"""The audit of every visit: which method, and each visit's fate from the store's markers (pure
+logic: the markers are a set of the ids a fake store holds)."""
+import pytest
+
+from visitkit import audit
+from visitkit.summary import audit_figures
+
+
+def ledger_of(**by_outcome):
+    """A format-2 ledger of jobs visits: outcome -> ids."""
+    visits = {"jobs": {outcome: list(ids) for outcome, ids in by_outcome.items()}}
+    counts = {outcome: {"jobs": len(ids)} for outcome, ids in by_outcome.items()}
+    return {"format": 2, "sent": {"jobs": sum(len(ids) for ids in by_outcome.values())}, **counts,
+            "retried": {"jobs": 1}, "visits": visits}
+
+
+LEDGER = ledger_of(acknowledged=["a1", "a2", "a3"], refused=["r1"], failed=["f1", "f2"], unanswered=["u1"])
+
+
+@pytest.mark.parametrize("requested, ids, can_read, billed, method", [
+    ("auto", 10, True, False, "exact"),
+    ("auto", 10, False, False, "totals"),  # a deployment known by its URL
+    ("auto", 0, True, False, "totals"),  # a ledger from before visit ids
+    ("auto", audit.EXACT_MAX_READS + 1, True, False, "exact"),  # the emulator bills nothing
+    ("auto", audit.EXACT_MAX_READS + 1, True, True, "totals"),
+    ("exact", audit.EXACT_MAX_READS + 1, True, True, "exact"),
+    ("totals", 10, True, False, "totals"),
+])
+def test_the_method_is_exact_where_the_markers_can_be_read_at_a_small_cost(requested, ids, can_read, billed, method):
+    assert audit.choose(requested, ids, can_read, billed)[0] == method
+
+
+def test_every_visits_fate_comes_from_its_marker():
+    stored = {"a1", "a2", "f1", "u1"}  # a3 lost; f1 and u1 landed although unanswered; r1, f2 never stored
+    asked = []
+    record = audit.run(LEDGER, "auto", lambda ids: asked.append(set(ids)) or stored & set(ids))
+    assert asked == [{"a1", "a2", "a3", "r1", "f1", "f2", "u1"}]
+    assert record["method"] == "exact" and record["reads"] == 7 and record["not_stored"] == ["a3", "f2", "r1"]
+    # The shards grew by 5: the 4 stored visits and one more (a visit counted twice).
+    rows = audit.exact_accounting(LEDGER, record, {"jobs": 100}, {"jobs": 105})
+    jobs = rows["jobs"]
+    assert (jobs["acknowledged_stored"], jobs["lost"], jobs["stored_unacknowledged"], jobs["neither"],
+            jobs["duplicated"]) == (2, 1, 2, 2, 1)
+    assert (jobs["sent"], jobs["acknowledged"], jobs["refused"], jobs["failed"], jobs["unanswered"]) == (7, 3, 1, 2, 1)
+    assert jobs["refused_stored"] == 0 and rows["total"]["lost"] == 1
+    assert audit_figures(LEDGER, record)["lost_ids"] == ["a3"]
+
+
+def test_a_refused_visit_that_was_stored_is_called_out():
+    record = audit.run(LEDGER, "exact", lambda ids: set(ids))
+    assert audit.exact_accounting(LEDGER, record, {}, {"jobs": 7})["jobs"]["refused_stored"] == 1
+
+
+def test_reads_on_google_cloud_are_priced_at_the_regions_list_price():
+    record = audit.run(LEDGER, "auto", lambda ids: set(ids), region="us-west1")
+    assert record["read_cost_usd"] == pytest.approx(7 * 0.03 / 100_000)
+
+
+def test_without_a_readable_store_the_audit_says_why_and_reads_nothing():
+    record = audit.run(LEDGER, "auto", None)
+    assert record["method"] == "totals" and record["reads"] == 0 and "URL" in record["why"]
