@@ -19,7 +19,7 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     (iteration / "README.md").write_text("## Hypothesis\n\nBaseline.\n\n**Check:** `requests > 0`\n")
 
     config = runner.RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
-                                    convergence_timeout=120, warm_up="4s", warm_up_users=4)
+                                    convergence_timeout=120, warm_up="4s", warm_up_users=4, retry_visits=2)
     results, summary = runner.run(config, log=lambda *_: None)
 
     # the warm-up's visits are stored before the test and count in neither its visits nor its push figures
@@ -31,14 +31,19 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
 
     for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
                  "locust_stats_history.csv", "locust.html", "server-samples.jsonl", "convergence.jsonl",
-                 "load.png", "server.png"):
+                 "load.png", "server.png", "audit.json"):
         assert (results / name).stat().st_size > 0, name
     ledger = json.loads((results / "ledger.json").read_text())
     visits = summary["visits"]["total"]
     assert visits["acknowledged"] == sum(ledger["acknowledged"].values()) > 0
     assert visits["lost"] == visits["duplicated"] == 0
-    # stored: every acknowledged visit, plus at most the ambiguous ones (5xx, no answer)
-    assert visits["acknowledged"] <= visits["stored"] <= visits["acknowledged"] + visits["failed"] + visits["unanswered"]
+    # Audited visit by visit: every acknowledged one stored, and the fate of every other one known.
+    assert summary["audit"]["method"] == "exact" and summary["audit"]["reads"] == visits["sent"]
+    assert visits["acknowledged_stored"] == visits["acknowledged"]
+    assert visits["stored"] == visits["acknowledged_stored"] + visits["stored_unacknowledged"]
+    assert visits["sent"] == visits["acknowledged"] + visits["stored_unacknowledged"] + visits["neither"]
+    assert "## Visits: every visit's fate" in (results / "report.md").read_text()
+    assert "--retry-visits 2" in " ".join(json.loads((results / "run.json").read_text())["locust_command"])
     assert summary["convergence"]["converged"]
     assert summary["load"]["requests"] == 3 * visits["sent"]  # users finish their page when the load ends
     endpoints = {row["name"] for row in summary["percentiles"]}
