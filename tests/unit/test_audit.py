@@ -59,3 +59,30 @@ def test_reads_on_google_cloud_are_priced_at_the_regions_list_price():
 def test_without_a_readable_store_the_audit_says_why_and_reads_nothing():
     record = audit.run(LEDGER, "auto", None)
     assert record["method"] == "totals" and record["reads"] == 0 and "URL" in record["why"]
+
+
+class MarkerStore:
+    """The calls catalogue.stored_visits makes of a Firestore client: collection, document, get_all."""
+
+    def __init__(self, markers):
+        self.markers, self.batches = markers, []
+
+    def collection(self, name):
+        assert name == "processed_messages"
+        return self
+
+    def document(self, name):
+        return name
+
+    def get_all(self, refs, field_paths, timeout):
+        self.batches.append(len(refs))
+        return [type("Snapshot", (), {"id": ref, "exists": ref in self.markers})() for ref in refs]
+
+
+def test_markers_are_read_in_batches_by_their_hashed_names():
+    from visitkit.catalogue import stored_visits, visits
+
+    ids = [f"{n:08x}-0000-4000-8000-000000000000" for n in range(1201)]
+    store = MarkerStore({visits.marker_id(visit_id) for visit_id in ids[::2]})
+    assert stored_visits(store, ids) == set(ids[::2])
+    assert store.batches == [500, 500, 201]  # one billed read per id, a few requests in all
