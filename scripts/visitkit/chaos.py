@@ -4,6 +4,8 @@ once. By default, every 20 s, one of:
 
   kill-instance     SIGKILL a random instance of a random function (its supervisor restarts it)
   freeze-firestore  SIGSTOP the Firestore emulator for 5-15 s (writes and reads hang, then resume)
+  freeze-pubsub     SIGSTOP the Pub/Sub emulator for 5-15 s (publishes time out into 503s, some of which
+                    land once it resumes: the visits whose fate only their id can tell)
   kill-push         SIGKILL the push delivery (its supervisor restarts it; unacked messages come back)
   pause-instance    SIGSTOP one instance for 5-15 s (requests on it stall; HAProxy's timeouts apply)
 
@@ -20,9 +22,9 @@ from dataclasses import dataclass
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import RunError
 
-ACTIONS = ("kill-instance", "freeze-firestore", "kill-push", "pause-instance")
+ACTIONS = ("kill-instance", "freeze-firestore", "freeze-pubsub", "kill-push", "pause-instance")
 PUSH_RELAY = "push-relay"
-FIRESTORE = "firestore-emulator"
+FIRESTORE, PUBSUB = "firestore-emulator", "pubsub-emulator"
 RECOVERED_AFTER_S = 5  # this many seconds in a row without a client failure: recovered
 
 
@@ -127,10 +129,15 @@ class Chaos(threading.Thread):
         self._stalled.append((time.monotonic() + seconds, resume, event))
         return event
 
+    def _freeze_emulator(self, action, name):
+        pgid = next(p["pid"] for p in self.stack.state()["processes"] if p["name"] == name)
+        return self._stall(action, name, lambda: os.killpg(pgid, signal.SIGSTOP), lambda: os.killpg(pgid, signal.SIGCONT))
+
     def _freeze_firestore(self):
-        pgid = next(p["pid"] for p in self.stack.state()["processes"] if p["name"] == FIRESTORE)
-        return self._stall("freeze-firestore", FIRESTORE, lambda: os.killpg(pgid, signal.SIGSTOP),
-                           lambda: os.killpg(pgid, signal.SIGCONT))
+        return self._freeze_emulator("freeze-firestore", FIRESTORE)
+
+    def _freeze_pubsub(self):
+        return self._freeze_emulator("freeze-pubsub", PUBSUB)
 
     def _pause_instance(self):
         name = self._instance()

@@ -195,8 +195,8 @@ def parser():
         "you need roles/iam.serviceAccountTokenCreator on it)"))
     run.add_argument("--profile", help="local: " + PROFILE_HELP)
     run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
-        "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+kill-push"
-        "+pause-instance (default: every 20 s one of those four)"))
+        "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+freeze-pubsub+kill-push"
+        "+pause-instance (default: every 20 s one of those five)"))
     run.add_argument("--warm-up", metavar="DURATION", help=(
         "local: real visits before the test, held this long (default 45s; 0 skips it): the emulators' JVMs "
         "start cold, Google's services are warm"))
