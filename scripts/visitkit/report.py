@@ -291,19 +291,29 @@ def visits_section(s, _plots):
     return lines + [""]
 
 
+EXACT_COLUMNS = (("sent", "sent"), ("retried", "retried"), ("acknowledged, stored", "acknowledged_stored"),
+                 ("acknowledged, **not stored** (lost)", "lost"), ("not acknowledged, stored", "stored_unacknowledged"),
+                 ("not acknowledged, not stored", "neither"), ("duplicated", "duplicated"))
+TOTALS_COLUMNS = (("sent", "sent"), ("acknowledged (2xx)", "acknowledged"), ("refused (4xx, 429)", "refused"),
+                  ("failed (5xx)", "failed"), ("no answer", "unanswered"), ("stored", "stored"), ("lost", "lost"),
+                  ("duplicated", "duplicated"))
+
+
+def visits_table(visits, columns):
+    """One row per page and the total: (header, key) per column."""
+    return ["| Page | " + " | ".join(header for header, _ in columns) + " |",
+            "|---|" + "---:|" * len(columns),
+            *(f"| {page} | " + " | ".join(f"{visits[page][key]:,}" for _, key in columns) + " |"
+              for page in (*PAGES, "total"))]
+
+
 def exact_visit_lines(s):
     audit, total = s["audit"], s["visits"]["total"]
     paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit.get("read_cost_usd") is not None else ""
     lines = ["## Visits: every visit's fate", "",
              f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}.", "",
-             "| Page | sent | retried | acknowledged, stored | acknowledged, **not stored** (lost) | "
-             "not acknowledged, stored | not acknowledged, not stored | duplicated |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for page in (*PAGES, "total"):
-        v = s["visits"][page]
-        lines.append(f"| {page} | {v['sent']:,} | {v['retried']:,} | {v['acknowledged_stored']:,} | {v['lost']:,} | "
-                     f"{v['stored_unacknowledged']:,} | {v['neither']:,} | {v['duplicated']:,} |")
-    lines += ["", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
+             *visits_table(s["visits"], EXACT_COLUMNS),
+             "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
                   f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
                   "with the same visit id after a 5xx or no answer (--retry-visits). Duplicated: a page's stored "
                   "total grown beyond its stored visit ids (a visit counted twice)."]
@@ -318,14 +328,8 @@ def totals_visit_lines(s):
     audit = s.get("audit") or {}
     lines = ["## Visits: acknowledged vs stored", "",
              f"Audited by the totals: {audit.get('why', 'the run was recorded before audits')}.", "",
-             "| Page | sent | acknowledged (2xx) | refused (4xx, 429) | failed (5xx) | no answer | stored | lost | "
-             "duplicated |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for page in (*PAGES, "total"):
-        v = s["visits"][page]
-        lines.append(f"| {page} | {v['sent']:,} | {v['acknowledged']:,} | {v['refused']:,} | {v['failed']:,} | "
-                     f"{v['unanswered']:,} | {v['stored']:,} | {v['lost']:,} | {v['duplicated']:,} |")
-    lines += ["", "Lost: acknowledged but never stored. Refused visits were never published. Failed (5xx) and "
+             *visits_table(s["visits"], TOTALS_COLUMNS),
+             "", "Lost: acknowledged but never stored. Refused visits were never published. Failed (5xx) and "
                   "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
                   "acknowledged + ambiguous."]
     return lines

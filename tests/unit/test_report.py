@@ -193,6 +193,25 @@ def test_a_stored_5xx_visit_is_reported_as_ambiguous_not_duplicated(iteration):
     assert "2 stored after a 5xx or no answer" in text
 
 
+def test_an_exact_audit_reports_each_visits_fate_and_names_the_lost_ones(iteration):
+    acked = {"home": 3, "jobs": 0, "about": 0, "about_legals": 0, "about_offices": 0}
+    results = make_results(iteration, acked=acked, stored={**acked, "home": 3})  # before 5, after 8
+    (results / "ledger.json").write_text(json.dumps({
+        "format": 2, "sent": {"home": 5}, "acknowledged": {"home": 3}, "failed": {"home": 1}, "unanswered": {"home": 1},
+        "retried": {"home": 2}, "visits": {"home": {"acknowledged": ["a1", "a2", "a3"], "failed": ["f1"],
+                                                     "unanswered": ["u1"]}}}))
+    # a3 was lost; f1 landed after its 503; u1 never arrived
+    (results / "audit.json").write_text(json.dumps({"format": 1, "method": "exact", "why": "every visit id read",
+                                                    "reads": 5, "read_cost_usd": None, "not_stored": ["a3", "u1"]}))
+    summary = publish.publish(results)
+    assert summary["headline"]["visits.lost"] == 1 and summary["headline"]["visits.duplicated"] == 0
+    text = (results / "report.md").read_text()
+    assert "## Visits: every visit's fate" in text and "ambiguous" not in text
+    assert "| home | 5 | 2 | 2 | 1 | 1 | 1 | 0 |" in text
+    assert "First lost visit ids: `a3`" in text
+    assert "of the 2 with a 5xx or no answer, 1 were stored" in text
+
+
 def test_results_keep_no_path_of_this_machine(tmp_path):
     from pathlib import Path
 
