@@ -374,5 +374,5 @@ def run_section(s, _plots):
     lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
     lines += [f"- {note}" for note in s["notes"]]
     lines.append("- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "
-                 "server-samples.jsonl, convergence.jsonl, summary.json, locust.log")
+                 "server-samples.jsonl, convergence.jsonl, audit.json, summary.json, locust.log")
     return lines
