@@ -1,14 +1,26 @@
 """Small network helpers shared by the local stack, the runner and the Google Cloud target."""
+import http.client
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
 
+_given, _given_lock = set(), threading.Lock()
+
 
 def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and never handed out before by this process: a port given to a server that
+    has not bound it yet (an emulator's JVM takes seconds) is still free to the kernel, which may
+    offer it again, and two parts of a stack would then share it."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with _given_lock:
+            if port not in _given:
+                _given.add(port)
+                return port
 
 
 def port_is_open(port, host="127.0.0.1"):
@@ -26,7 +38,7 @@ def http_status(url, method="GET", timeout=2.0, headers=None):
             return reply.status
     except urllib.error.HTTPError as error:
         return error.code
-    except (OSError, urllib.error.URLError):
+    except (OSError, urllib.error.URLError, http.client.HTTPException):  # nothing, or no HTTP/1 server, answered
         return None
 
 

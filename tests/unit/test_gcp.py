@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from visitkit import gcp, monitoring, runner, settle
+from visitkit import cost, gcp, monitoring, runner, settle
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.idtoken import IdTokens, audience_of
 from visitkit.settings import load_settings
@@ -207,6 +207,23 @@ def test_start_steps_deploy_wait_and_warm_and_the_stop_step_destroys():
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
     quietly([deployed.stop_step()])
     assert run.steps()[-1] == "destroy" and firestore.closed
+
+
+def test_the_audit_reads_the_deployments_markers_at_its_regions_prices():
+    class Markers(FakeFirestore):
+        def collection(self, name):
+            return self if name == "processed_messages" else super().collection(name)
+
+        def document(self, name):
+            return name
+
+        def get_all(self, refs, field_paths, timeout):
+            return [type("Snapshot", (), {"id": ref, "exists": True})() for ref in refs]
+
+    deployed = target(region="southamerica-east1", firestore=Markers({}))
+    assert deployed.billed_region == "southamerica-east1"
+    assert deployed.stored_visits(["v1", "v2"]) == {"v1", "v2"}
+    assert target().billed_region == cost.DEFAULT_REGION  # not deployed yet, no region asked for
 
 
 def test_a_failed_start_with_destroy_tears_down():
