@@ -5,9 +5,9 @@ one when the client sends none), and store-inc-counter counts each id once. So a
 same visit again, and this function may publish it again, without counting it twice.
 
 It answers 202, with the visit id, only once Pub/Sub has accepted the message: an acknowledged visit
-is never lost. It answers 503 when Pub/Sub did not confirm the publish in time; a publish that timed
-out may still have landed, so a 503 means "not known to be recorded", and posting the same visit id
-again is safe.
+is never lost. It answers 503 when Pub/Sub did not confirm the publish (a timeout, an outage, a
+refusal); a publish that timed out may still have landed, so a 503 means "not known to be recorded",
+and posting the same visit id again is safe.
 """
 import functools
 import json
@@ -33,8 +33,8 @@ PUBLISH_RETRY = Retry(
                                 google_errors.InternalServerError, google_errors.ResourceExhausted,
                                 google_errors.ServiceUnavailable, google_errors.Unknown),
     timeout=min(PUBLISH_TIMEOUT_SECONDS * 0.8, PUBLISH_TIMEOUT_SECONDS - 1.5))
-NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it in time; posting the same "
-                 "visit_id again is safe (it is counted once)")
+NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it; posting the same visit_id "
+                 "again is safe (it is counted once)")
 
 
 @functools.cache

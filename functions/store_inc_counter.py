@@ -40,7 +40,8 @@ def visit_of(message):
 def visit_key(message, message_id):
     """What names the visit of a message: its visit id, or its message id when it carries none (a
     message published before visit ids existed). None when the visit id is malformed."""
-    visit_id = (message.get("attributes") or {}).get("visit_id")
+    attributes = message.get("attributes")
+    visit_id = attributes.get("visit_id") if isinstance(attributes, dict) else None
     if visit_id is None:
         return message_id
     return visit_id if is_visit_id(visit_id) else None

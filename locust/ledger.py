@@ -59,10 +59,6 @@ class VisitLedger:
         entry[1] = settled(entry[1], outcome_of(status_code))
         self.changed.add(visit_id)
 
-    def outcome(self, visit_id):
-        page, outcome, _ = self.visits[visit_id]
-        return outcome or "unanswered"
-
     def take(self):
         """The visits recorded or changed since the last call (for a worker's report)."""
         taken = {visit_id: list(self.visits[visit_id]) for visit_id in self.changed}

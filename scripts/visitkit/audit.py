@@ -9,9 +9,17 @@ totals  compares each page's shard growth with the ledger's counts: a 5xx or una
         For a target whose store the kit cannot read, a ledger without ids, or a Google Cloud run
         above EXACT_MAX_READS visits (--audit exact reads them anyway).
 
+The markers are read after convergence, and again for the ids still without one, until every
+acknowledged visit has its marker or `wait_s` passes (convergence can end while acknowledged visits
+still wait in a retry backoff, when visits with a 5xx that did land make up the totals), and until
+the stored totals read before and after a round agree, so the markers and the totals are one moment.
+
 audit.json (format 1): {"format": 1, "method": "exact"|"totals", "why": words, "reads": N,
-"read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker]}.
+"read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker],
+"totals": {page: stored} read with the markers (exact only)}.
 """
+import time
+
 from visitkit import cost
 from visitkit.catalogue import PAGES
 
@@ -21,6 +29,7 @@ METHODS = ("auto", "exact", "totals")
 # document read (about 0.30 USD per million at Tier 1 prices), and reading a million takes minutes.
 EXACT_MAX_READS = 1_000_000
 OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
+STEADY_WAIT_S = 60  # beyond the wait, how long the totals may keep moving before the audit takes them as they are
 
 
 def visit_ids(ledger):
@@ -51,16 +60,30 @@ def read_cost(reads, region):
     return reads * firestore["per_100k_reads"] / 100_000
 
 
-def run(ledger, requested, stored_visits=None, region=None):
+def run(ledger, requested, stored_visits=None, region=None, totals=None, wait_s=0.0, interval=2.0,
+        now=time.monotonic, sleep=time.sleep):
     """The audit.json of a run: `stored_visits(ids)` returns the ids whose marker exists (None: the
-    target's store cannot be read); `region` is set for a billed store (Google Cloud)."""
+    target's store cannot be read); `region` is set for a billed store (Google Cloud); `totals()`
+    reads the stored totals per page."""
     ids = visit_ids(ledger)
     method, why = choose(requested, len(ids), stored_visits is not None, region is not None)
     record = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None, "not_stored": []}
-    if method == "exact":
-        stored = stored_visits(ids)
-        record.update(reads=len(ids), not_stored=sorted(set(ids) - stored),
-                      read_cost_usd=read_cost(len(ids), region) if region else None)
+    if method != "exact":
+        return record
+    acknowledged = {visit_id for visit_id, (_, outcome) in ids.items() if outcome == "acknowledged"}
+    missing, reads, deadline = set(ids), 0, now() + wait_s
+    while True:
+        first, asked = totals() if totals else None, set(missing)
+        missing -= stored_visits(asked)
+        reads += len(asked)
+        last = totals() if totals else None
+        if first == last and (not missing & acknowledged or now() >= deadline):
+            break
+        if now() >= deadline + STEADY_WAIT_S:  # the totals never held still: keep the last round
+            break
+        sleep(interval)
+    record.update(reads=reads, not_stored=sorted(missing), totals=last,
+                  read_cost_usd=read_cost(reads, region) if region else None)
     return record
 
 

@@ -68,7 +68,7 @@ def visits_line(visits, exact):
     line = (f"- Visits: {visits['acknowledged']:,} acknowledged, {visits['stored']:,} stored, "
             f"{visits['lost']:,} lost, {visits['duplicated']:,} duplicated" + (f", {dead:,} dead-lettered" if dead else ""))
     if exact:
-        unknown = visits["failed"] + visits["unanswered"]
+        unknown, landed = visits["failed"] + visits["unanswered"], landed - visits["refused_stored"]
         return line + (f"; of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
                        "its marker)" if unknown else "; every fate read from its marker")
     return line + (f", {landed:,} stored after a 5xx or no answer (ambiguous, not duplicated)" if landed else "")
@@ -284,7 +284,10 @@ def visits_section(s, _plots):
     audit = s.get("audit") or {"method": "totals"}
     lines = exact_visit_lines(s) if audit["method"] == "exact" else totals_visit_lines(s)
     dead = s["visits"]["total"].get("dead_lettered")
-    if dead is not None:
+    if dead is not None and audit["method"] == "exact":
+        lines.append(f"Dead-lettered: {dead:,} messages reached the dead-letter topic after the subscription's maximum "
+                     "delivery attempts; they wait in its pull subscription. A lost visit may be among them.")
+    elif dead is not None:
         lines.append(f"Dead-lettered: {dead:,} visits reached the dead-letter topic after the subscription's maximum "
                      "delivery attempts; they wait in its pull subscription, so the total's `lost` leaves them out "
                      "(lost = the pages' lost - dead-lettered).")
@@ -293,7 +296,7 @@ def visits_section(s, _plots):
 
 EXACT_COLUMNS = (("sent", "sent"), ("retried", "retried"), ("acknowledged, stored", "acknowledged_stored"),
                  ("acknowledged, **not stored** (lost)", "lost"), ("not acknowledged, stored", "stored_unacknowledged"),
-                 ("not acknowledged, not stored", "neither"), ("duplicated", "duplicated"))
+                 ("not acknowledged, not stored", "neither"), ("stored beyond the ids (duplicated)", "duplicated"))
 TOTALS_COLUMNS = (("sent", "sent"), ("acknowledged (2xx)", "acknowledged"), ("refused (4xx, 429)", "refused"),
                   ("failed (5xx)", "failed"), ("no answer", "unanswered"), ("stored", "stored"), ("lost", "lost"),
                   ("duplicated", "duplicated"))
@@ -315,8 +318,9 @@ def exact_visit_lines(s):
              *visits_table(s["visits"], EXACT_COLUMNS),
              "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
                   f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
-                  "with the same visit id after a 5xx or no answer (--retry-visits). Duplicated: a page's stored "
-                  "total grown beyond its stored visit ids (a visit counted twice)."]
+                  "with the same visit id after a 5xx or no answer (--retry-visits). Stored beyond the ids: a page's "
+                  "total grown by more than its stored visit ids, a visit counted twice or one from outside the "
+                  "run's ledger (a warm-up visit with a 5xx that landed late)."]
     if total["refused_stored"]:
         lines.append(f"**{total['refused_stored']:,} refused visits were stored**: a 4xx must publish nothing.")
     if audit.get("lost_ids"):

@@ -287,6 +287,7 @@ class RunState:
     sampler: Sampler = None
     load_started: float = None
     load_ended: float = None
+    converged: bool = False
     summary: dict = None
 
 
@@ -470,6 +471,7 @@ def converge(state):
         state.sampler.stop()
     if hasattr(state.target, "twin_figures"):
         state.record["twin"] = state.target.twin_figures()
+    state.converged = converged
     if not converged:
         state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
     if state.sampler.errors:
@@ -481,8 +483,11 @@ def audit_visits(state):
     """Reads the store's marker of every visit id in the ledger (or, per visitkit.audit, falls back
     to the totals), into audit.json."""
     ledger = json.loads((state.folder / results.LEDGER).read_text())
+    # After a convergence, acknowledged visits the totals did not wait for may still be in a retry
+    # backoff: the audit waits for them as long again. After none, it takes the store as it is.
+    wait = convergence_wait(state.config, state.target, state.load_ended - state.load_started) if state.converged else 0
     record = audit.run(ledger, state.config.audit, getattr(state.target, "stored_visits", None),
-                       getattr(state.target, "billed_region", None))
+                       getattr(state.target, "billed_region", None), totals=state.target.totals, wait_s=wait)
     state.folder.save_audit(record)
     if record["method"] == "exact":
         paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""

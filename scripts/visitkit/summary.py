@@ -30,7 +30,8 @@ def summarize(data):
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
         "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
         "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
-        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after), dead_lettered(samples)),
+        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after), dead_lettered(samples),
+                                    exact=is_exact(data.audit)),
         "audit": audit_figures(ledger, data.audit),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
@@ -96,10 +97,15 @@ def resource_figures(samples, raw_settings, load_start, load_end, on_platform, r
         usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
 
 
+def is_exact(audit_record):
+    return bool(audit_record) and audit_record["method"] == "exact"
+
+
 def visit_accounting(ledger, audit_record, before, after):
-    """Each visit's fate from the exact audit, or the pages' totals (ambiguous 5xx and unanswered)."""
-    if audit_record and audit_record["method"] == "exact":
-        return audit.exact_accounting(ledger, audit_record, before, after)
+    """Each visit's fate from the exact audit (with the totals read together with the markers), or
+    the pages' totals (ambiguous 5xx and unanswered)."""
+    if is_exact(audit_record):
+        return audit.exact_accounting(ledger, audit_record, before, audit_record.get("totals") or after)
     return analysis.visit_accounting(ledger, before, after)
 
 
@@ -125,13 +131,15 @@ def dead_lettered(samples):
     return None
 
 
-def with_dead_letters(visits, count):
+def with_dead_letters(visits, count, exact=False):
     """A dead-lettered visit is neither stored nor lost: it waits in the dead-letter subscription.
     Only the total is known (the metric has no page), so only the total row changes, and from the
-    pages' own lost visits: one page's duplicates must not hide another's losses."""
+    pages' own lost visits: one page's duplicates must not hide another's losses. An exact audit
+    names each lost visit, while the count is of messages (a second message of a stored visit, one
+    of a 5xx'd visit): there it is shown beside the lost ones, never taken from them."""
     total = visits["total"]
     total["dead_lettered"] = count
-    if count:
+    if count and not exact:
         total["lost"] = max(0, sum(row["lost"] for page, row in visits.items() if page != "total") - count)
     return visits
 

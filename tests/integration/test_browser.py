@@ -1,6 +1,7 @@
 """A person's view in a real browser (headless Chromium): a page opened twice shows its count rise,
 and a visit whose fate is unknown (5xx, no answer in time) is posted once more with the same id."""
 import contextlib
+import re
 import shutil
 import threading
 import time
@@ -115,3 +116,21 @@ def test_a_refused_visit_is_not_posted_again(stack, browser):
         assert wait_for(lambda: "HTTP 429" in browser.find_element(By.ID, "visit-status").text, timeout=10)
         time.sleep(2)
     assert len(posts) == 1
+
+
+def test_the_page_makes_its_id_and_its_timeout_without_randomuuid_or_abortsignal_timeout(stack, browser):
+    """Older browsers, and pages served over plain http off localhost, lack one or both."""
+    with flaky_inc_counter(202) as (inc_url, posts), function_server(
+            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
+        browser.get(f"{page_url}/?view=home")
+        assert wait_for(lambda: posts, timeout=20, interval=0.2)
+        visit_id, aborted, reason = browser.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            crypto.randomUUID = undefined;
+            AbortSignal.timeout = undefined;
+            const id = newVisitId();
+            const signal = timeoutSignal(50);
+            signal.addEventListener("abort", () => done([id, signal.aborted, signal.reason.name]));
+        """)
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", visit_id)
+    assert aborted and reason == "TimeoutError"

@@ -86,3 +86,41 @@ def test_markers_are_read_in_batches_by_their_hashed_names():
     store = MarkerStore({visits.marker_id(visit_id) for visit_id in ids[::2]})
     assert stored_visits(store, ids) == set(ids[::2])
     assert store.batches == [500, 500, 201]  # one billed read per id, a few requests in all
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.t += seconds
+
+
+def test_the_audit_waits_for_acknowledged_visits_still_in_a_retry_backoff():
+    """Convergence ended on totals that a landed 5xx visit made up, while a3 waited in a backoff: the
+    audit re-reads only the ids without a marker until a3 has one, and takes its totals from then."""
+    clock, rounds = Clock(), []
+    stored_by_round = [{"a1", "a2", "f1"}, set(), {"a3"}, set()]
+
+    def stored_visits(ids):
+        rounds.append(set(ids))
+        return stored_by_round[len(rounds) - 1] & set(ids)
+
+    # per round, the totals read before and after the markers: a3's shard moved during the third
+    totals = iter([{"jobs": 3}, {"jobs": 3}, {"jobs": 3}, {"jobs": 3}, {"jobs": 3}, {"jobs": 4}, {"jobs": 4},
+                   {"jobs": 4}])
+    record = audit.run(LEDGER, "auto", stored_visits, totals=lambda: next(totals), wait_s=60, interval=2,
+                       now=clock.now, sleep=clock.sleep)
+    assert rounds[0] == set(audit.visit_ids(LEDGER)) and rounds[1] == {"a3", "r1", "f2", "u1"}
+    assert record["not_stored"] == ["f2", "r1", "u1"] and record["reads"] == 7 + 4 + 4 + 3
+    assert record["totals"] == {"jobs": 4}  # read with the round that found a3, once they held still
+
+
+def test_a_lost_visit_is_waited_for_no_longer_than_the_wait():
+    clock = Clock()
+    record = audit.run(LEDGER, "auto", lambda ids: set(), totals=lambda: {"jobs": 0}, wait_s=10, interval=2,
+                       now=clock.now, sleep=clock.sleep)
+    assert "a1" in record["not_stored"] and 10 <= clock.t <= 12
