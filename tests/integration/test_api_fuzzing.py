@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode, checks
 
-from helpers import settle
+from helpers import relay_figures, settle
 from visitkit.catalogue import PAGES, PUBLIC_PATHS, visits
 
 is_visit_id = visits.is_visit_id
@@ -41,8 +41,10 @@ def test_every_answer_conforms_and_a_refused_request_publishes_nothing(case, sta
 
 def test_fuzzed_visits_are_stored_exactly_once_and_nothing_else_counts(stack):
     """Valid and invalid calls to inc-counter, generated from the document: the totals grow by
-    exactly the visit ids acknowledged, page by page."""
+    exactly the visit ids acknowledged, page by page, and Pub/Sub received one message per 202 (a
+    refused call published nothing, whatever page it named)."""
     before, acknowledged = stack.totals(), {page: set() for page in PAGES}
+    acked_before, answers_202 = relay_figures(stack)["acked"], []
     operation = schema["/inc-counter"]["POST"]
 
     @given(case=operation.as_strategy() | operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
@@ -55,6 +57,7 @@ def test_fuzzed_visits_are_stored_exactly_once_and_nothing_else_counts(stack):
         response = case.call(base_url=stack.base_url, timeout=30)
         assert response.status_code < 500
         if response.status_code == 202:
+            answers_202.append(case)
             reply = response.json()
             acknowledged[reply["visit_type"]].add(reply["visit_id"])
             if case.query and "visit_id" in case.query:
@@ -64,3 +67,4 @@ def test_fuzzed_visits_are_stored_exactly_once_and_nothing_else_counts(stack):
     expected = {page: before[page] + len(acknowledged[page]) for page in PAGES}
     assert sum(map(len, acknowledged.values())) > 0
     settle(stack, expected)  # every one stored, then nothing more once the deliveries stop
+    assert relay_figures(stack)["acked"] - acked_before == len(answers_202)
