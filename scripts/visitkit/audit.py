@@ -3,7 +3,8 @@
 exact   reads the store's marker of every visit id in the ledger (batched document reads), so the
         fate of every visit is known: acknowledged and stored, acknowledged and not stored (lost),
         not acknowledged and stored (a 5xx or no answer whose publish did land), neither. A page's
-        shards grown beyond its stored ids are duplicated (a visit counted twice).
+        shards grown beyond its stored ids are "stored beyond the ids" (duplicated: a visit counted
+        twice, or one from outside the run's ledger, such as a warm-up visit with a 5xx that landed late).
 totals  compares each page's shard growth with the ledger's counts: a 5xx or unanswered visit is
         ambiguous, and only a growth beyond every acknowledged and ambiguous visit is duplicated.
         For a target whose store the kit cannot read, a ledger without ids, or a Google Cloud run
