@@ -9,14 +9,20 @@ A visit's outcome is what its attempts (one, or more with --retry-visits) came t
 failed and unanswered are ambiguous on their own; the runner's audit reads the store's marker of
 every id, so each visit's fate is known.
 
-ledger.json (format 2): per outcome the visits per page ("sent" is them all), the visits sent more
-than once ("retried"), and under "visits" the ids, per page and outcome.
-Workers ship the visits recorded or changed since their last stats report; the master merges them.
+ledger.json (format 3): per outcome the visits per page ("sent" is them all), the visits sent more
+than once ("retried"), under "visits" the ids, per page and outcome; "workers": each worker's
+latest running counts and whether its final ledger arrived; "complete": every visit is in it.
+
+In distributed mode each worker's stats report carries the visits recorded or changed since its
+previous report (merged by id, so a report lost on the way is made good by a later one) and its
+running counts (the master keeps each worker's latest). When the load is over the master asks
+every worker for its whole ledger and waits for the replies: only then is the ledger complete. A
+worker that dies first leaves its latest visits unknown by id; its counts say how many.
 """
 import collections
 import json
 
-FORMAT = 2
+FORMAT = 3
 OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
 
 
@@ -47,6 +53,7 @@ class VisitLedger:
     def __init__(self):
         self.visits = {}  # visit id -> [page, outcome, attempts]
         self.changed = set()  # ids recorded or changed since the last take()
+        self.workers = {}  # the master's: worker id -> {"counts": latest running counts, "final": bool}
 
     def record_sent(self, page, visit_id):
         """A new attempt of the visit is about to be posted: until it is answered, it has none."""
@@ -65,22 +72,45 @@ class VisitLedger:
         self.changed.clear()
         return taken
 
+    def everything(self):
+        """The whole ledger (a worker's final reply)."""
+        self.changed.clear()
+        return {visit_id: list(entry) for visit_id, entry in self.visits.items()}
+
     def add(self, visits):
         """Merges a worker's report: its latest word on each visit wins."""
         self.visits.update(visits)
 
-    def as_dict(self):
+    def report(self, worker, counts, visits=None, final=False):
+        """The master's side of one worker's report: its visits, its running counts, and whether
+        this is its final (whole) ledger."""
+        if visits:
+            self.add(visits)
+        entry = self.workers.setdefault(worker, {"counts": {}, "final": False})
+        entry["counts"] = counts or entry["counts"]
+        entry["final"] = entry["final"] or final
+
+    def complete(self):
+        """Every visit is known by id: one process, or every worker's final ledger arrived."""
+        return all(entry["final"] for entry in self.workers.values())
+
+    def counts(self):
+        """Visits per outcome and page ("sent" is them all; "retried": sent more than once)."""
         counts = {key: collections.Counter() for key in ("sent", *OUTCOMES, "retried")}
-        ids = collections.defaultdict(lambda: collections.defaultdict(list))
-        for visit_id, (page, outcome, attempts) in self.visits.items():
+        for page, outcome, attempts in self.visits.values():
             outcome = outcome or "unanswered"
             counts["sent"][page] += 1
             counts[outcome][page] += 1
             if attempts > 1:
                 counts["retried"][page] += 1
-            ids[page][outcome].append(visit_id)
-        return {"format": FORMAT, **{key: dict(counter) for key, counter in counts.items()},
-                "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()}}
+        return {key: dict(counter) for key, counter in counts.items()}
+
+    def as_dict(self):
+        ids = collections.defaultdict(lambda: collections.defaultdict(list))
+        for visit_id, (page, outcome, _attempts) in self.visits.items():
+            ids[page][outcome or "unanswered"].append(visit_id)
+        return {"format": FORMAT, **self.counts(), "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()},
+                "workers": self.workers, "complete": self.complete()}
 
     def write(self, path):
         with open(path, "w") as f:

@@ -6,37 +6,63 @@ Custom options (see locust/README.md):
   --shape-set k=v,k=v                       change the shape's settings (its class attributes)
   --stages FILE|users:hold_s,...            endurance stages
   --ledger-file PATH                        write the ledger of every visit (ledger.py) there at exit
+  --health-file PATH                        write each Locust process's CPU and event-loop lag per second
+                                            (health.py) there at exit
+  --per-second-file PATH                    write the exact requests and failures per second there at exit
   --retry-visits N                          post a visit that got a 5xx or no answer again, with the same
                                             visit id, up to N more times (default 0: the study's visitor)
   --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
   --auth none|id-token                      id-token: every request carries a Google-signed ID token for
                                             its function (an "authenticated" deployment on Google Cloud)
 """
+import functools
 import logging
 import uuid
 
 import gevent
+import locust.argument_parser
 import locust.stats
+import requests.utils
 from locust import FastHttpUser, between, constant, events, task
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+import health
 import shapes
 from ledger import VisitLedger, outcome_of
 
 # The study's percentile columns (50/60/70/80/90/95 %), plus the tail.
 locust.stats.PERCENTILES_TO_REPORT = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
+# A Locust 2.47 worker builds the whole option parser once per option of every spawn message
+# (runners.py: `k not in argument_parser.default_args_dict()`), ~0.2 s of CPU per message: built
+# once here, a worker can follow one-second steps.
+locust.argument_parser.default_args_dict = functools.cache(locust.argument_parser.default_args_dict)
 
-LEDGER_KEY = "visit_ledger"
-DISTRIBUTED_STEP_S = 10  # see shapes.StudyShape: fewer, larger steps when workers are involved
+LEDGER_KEY, COUNTS_KEY, HEALTH_KEY = "visit_ledger", "visit_counts", "health"
+FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
 ledger = VisitLedger()
 locust_environment = []  # set at init: the `quit` event does not pass it
 id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
 RETRIED_OUTCOMES = ("failed", "unanswered")
 
 
-def auth_headers(user, path):
-    """The Authorization header for one function's URL, or none on a public deployment."""
-    return id_tokens[0].headers(f"{user.host}{path}") if id_tokens else None
+def study_headers():
+    """The headers of the study's client, Python's `requests`: its User-Agent, Accept and
+    Accept-Encoding (without br or zstd, which it sent only with extra packages installed)."""
+    headers = requests.utils.default_headers()
+    encodings = [e.strip() for e in headers["Accept-Encoding"].split(",") if e.strip() not in ("br", "zstd")]
+    return {"User-Agent": headers["User-Agent"], "Accept": headers["Accept"], "Accept-Encoding": ", ".join(encodings)}
+
+
+STUDY_HEADERS = study_headers()
+
+
+def request_headers(user, path):
+    """A request's own headers: Accept-Encoding (FastHttpUser would add br to each request that
+    lacks it) and, on an authenticated deployment, the ID token for the function's URL."""
+    headers = {"Accept-Encoding": STUDY_HEADERS["Accept-Encoding"]}
+    if id_tokens:
+        headers.update(id_tokens[0].headers(f"{user.host}{path}"))
+    return headers
 
 
 def post_visit(user, page, retries):
@@ -49,22 +75,23 @@ def post_visit(user, page, retries):
             gevent.sleep(2 ** (attempt - 1))
         ledger.record_sent(page, visit_id)
         response = user.client.post(f"/inc-counter?visit_type={page}&visit_id={visit_id}",
-                                    name=f"/inc-counter?visit_type={page}", headers=auth_headers(user, "/inc-counter"))
+                                    name=f"/inc-counter?visit_type={page}", headers=request_headers(user, "/inc-counter"))
         ledger.record_answer(visit_id, response.status_code or 0)
         if outcome_of(response.status_code or 0) not in RETRIED_OUTCOMES:  # this answer's, not the visit's
             return
 
 
 def visit(user, page):
-    user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=auth_headers(user, "/app"))
+    user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=request_headers(user, "/app"))
     # Read at each visit: a worker's options are the master's once the test starts (Locust issue #2206).
     post_visit(user, page, max(0, user.environment.parsed_options.retry_visits))
     user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}",
-                    headers=auth_headers(user, "/get-counter"))
+                    headers=request_headers(user, "/get-counter"))
 
 
 class Visitor(FastHttpUser):
     wait_time = between(3, 5)
+    default_headers = STUDY_HEADERS
 
     @task(3)
     def home(self):
@@ -109,6 +136,10 @@ def add_options(parser):
     parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
     parser.add_argument("--ledger-file", default=None, help="Where to write the ledger of every visit (JSON) at exit")
+    parser.add_argument("--health-file", default=None,
+                        help="Where to write each Locust process's CPU and event-loop lag per second (CSV) at exit")
+    parser.add_argument("--per-second-file", default=None,
+                        help="Where to write the exact requests and failures per second (CSV) at exit")
     parser.add_argument("--retry-visits", type=int, default=0,
                         help="Post a visit that got a 5xx or no answer again, with the same visit id, up to N more times")
     parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
@@ -129,33 +160,82 @@ def on_init(environment, runner, **_kwargs):
     if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
         id_tokens.append(make_id_tokens(options.impersonate, options.quota_project))
     if isinstance(runner, WorkerRunner):
-        # Each stats report carries the visits counted since the previous one.
-        @events.report_to_master.add_listener
-        def ship_ledger(client_id, data):
-            data[LEDGER_KEY] = ledger.take()
+        serve_as_worker(runner)
         return
-
+    probes.append(health.Probe(runner, "master" if isinstance(runner, MasterRunner) else "local"))
+    probes[0].start()
     if isinstance(runner, MasterRunner):
-        @events.worker_report.add_listener
-        def collect_ledger(client_id, data):
-            ledger.add(data.get(LEDGER_KEY, {}))
-
+        collect_as_master(runner)
     if options.shape != "none":
         # Chosen here rather than by class discovery: Locust would run the first shape class it finds.
-        settings = shapes.parse_assignments(options.shape_set)
-        if isinstance(runner, MasterRunner):
-            settings.setdefault("step_s", str(DISTRIBUTED_STEP_S))
-        shape = shapes.make_shape(options.shape, settings, options.stages)
+        shape = shapes.make_shape(options.shape, shapes.parse_assignments(options.shape_set), options.stages)
         shape.runner = runner
+        if isinstance(runner, MasterRunner):
+            shape.quit_gate = functools.partial(final_ledgers_in, runner)
         environment.shape_class = shape
         logging.info("shape %s, planned %s s", type(shape).__name__, shape.planned_seconds())
 
 
+@events.test_start.add_listener
+def on_test_start(environment, **_kwargs):
+    # A worker's own options are its command line's until the first spawn message brings the
+    # master's, just before test_start (Locust issue #2206): the think time is read again here.
+    Visitor.wait_time = think_time(environment.parsed_options.think_time)
+
+
+probes = []  # this process's health.Probe (a worker's is made once it knows its client id)
+health_samples = []  # the master's: every process's samples
+asked = set()  # the master's: workers asked for their final ledger
+
+
+def serve_as_worker(runner):
+    probe = health.Probe(runner, runner.client_id)
+    probe.start()
+
+    # Each stats report: the visits recorded or changed since the last one, running counts, health.
+    @events.report_to_master.add_listener
+    def ship_ledger(client_id, data):
+        data[LEDGER_KEY], data[COUNTS_KEY], data[HEALTH_KEY] = ledger.take(), ledger.counts(), probe.take()
+
+    def send_final_ledger(environment, msg):
+        runner.send_message(FINAL_REPLY, {LEDGER_KEY: ledger.everything(), COUNTS_KEY: ledger.counts()})
+
+    runner.register_message(FINAL_REQUEST, send_final_ledger)
+
+
+def collect_as_master(runner):
+    @events.worker_report.add_listener
+    def collect_ledger(client_id, data):
+        ledger.report(client_id, data.get(COUNTS_KEY), data.get(LEDGER_KEY))
+        health_samples.extend(data.get(HEALTH_KEY, ()))
+
+    def receive_final_ledger(environment, msg):
+        ledger.report(msg.node_id, msg.data[COUNTS_KEY], msg.data[LEDGER_KEY], final=True)
+
+    runner.register_message(FINAL_REPLY, receive_final_ledger)
+
+
+def final_ledgers_in(runner):
+    """The shape's quit gate: asks each connected worker once for its whole ledger, then True once
+    every worker asked has replied."""
+    if not asked:
+        asked.update(client.id for client in runner.clients.values() if client.state != STATE_MISSING)
+        for worker in asked:
+            runner.send_message(FINAL_REQUEST, None, client_id=worker)
+        logging.info("asked %d workers for their final visit ledger", len(asked))
+    return all(ledger.workers.get(worker, {}).get("final") for worker in asked)
+
+
 @events.quit.add_listener
-def write_ledger(**_kwargs):
+def write_files(**_kwargs):
     # `quit` is the very last event, after the workers' final reports (`quitting` can come before).
     environment = locust_environment[0] if locust_environment else None
     if environment is None or isinstance(environment.runner, WorkerRunner):
         return
-    if environment.parsed_options.ledger_file:
-        ledger.write(environment.parsed_options.ledger_file)
+    options = environment.parsed_options
+    if options.ledger_file:
+        ledger.write(options.ledger_file)
+    if options.health_file:
+        health.write_health(options.health_file, health_samples + (probes[0].samples if probes else []))
+    if options.per_second_file:
+        health.write_per_second(options.per_second_file, environment.runner.stats.total)

@@ -11,23 +11,27 @@ from pathlib import Path
 from locust import LoadTestShape
 
 
-STOP_RATE = 1000  # users/s when stopping everyone: at once
+STOP_RATE = 1000  # users/s when stopping everyone: at once (or faster, with more users than that)
+REACH_RESOLUTION_S = 0.1  # how finely a step's curve is read for its pace (step_s > 1)
 
 
 class StudyShape(LoadTestShape):
     """Shapes give users_at(elapsed); tick() turns it into small steps, one per tick.
 
-    Each step is spawned at twice its own size per second, so it completes within the tick: Locust
-    blocks in a tick while it spawns, and would otherwise miss the shape's next stages and stop rules.
-    step_s > 1 changes the target only every step_s seconds: in distributed mode each change costs
-    every worker ~2 s of CPU in Locust 2.47 (it re-parses the options of each spawn message).
-    After the load, users go to 0 and stay there settle_s seconds, so that in distributed mode
-    every worker's last report (stats, visit ledger) reaches the master before it quits.
+    With step_s = 1, each step is spawned at twice its own size per second, so it completes within
+    the tick: Locust blocks in a tick while it spawns, and would otherwise miss the shape's next
+    stages and stop rules. With step_s > 1 the target changes only every step_s seconds: each step
+    aims at the users due at its end and spawns them at the curve's steepest pace within it (a
+    ramp's own rate), so the users follow the curve rather than lag it by a step.
+    After the load, users go to 0 (at least as fast as there are users) and stay there settle_s
+    seconds, so that in distributed mode every worker's last report reaches the master; then, if
+    quit_gate is set (the master's visit ledger), until it says the run may end or quit_wait_s pass.
     """
     abstract = True  # not a runnable shape: Locust must not pick it up by itself
     duration_s = None  # optional cap on the load, seconds
     settle_s = 4.0  # > Locust's worker report interval (3 s)
     step_s = 1.0
+    quit_wait_s = 30.0  # at most this long past settle_s for quit_gate
 
     def __init__(self):
         super().__init__()
@@ -35,37 +39,75 @@ class StudyShape(LoadTestShape):
         self.last_tick = None
         self.ended = False
         self.drained_at = None
+        self.stop_tick = None
+        self.quit_gate = None  # () -> bool: True once the run may end; set by the locustfile
 
     def tick(self):
         return self.tick_at(self.get_run_time())
 
     def tick_at(self, elapsed):
         if not self.ended:
-            past_duration = self.duration_s is not None and elapsed >= self.duration_s
-            step_start = elapsed - elapsed % self.step_s if self.step_s > 1 else elapsed
-            users = None if past_duration else self.users_at(step_start)
-            if users is not None:
-                users = max(0, round(users))
+            over = (self.duration_s is not None and elapsed >= self.duration_s) or self.stops_early(elapsed)
+            target = None if over else self.step_target(elapsed)
+            if target is not None:
+                users, rate = target
                 if self.last_tick is None or users != self.last_tick[0]:
                     # a new tuple makes Locust send a new spawn message to every worker
-                    self.last_tick = (users, max(1.0, 2.0 * abs(users - self.last_users)))
+                    self.last_tick = (users, rate)
                     self.last_users = users
                 return self.last_tick
             self.ended = True
         return self.drain(elapsed)
 
+    def step_target(self, elapsed):
+        """(users, spawn rate) for the step under way at `elapsed`, or None when the load is over."""
+        if self.step_s <= 1:
+            users = self.users_at(elapsed)
+            if users is None:
+                return None
+            users = max(0, round(users))
+            return users, max(1.0, 2.0 * abs(users - self.last_users))
+        start = elapsed - elapsed % self.step_s
+        if self.users_at(start) is None:
+            return None
+        end = min(start + self.step_s, self.duration_s if self.duration_s is not None else float("inf"))
+        wanted = self.users_at(end)
+        if wanted is None:  # the shape ends within this step: its last users, until it does
+            wanted, end = self.users_at(start), start
+        users = max(0, round(wanted))
+        slope = self.steepest(start, end)
+        # a curve flat over the step jumped before it: spawn the jump within half a second
+        return users, max(1.0, slope if slope else 2.0 * abs(users - self.last_users))
+
+    def steepest(self, start, end):
+        """The curve's steepest pace (users/s) between start and end: a ramp's own rate."""
+        points = [self.users_at(start + k * REACH_RESOLUTION_S)
+                  for k in range(round((end - start) / REACH_RESOLUTION_S) + 1)]
+        points = [p for p in points if p is not None]
+        return round(max((abs(b - a) / REACH_RESOLUTION_S for a, b in zip(points, points[1:])), default=0.0), 3)
+
     def drain(self, elapsed):
         if self.runner is not None and self.runner.user_count > 0:
-            return (0, STOP_RATE)
+            if self.stop_tick is None:  # one rate for the whole stop: a new tuple would resend it
+                self.stop_tick = (0, float(max(STOP_RATE, self.runner.user_count)))
+            return self.stop_tick
         if self.drained_at is None:
             self.drained_at = elapsed
-        if elapsed - self.drained_at < self.settle_s:
-            return (0, STOP_RATE)
+        waited = elapsed - self.drained_at
+        if waited < self.settle_s:
+            return self.stop_tick or (0, STOP_RATE)
+        if self.quit_gate is not None and waited < self.settle_s + self.quit_wait_s and not self.quit_gate():
+            return self.stop_tick or (0, STOP_RATE)
         return None
 
     def users_at(self, elapsed):
-        """Users wanted `elapsed` seconds into the test (a float is fine), or None when done."""
+        """Users wanted `elapsed` seconds into the test (a float is fine), or None when done; a pure
+        function of time (a step reads it ahead)."""
         raise NotImplementedError
+
+    def stops_early(self, elapsed):
+        """True once a stop rule ends the load (asked once per tick)."""
+        return False
 
     def planned_seconds(self):
         """How long the load lasts if nothing stops it early (None: until duration_s)."""
@@ -102,11 +144,13 @@ class BreakpointShape(StudyShape):
         self.seen = []  # (elapsed, total requests, total failures), one per tick
 
     def users_at(self, elapsed):
-        if self.stop_failure_ratio is not None and self.runner is not None:
-            total = self.runner.stats.total
-            if self.failing_for_good(elapsed, total.num_requests, total.num_failures):
-                return None
         return max(1.0, ramp(0, self.max_users, self.spawn_rate, elapsed))
+
+    def stops_early(self, elapsed):
+        if self.stop_failure_ratio is None or self.runner is None:
+            return False
+        total = self.runner.stats.total
+        return self.failing_for_good(elapsed, total.num_requests, total.num_failures)
 
     def failing_for_good(self, elapsed, requests, failures):
         self.seen.append((elapsed, requests, failures))
@@ -196,7 +240,9 @@ class SpikeShape(StudyShape):
         if elapsed < spike_end:
             return ramp(self.base_users, self.spike_users, self.spike_rate, elapsed - self.base_s)
         if elapsed < self.own_seconds():
-            return ramp(self.spike_users, self.base_users, self.spike_rate, elapsed - spike_end)
+            # down from the users the spike reached, which may be fewer than spike_users
+            reached = ramp(self.base_users, self.spike_users, self.spike_rate, self.spike_s)
+            return ramp(reached, self.base_users, self.spike_rate, elapsed - spike_end)
         return None
 
     def own_seconds(self):

@@ -22,7 +22,7 @@ def test_each_visit_lands_in_one_outcome_with_its_id():
         "unanswered": {"home": 2}, "retried": {}}
     assert written["visits"]["home"]["acknowledged"] == ["id-0"]
     assert sorted(written["visits"]["home"]["unanswered"]) == ["id-7", "id-9"]
-    assert written["format"] == 2
+    assert written["format"] == 3 and written["complete"] and written["workers"] == {}
 
 
 @pytest.mark.parametrize("statuses, outcome", [
@@ -59,3 +59,35 @@ def test_worker_reports_merge_on_the_master_by_visit_id():
     written = master.as_dict()
     assert written["sent"] == {"jobs": 2} and written["acknowledged"] == {"jobs": 2}
     assert written["retried"] == {"jobs": 1} and sorted(written["visits"]["jobs"]["acknowledged"]) == ["a", "b"]
+
+
+def test_the_master_keeps_each_workers_latest_counts_and_is_complete_once_every_final_ledger_arrived():
+    one, two, master = VisitLedger(), VisitLedger(), VisitLedger()
+    one_visit(one, "a", "home", 202)
+    one_visit(two, "b", "jobs", 503)
+    master.report("w1", one.counts(), one.take())
+    master.report("w2", two.counts(), two.take())
+    one_visit(one, "c", "home", 202)
+    master.report("w1", one.counts(), one.take())
+    assert master.workers["w1"]["counts"]["acknowledged"] == {"home": 2}  # running totals: the latest wins
+    assert not master.complete()
+    master.report("w1", one.counts(), one.everything(), final=True)
+    assert not master.as_dict()["complete"]
+    master.report("w2", two.counts(), two.everything(), final=True)
+    written = master.as_dict()
+    assert written["complete"] and written["sent"] == {"home": 2, "jobs": 1}
+    assert written["workers"]["w2"] == {"counts": two.counts(), "final": True}
+
+
+def test_a_lost_report_is_made_good_by_the_final_ledger_and_a_dead_worker_leaves_it_incomplete():
+    worker, master = VisitLedger(), VisitLedger()
+    one_visit(worker, "a", "home", 202)
+    worker.take()  # this report never reached the master
+    one_visit(worker, "b", "home", 202)
+    master.report("w1", worker.counts(), worker.take())
+    assert master.as_dict()["acknowledged"] == {"home": 1}
+    assert master.workers["w1"]["counts"]["acknowledged"] == {"home": 2}  # the counts say one is missing
+    master.report("w1", worker.counts(), worker.everything(), final=True)
+    assert master.as_dict()["acknowledged"] == {"home": 2} and master.complete()
+    master.report("w2", {"sent": {"jobs": 5}})  # reported once, then died: no final ledger
+    assert not master.complete()

@@ -37,9 +37,52 @@ def test_each_step_is_spawned_within_one_tick():
     assert users == 30 and rate >= 2 * 30  # from 0 to 30 in half a second
 
 
-def test_step_s_changes_the_target_only_every_step():
+def test_step_s_changes_the_target_every_step_to_the_users_due_at_its_end_at_the_ramps_pace():
     shape = shapes.make_shape("breakpoint", {"step_s": "10"})
-    assert [shape.tick_at(float(t))[0] for t in (0, 5, 9, 10, 19, 20)] == [1, 1, 1, 10, 10, 20]
+    seq = [shape.tick_at(float(t)) for t in (0, 5, 9, 10, 19, 20)]
+    assert [users for users, _ in seq] == [10, 10, 10, 20, 20, 30]  # not a step behind the ramp
+    assert {rate for _, rate in seq} == {1.0}  # spawned as the ramp goes: +1 user/s
+
+
+def test_a_spike_in_steps_rises_at_spike_rate_and_comes_down_from_what_it_reached():
+    shape = shapes.make_shape("spike", {"base_users": "20", "base_s": "60", "spike_users": "2000", "spike_rate": "10",
+                                        "spike_s": "60", "recover_s": "60", "step_s": "10"})
+    runner = FakeRunner()
+    seq = dict(zip(range(200), ticks(shape, 200, runner)))
+    assert seq[60] == (120, 10.0)  # the step's 100 users at the spike's 10 users/s, not at once
+    assert seq[110][0] == 620  # 20 + 60 s x 10/s: spike_users (2,000) is never reached ...
+    assert seq[120] == (520, 10.0) and seq[150][0] == 220  # ... so the way down starts from 620, at 10/s
+
+
+def test_a_spike_rises_at_spike_rate_with_one_second_steps_too():
+    shape = shapes.make_shape("spike", {"base_users": "20", "spike_users": "2000", "spike_rate": "10"})
+    seq = ticks(shape, 130, FakeRunner())
+    assert [seq[t][0] for t in (60, 61, 62, 119, 120)] == [20, 30, 40, 610, 620]
+    assert seq[121][0] == 610  # down from the 620 reached, not from 2,000
+
+
+def test_users_stop_at_least_as_fast_as_there_are_users_in_one_stop_message():
+    shape = shapes.make_shape("breakpoint", {"duration_s": "5", "settle_s": "0"})
+    runner = FakeRunner()
+    shape.runner = runner
+    runner.user_count = 40000
+    assert shape.tick_at(6.0) == (0, 40000.0)
+    runner.user_count = 12000  # stopping: the same tick, so Locust sends no new message
+    assert shape.tick_at(7.0) == (0, 40000.0)
+
+
+def test_the_quit_gate_holds_the_end_until_it_opens_or_quit_wait_s_passes():
+    runner = FakeRunner()
+    shape = shapes.make_shape("breakpoint", {"duration_s": "2", "settle_s": "2", "quit_wait_s": "5"})
+    shape.runner = runner
+    opened = []
+    shape.quit_gate = lambda: bool(opened)
+    assert [shape.tick_at(float(t)) is None for t in range(2, 8)] == [False] * 6  # settle 2 s, gate shut
+    opened.append(True)
+    assert shape.tick_at(8.0) is None
+    shut = shapes.make_shape("breakpoint", {"duration_s": "2", "settle_s": "2", "quit_wait_s": "5"})
+    shut.runner, shut.quit_gate = runner, lambda: False
+    assert [shut.tick_at(float(t)) is None for t in range(2, 10)] == [False] * 7 + [True]  # 2 + 2 + 5 s
 
 
 def test_settle_keeps_zero_users_until_workers_report():
