@@ -63,6 +63,12 @@ def aggregated_history(history_rows):
     return series
 
 
+def health_rows(rows):
+    """The load generator's health.csv (locust/health.py) as dicts."""
+    return [{"time": float(row["time"]), "process": row["process"], "cpu_percent": number(row["cpu_percent"]),
+             "loop_lag_ms": number(row["loop_lag_ms"]), "users": int(float(row["users"] or 0))} for row in rows]
+
+
 def load_window(series):
     """(first second with users, last second with users), or (None, None)."""
     loaded = [s["time"] for s in series if s["users"] > 0]
@@ -86,7 +92,7 @@ def without_final_stop(loaded):
     return loaded[:end]
 
 
-def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
+def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, per_second=None):
     """Where the system stops keeping up, from the aggregated history.
 
     knee: RPS (smoothed) falls `shortfall` below users x the healthy requests per user (the 90th
@@ -95,6 +101,7 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
     fitted to RPS against users that fits best (see knee_index), so that a noisy plateau or a
     declining RPS does not move it. first_failure: first second with a failed request.
     p95 ceiling: the highest p95, and when p95 first got within 5 % of it.
+    per_second: {unix second: requests}, Locust's exact counts; RPS is read from them where given.
     """
     loaded = without_final_stop([s for s in series if s["users"] > 0])
     result = {"knee": None, "first_failure": None, "peak_rps": None, "p95_ceiling": None,
@@ -102,7 +109,7 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5):
     if not loaded:
         return result
     smooth = rolling_mean([s["rps"] for s in loaded], smooth_s)
-    counted = counted_rps(loaded)  # without Locust's lag: the figures a knee is read against
+    counted = counted_rps(loaded, per_second=per_second)  # without Locust's lag: what a knee is read against
     ratios = sorted(r / s["users"] for r, s in zip(smooth, loaded) if s["users"] >= min_users and r > 0)
     if ratios:
         healthy = ratios[int(0.9 * (len(ratios) - 1))]
@@ -144,10 +151,15 @@ def line_fit(n, sx, sy, sxx, sxy, syy):
     return error, slope, intercept
 
 
-def counted_rps(loaded, half_window=3):
-    """Requests per second from Locust's running total, centred on each second. Locust's own
-    Requests/s is the mean of the last ~10 s, so on a ramp it trails the users it is read against
-    by ~7 s (14 users at +2/s) and would date a knee late."""
+def counted_rps(loaded, half_window=3, per_second=None):
+    """Requests per second centred on each second, from Locust's exact per-second counts where
+    given, else from its running total. Locust's own Requests/s is the mean of the last ~10 s, so on
+    a ramp it trails the users it is read against by ~7 s (14 users at +2/s) and would date a knee
+    late; and in distributed mode the running total moves in the workers' 3 s batches."""
+    if per_second:
+        width = 2 * half_window + 1
+        return [sum(per_second.get(int(s["time"]) + k, 0) for k in range(-half_window, half_window + 1)) / width
+                for s in loaded]
     out = []
     for i in range(len(loaded)):
         first, last = loaded[max(0, i - half_window)], loaded[min(len(loaded) - 1, i + half_window)]

@@ -64,7 +64,8 @@ def run_command(args):
 
     config = runner.RunConfig.build(
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
-        stages=args.stages, processes=args.processes, convergence_timeout=args.convergence_timeout,
+        stages=args.stages, processes=args.processes, workers=args.workers, worker_type=args.worker_type,
+        convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
@@ -175,7 +176,13 @@ def parser():
     run.add_argument("--shape-set", default="",
                      help="shape settings, e.g. max_users=300,spawn_rate=2 (see locust/README.md)")
     run.add_argument("--stages", help="endurance stages: CSV file (users,hold_s) or 300:180,650:120")
-    run.add_argument("--processes", type=int, help="Locust worker processes (distributed mode; see locust/README.md)")
+    run.add_argument("--processes", type=int, help="Locust's own --processes: one command forks N workers")
+    run.add_argument("--workers", type=int, help=(
+        "Locust in distributed mode: a master and N workers, each started by locust/node.py; with --target local "
+        "N worker processes over loopback, with gcp or a URL a fleet of N worker VMs in --project (infra/loadgen), "
+        "destroyed after the run"))
+    run.add_argument("--worker-type", help="with a fleet: the worker VMs' machine type (default: infra/loadgen's); "
+                                           "each runs one Locust worker per vCPU")
     run.add_argument("--convergence-timeout", type=float, help=(
         "seconds to wait for the counters after the load (default: 3 x the load, at least 120, and on "
         "Google Cloud at least the subscription's maximum backoff)"))

@@ -1,18 +1,19 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
-from visitkit import analysis
+from visitkit import analysis, generator
 from visitkit.catalogue import FUNCTIONS, PAGES
 from visitkit.formatting import fmt, ms, percent, when
 from visitkit.monitoring import QUERIES
 from visitkit.predict import figure_to_measure
 
+MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
 PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}
 
 
 def render(summary, plots=()):
     """The whole report; `plots`: the names of the plots written beside it (PLOTS' keys)."""
     sections = (title_section, headline_section, prediction_section, plots_section, percentiles_section,
-                functions_section, resources_section, platform_section, cost_section, chaos_section, overload_section, visits_section, errors_section,
-                run_section)
+                functions_section, resources_section, generator_section, platform_section, cost_section, chaos_section,
+                overload_section, visits_section, errors_section, run_section)
     lines = []
     for section in sections:
         lines += section(summary, plots)
@@ -50,6 +51,10 @@ def headline_section(s, _plots):
     else:
         lines.append("- p95 ceiling: n/a")
     lines.append(f"- Slowest function for the client (p95): {h.get('slowest_function', 'n/a')}")
+    early = [found for found in (s.get("load_generator") or {}).get("saturated", []) if found["before_knee"]]
+    if early:
+        lines.append(f"- **The load generator saturated first**: {saturation_words(early[0], start)}, before "
+                     "the knee: the knee may be Locust's, not the system's (see Load generator)")
     if conv["converged"]:
         lines.append(f"- Counters converged {fmt(conv['seconds_after_load'], 0)} s after the load ended: "
                      f"{fmt(conv['extra_minutes_per_minute'], 2)} extra minutes per minute of load")
@@ -182,6 +187,48 @@ def resources_section(s, plots):
         lines += ["", f"Most CPU per request: {costliest} ({fmt(per_request[costliest], 2)} ms)."]
     if "resources" in plots:
         lines += ["", f"![CPU and memory per function over time, with the load]({PLOTS['resources']})"]
+    return lines + [""]
+
+
+def offset(moment, load_start):
+    if moment is None:
+        return "-"
+    return f"{moment - load_start:.0f} s" if load_start is not None else "yes"
+
+
+def saturation_words(found, load_start):
+    offset = f" at {found['time'] - load_start:.0f} s" if load_start is not None else ""
+    return f"{found['process']} ({found['why']}){offset}, {found['users']:,} users"
+
+
+def generator_section(s, _plots):
+    """Locust's own processes: was the load generator the limit?"""
+    found = s.get("load_generator")
+    if not found:
+        return []
+    start = s["load"]["start"]
+    spread = (f"a master and {found['workers']} workers" if found["workers"] else "one process")
+    lines = ["## Load generator", "",
+             f"Locust ran as {spread}; each process's CPU (% of one core) and its event loop's lag (how late a "
+             f"0.1 s sleep woke) every second, in health.csv. Saturated: CPU at or above "
+             f"{generator.CPU_SATURATED:g} % or the loop {generator.LAG_SATURATED_MS:g} ms late, for "
+             f"{generator.HOLD_S} s running.", ""]
+    if found["saturated"]:
+        lines += [f"- **Saturated**: {saturation_words(item, start)}"
+                  + (" — before the knee" if item["before_knee"] else " — after the knee") for item in found["saturated"]]
+    else:
+        lines.append("- No process saturated: the figures are the system's, not Locust's.")
+    ledger = s.get("ledger") or {}
+    if ledger.get("complete") is False:
+        lines.append(f"- **The visit ledger is incomplete**: {', '.join(ledger['missing_workers'])} sent no final "
+                     "ledger (stopped or lost): their latest visits are unknown by id, and may show as stored beyond "
+                     "the ids")
+    busiest = sorted(found["per_process"].items(), key=lambda item: -item[1]["cpu_max"])[:MAX_PROCESS_ROWS]
+    lines += ["", "| Process | CPU max (%) | Loop lag max (ms) | Saturated at |", "|---|---:|---:|---:|",
+              *(f"| {name} | {fmt(p['cpu_max'], 0)} | {fmt(p['lag_max_ms'], 0)} | {offset(p['saturated_at'], start)} |"
+                for name, p in busiest)]
+    if len(found["per_process"]) > MAX_PROCESS_ROWS:
+        lines.append(f"| ({len(found['per_process']) - MAX_PROCESS_ROWS} less busy processes) | | | |")
     return lines + [""]
 
 
@@ -378,5 +425,7 @@ def run_section(s, _plots):
     lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
     lines += [f"- {note}" for note in s["notes"]]
     lines.append("- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "
-                 "server-samples.jsonl, convergence.jsonl, audit.json, summary.json, locust.log")
+                 "health.csv, per_second.csv, server-samples.jsonl, convergence.jsonl, audit.json, summary.json, "
+                 "locust.log" + (", run.conf (the options master and workers read)" if (s.get("load") or {}).get("workers")
+                                 else ""))
     return lines

@@ -14,12 +14,16 @@ from pathlib import Path
 
 from visitkit import analysis
 from visitkit.errors import RunError
+from visitkit.suite import OUTPUTS
 
 FORMAT_VERSION = 2
-RUN, LEDGER, AUDIT, SUMMARY, REPORT = "run.json", "ledger.json", "audit.json", "summary.json", "report.md"
-STATS, HISTORY, FAILURES = "locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv"
+RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"
+# What Locust writes, named where the fleet's master names them too (locust/node.py).
+LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = OUTPUTS["--csv"], OUTPUTS["--html"], OUTPUTS["--logfile"]
+LEDGER, HEALTH, PER_SECOND = OUTPUTS["--ledger-file"], OUTPUTS["--health-file"], OUTPUTS["--per-second-file"]
+STATS, HISTORY, FAILURES = (f"{LOCUST_PREFIX}_{kind}.csv" for kind in ("stats", "stats_history", "failures"))
 SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
-LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = "locust", "locust.html", "locust.log"
+RUN_CONF = "run.conf"  # a distributed run's Locust options, as its master and workers read them
 STACK = "stack"  # the local stack's state folder: its logs and HAProxy configuration
 
 
@@ -36,6 +40,8 @@ class RunData:
     polls: list  # [(time, {page: stored})] after the load
     metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
     audit: dict = None  # the audit of every visit (visitkit.audit), None for a run before audits
+    health: list = field(default_factory=list)  # each Locust process's CPU and loop lag per second
+    per_second: dict = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
     notes: list = field(default_factory=list)  # what loading had to say (an older format)
 
 
@@ -115,6 +121,8 @@ class ResultsFolder:
             polls=[(poll["time"], poll["totals"]) for poll in read_jsonl(self / POLLS)],
             metrics={path.stem: read_csv(path) for path in sorted(metrics_dir.glob("*.csv"))},
             audit=_read_json(self / AUDIT),
+            health=analysis.health_rows(read_csv(self / HEALTH)),
+            per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},
             notes=_upgrade(run, samples))
 
     def save_audit(self, audit):

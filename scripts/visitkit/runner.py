@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import audit, publish, results, settle
+from visitkit import audit, publish, results, settle, suite
 from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import fmt, ms, percent
@@ -32,7 +32,10 @@ from visitkit.settings import check_invokers, load_settings
 from visitkit.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
-LOCUSTFILE = LOCUST_DIR / "locustfile.py"
+NODE = LOCUST_DIR / "node.py"
+MAX_LOCAL_WORKERS = 64
+MAX_FLEET_WORKERS = 100  # worker VMs (infra/loadgen checks the same bound)
+LOCAL_WAIT_WORKERS_S = 60  # for the local workers to connect to their master
 STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
           "remote": LOCUST_DIR / "stages" / "endurance-study.csv"}
 DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
@@ -68,16 +71,18 @@ def parse_duration(text):
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """The Locust side of a run: the test's shape and its settings."""
+    """The Locust side of a run: the test's shape and its settings, and the Locust processes."""
     test: str
     seconds: float = None  # a cap on the load; None: the shape's own length
     shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
     stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
-    processes: int = None  # Locust worker processes
+    processes: int = None  # Locust's own --processes (one command, forked workers)
     retry_visits: int = 0  # how often a visit with a 5xx or no answer is posted again (same visit id)
+    workers: int = None  # distributed mode: a master and this many workers, each started by locust/node.py
 
     @classmethod
-    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0):
+    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0,
+              workers=None):
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -94,9 +99,14 @@ class LoadPlan:
             stages = str(STAGES["local" if local else "remote"])
         if processes is not None and processes < 1:
             raise RunError("--processes must be 1 or more")
+        if workers is not None and processes is not None:
+            raise RunError("--workers and --processes are two ways to spread Locust: choose one")
+        if workers is not None and not 1 <= workers <= (MAX_LOCAL_WORKERS if local else MAX_FLEET_WORKERS):
+            raise RunError(f"--workers must be 1 to {MAX_LOCAL_WORKERS if local else MAX_FLEET_WORKERS}"
+                           + ("" if local else " (worker VMs)"))
         if not 0 <= (retry_visits or 0) <= MAX_RETRY_VISITS:
             raise RunError(f"--retry-visits must be 0 to {MAX_RETRY_VISITS}")
-        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0)
+        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers)
 
     def describe(self):
         stages = ""
@@ -104,26 +114,57 @@ class LoadPlan:
             stages = f", stages from {Path(self.stages).name if Path(self.stages).exists() else self.stages}"
         return (f"{self.test} {self.shape_set}{stages}"
                 + (f", {self.processes} Locust processes" if self.processes else "")
+                + (f", Locust distributed: a master and {self.workers} workers" if self.workers else "")
                 + (f", visits retried up to {self.retry_visits} times" if self.retry_visits else ""))
 
-    def locust_command(self, base_url, folder, target_args=()):
-        """target_args: what the target needs Locust to send (ID tokens on an authenticated deployment)."""
-        command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", base_url,
-                   "--shape", self.test, "--csv", str(folder / results.LOCUST_PREFIX), "--csv-full-history",
-                   "--html", str(folder / results.LOCUST_HTML), "--ledger-file", str(folder / results.LEDGER),
-                   "--stop-timeout", str(STOP_TIMEOUT_S), "--only-summary", "--exit-code-on-error", "0",
-                   "--logfile", str(folder / results.LOCUST_LOG)]
+    def options(self, base_url, target_args=(), stages=None):
+        """The test's Locust options as [(option, value; None for a flag)], the same for one process
+        and for a distributed run's run.conf; `stages`: where the stages file is for this run."""
+        options = [("--headless", None), ("--host", base_url), ("--shape", self.test), ("--stop-timeout", STOP_TIMEOUT_S), ("--only-summary", None), ("--exit-code-on-error", 0)]
         if self.shape_set:
-            command += ["--shape-set", self.shape_set]
+            options.append(("--shape-set", self.shape_set))
         if self.stages:
-            command += ["--stages", str(self.stages)]
+            options.append(("--stages", stages or self.stages))
         if self.retry_visits:
-            command += ["--retry-visits", str(self.retry_visits)]
-        command += list(target_args)
+            options.append(("--retry-visits", self.retry_visits))
+        target_args = list(target_args)
+        for i, arg in enumerate(target_args):
+            if arg.startswith("--"):
+                value = target_args[i + 1] if i + 1 < len(target_args) and not target_args[i + 1].startswith("--") else None
+                options.append((arg, value))
+        return options
+
+    def locust_command(self, base_url, folder, target_args=()):
+        """One Locust command (with --processes, one that forks its workers); target_args: what the
+        target needs Locust to send (ID tokens on an authenticated deployment)."""
+        command = [sys.executable, "-m", "locust", "-f", str(suite.LOCUSTFILE)]
+        for option, value in self.options(base_url, target_args):
+            command += [option] if value is None else [option, str(value)]
+        command += [part for option, name in suite.OUTPUTS.items() for part in (option, str(folder / name))]
+        command += suite.OUTPUT_FLAGS
         if self.processes:
             port = str(free_port())  # never Locust's default 5557: others may run Locust too
             command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
         return command
+
+    def run_conf(self, base_url, target_args=(), stages=None):
+        """The options as a Locust configuration file, which a distributed run's master and workers
+        all read (locust/node.py)."""
+        lines = ["# The run's Locust options (scripts/run-iteration wrote them; locust/node.py reads them)."]
+        for option, value in self.options(base_url, target_args, stages):
+            lines.append(f"{option[2:]} = {'true' if value is None else value}")
+        return "\n".join(lines) + "\n"
+
+    def node_commands(self, conf, out, port, master_host="127.0.0.1", processes=None, expect_workers=None,
+                      wait_s=LOCAL_WAIT_WORKERS_S):
+        """(master, worker) command lines of locust/node.py: the master, and one machine's workers."""
+        processes = processes or self.workers
+        master = [sys.executable, str(NODE), "master", "--config", str(conf), "--out", str(out),
+                  "--bind-port", str(port), "--expect-workers", str(expect_workers or processes),
+                  "--wait-workers", str(wait_s)]
+        worker = [sys.executable, str(NODE), "worker", "--config", str(conf), "--master-host", master_host,
+                  "--master-port", str(port), "--processes", str(processes)]
+        return master, worker
 
 
 @dataclass(frozen=True)
@@ -181,8 +222,8 @@ class RunConfig:
 
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
-              processes=None, profile=None, chaos=None, warm_up=None, warm_up_users=None, retry_visits=0,
-              **options):
+              processes=None, workers=None, worker_type=None, profile=None, chaos=None, warm_up=None,
+              warm_up_users=None, retry_visits=0, **options):
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
@@ -200,7 +241,10 @@ class RunConfig:
         if options.get("audit", "auto") not in audit.METHODS:
             raise RunError(f"--audit must be one of {', '.join(audit.METHODS)}")
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
-                              retry_visits=retry_visits)
+                              retry_visits=retry_visits, workers=workers)
+        if worker_type is not None and (workers is None or target == "local"):
+            raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
+                           "--target gcp or a URL")
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
@@ -358,15 +402,11 @@ def run_load(state):
     config, folder = state.config, state.folder
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
     state.sampler.start()
-    command = config.load.locust_command(state.target.base_url, folder.path, getattr(state.target, "locust_args", ()))
-    state.record["locust_command"] = command
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
     progress, faults = Progress("load"), None
     try:
-        # In a process group of its own, so that stopping it reaches its --processes workers too.
-        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
-                              start_new_session=True) as locust:
+        with LocustProcesses(locust_commands(state)) as locust:
             try:
                 if hasattr(state.target, "watch"):
                     state.target.watch("locust", locust.pid)
@@ -375,8 +415,7 @@ def run_load(state):
                     faults.start()
                 while locust.poll() is None:
                     elapsed = time.time() - state.load_started
-                    if timeout is not None and elapsed > timeout:
-                        stop_locust(locust)
+                    if timeout is not None and elapsed > timeout + locust.wait_workers_s:
                         raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
                     row = last_aggregated(folder / results.HISTORY) or {}
                     progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
@@ -386,7 +425,7 @@ def run_load(state):
                                     backlog=state.sampler.figure("store", "backlog"))
                     time.sleep(1)
             except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
-                stop_locust(locust)
+                locust.stop()
                 raise
     finally:
         progress.close()
@@ -397,10 +436,64 @@ def run_load(state):
     state.record["locust_exit_code"] = locust.returncode
     if locust.returncode != 0:
         state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
-    log_text = (folder / results.LOCUST_LOG).read_text() if (folder / results.LOCUST_LOG).exists() else ""
-    if "CPU usage above" in log_text or "exceeded cpu threshold" in log_text:
-        state.record["notes"].append("Locust itself ran out of CPU during the run: its figures understate the "
-                                     "system; rerun with --processes N (see locust/README.md).")
+
+
+def locust_commands(state):
+    """The run's Locust command lines: one command; or, with --workers, a master and its workers
+    (locust/node.py), whose options go into the results folder's run.conf."""
+    config, folder, target = state.config, state.folder, state.target
+    target_args = getattr(target, "locust_args", ())
+    if not config.load.workers:
+        command = config.load.locust_command(target.base_url, folder.path, target_args)
+        state.record["locust_command"] = command
+        return [command]
+    (folder / results.RUN_CONF).write_text(config.load.run_conf(target.base_url, target_args))
+    commands = config.load.node_commands(folder / results.RUN_CONF, folder.path, free_port())
+    state.record["locust_command"], state.record["locust_workers_command"] = commands
+    return list(commands)
+
+
+class LocustProcesses:
+    """Locust's processes for one test, each in a process group of its own (so that stopping one
+    reaches the workers it forked); the first is the one whose end ends the test."""
+
+    def __init__(self, commands, stop_grace_s=10):
+        self.commands, self.stop_grace_s = commands, stop_grace_s
+        self.wait_workers_s = LOCAL_WAIT_WORKERS_S if len(commands) > 1 else 0
+        self.processes = []
+
+    def __enter__(self):
+        for command in self.commands:
+            self.processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                   cwd=ROOT, start_new_session=True))
+        return self
+
+    @property
+    def pid(self):
+        return self.processes[0].pid
+
+    @property
+    def returncode(self):
+        return self.processes[0].returncode
+
+    def poll(self):
+        return self.processes[0].poll()
+
+    def stop(self):
+        for process in self.processes:
+            stop_locust(process, self.stop_grace_s)
+
+    def __exit__(self, *_exc):
+        # the workers quit when their master does; give them the time to, then stop whatever is left
+        for process in self.processes[1:]:
+            try:
+                process.wait(self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop()
+        for process in self.processes:
+            process.wait()
+        return False
 
 
 def stop_locust(locust, grace_s=10):
@@ -520,7 +613,6 @@ def write_report(state):
 def plan(config, folder, target):
     """The run's steps, in order; the same list is run or printed."""
     load, shown_url = config.load, target.base_url
-    command = config.load.locust_command(shown_url, folder.path, getattr(target, "locust_args", ()))
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
                    f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
                    + (f" and the subscription's maximum backoff plus its ack deadline ({target.min_convergence_wait} s)"
@@ -537,7 +629,7 @@ def plan(config, folder, target):
     steps += [
         Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
         Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
-                                                    f"$ {shlex.join(command)}",
+                                                    *locust_lines(config, folder, target),
                                                     *([f"chaos during the load: {config.chaos.describe()}"]
                                                       if config.chaos else [])], run_load),
         Step("wait for the counters to converge", [
@@ -555,6 +647,20 @@ def plan(config, folder, target):
         f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
         + (" and the iteration README's latest-results block" if target.updates_readme else "")], write_report))
     return steps
+
+
+def locust_lines(config, folder, target):
+    """The Locust step's command lines, as a dry run shows them."""
+    target_args = getattr(target, "locust_args", ())
+    if not config.load.workers:
+        return [f"$ {shlex.join(config.load.locust_command(target.base_url, folder.path, target_args))}"]
+    conf = folder.path / results.RUN_CONF
+    master, worker = config.load.node_commands(conf, folder.path, "<free port>")
+    return [f"{conf}, the options master and workers read:",
+            *(f"    {line}" for line in config.load.run_conf(target.base_url, target_args).splitlines()[1:]),
+            "the master (it waits for every worker, runs the shape, and asks each worker for its whole visit "
+            "ledger before it quits):", f"$ {shlex.join(master)}",
+            f"the {config.load.workers} workers, over loopback:", f"$ {shlex.join(worker)}"]
 
 
 def audit_words(requested, target):
@@ -582,6 +688,7 @@ def run(config, log=print):
     record = {"iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
               "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
               "shape": config.load.describe(), "notes": list(target.notes),
+              "workers": config.load.workers or config.load.processes or 0,
               "profile": config.profile.record() if config.target == "local" else None,
               "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
               "prediction": config.prediction.as_dict()}

@@ -1,6 +1,6 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
-from visitkit import analysis, audit, chaos, cost, overload, resources
+from visitkit import analysis, audit, chaos, cost, generator, overload, resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import SettingsError
 from visitkit.settings import parse_settings
@@ -23,8 +23,9 @@ def summarize(data):
                  "seconds": (load_end - load_start) if load_start is not None else None,
                  "max_users": max((s["users"] for s in data.history), default=0),
                  "requests": requests, "failures": failures,
-                 "failure_ratio": failures / requests if requests else None},
-        "breakpoint": analysis.find_breakpoint(data.history),
+                 "failure_ratio": failures / requests if requests else None,
+                 "workers": run.get("workers", 0)},
+        "breakpoint": analysis.find_breakpoint(data.history, per_second=data.per_second),
         "percentiles": data.stats,
         "client": analysis.client_by_function(data.stats),
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
@@ -33,6 +34,7 @@ def summarize(data):
         "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after), dead_lettered(samples),
                                     exact=is_exact(data.audit)),
         "audit": audit_figures(ledger, data.audit),
+        "ledger": ledger_figures(ledger),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
         "server_source": samples[0].get("source") if samples else None,
@@ -46,6 +48,8 @@ def summarize(data):
                                          on_platform)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
+    knee = summary["breakpoint"]["knee"]
+    summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0))
     summary["headline"] = headline(summary)
     return summary
 
@@ -95,6 +99,13 @@ def resource_figures(samples, raw_settings, load_start, load_end, on_platform, r
              "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get("store-inc-counter") or 0)}
     return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(
         usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
+
+
+def ledger_figures(ledger):
+    """Whether the ledger holds every visit by id, and which workers' final ledgers did not arrive."""
+    workers = ledger.get("workers") or {}
+    return {"complete": ledger.get("complete", True), "workers": len(workers),
+            "missing_workers": sorted(name for name, entry in workers.items() if not entry.get("final"))}
 
 
 def is_exact(audit_record):

@@ -36,3 +36,9 @@ def test_a_visit_is_posted_again_only_after_a_5xx_or_no_answer(ledger, statuses,
     assert len(user.client.posts) == posts and len(set(user.client.posts)) == 1  # one visit id throughout
     written = ledger.as_dict()
     assert written[outcome] == {"jobs": 1} and written["sent"] == {"jobs": 1}
+
+
+def test_the_visitor_sends_the_headers_of_the_studys_client_python_requests():
+    headers = locustfile.Visitor.default_headers
+    assert headers["User-Agent"].startswith("python-requests/") and headers["Accept"] == "*/*"
+    assert "gzip" in headers["Accept-Encoding"] and "br" not in headers["Accept-Encoding"].split(", ")
