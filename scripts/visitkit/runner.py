@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,8 +161,9 @@ class LoadPlan:
         """(master, worker) command lines of locust/node.py: the master, and one machine's workers."""
         processes = processes or self.workers
         master = [sys.executable, str(NODE), "master", "--config", str(conf), "--out", str(out),
-                  "--bind-port", str(port), "--expect-workers", str(expect_workers or processes),
-                  "--wait-workers", str(wait_s)]
+                  "--bind-port", str(port), "--expect-workers", str(expect_workers or processes)]
+        if wait_s is not None:  # None: node.py's own default (a fleet's VMs take minutes to start)
+            master += ["--wait-workers", str(wait_s)]
         worker = [sys.executable, str(NODE), "worker", "--config", str(conf), "--master-host", master_host,
                   "--master-port", str(port), "--processes", str(processes)]
         return master, worker
@@ -218,6 +220,7 @@ class RunConfig:
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
     audit: str = "auto"  # how every visit is audited after convergence: visitkit.audit.METHODS
+    worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
@@ -245,6 +248,9 @@ class RunConfig:
         if worker_type is not None and (workers is None or target == "local"):
             raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
                            "--target gcp or a URL")
+        if workers is not None and target != "local" and not options.get("project"):
+            raise RunError("--workers with --target gcp or a URL runs a fleet of VMs: it needs --project")
+        options["worker_type"] = worker_type
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
@@ -254,6 +260,21 @@ class RunConfig:
     @property
     def target_kind(self):
         return self.target if self.target in ("local", "gcp") else "url"
+
+    @property
+    def on_fleet(self):
+        """Locust runs on a fleet of VMs in Google Cloud (infra/loadgen)."""
+        return bool(self.load.workers) and self.target != "local"
+
+
+def make_fleet(config, folder):
+    """The run's Locust fleet on Google Cloud, or None; builds it without contacting anything."""
+    if not config.on_fleet:
+        return None
+    from visitkit.fleet import Fleet
+
+    access = config.access or config.settings.access if config.target == "gcp" else "public"
+    return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name)
 
 
 def make_target(config, folder):
@@ -333,6 +354,7 @@ class RunState:
     load_ended: float = None
     converged: bool = False
     summary: dict = None
+    fleet: object = None  # fleet.Fleet when Locust runs on VMs in Google Cloud
 
 
 def last_aggregated(history_path):
@@ -436,6 +458,53 @@ def run_load(state):
     state.record["locust_exit_code"] = locust.returncode
     if locust.returncode != 0:
         state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
+
+
+def provision_fleet(state):
+    fleet, target = state.fleet, state.target
+    fleet.region = getattr(target, "deployed_region", None) or fleet.region  # beside the functions
+    fleet.stage(state.config.load, target.base_url)
+    state.record["fleet"] = {"workers": fleet.workers, "worker_type": fleet.worker_type,
+                             "processes": fleet.expect_workers, "region": fleet.region}
+    state.folder.save_run(state.record)
+    fleet.provision()
+
+
+def run_on_fleet(state):
+    """The fleet's master has started once its workers connected: wait for its results, copy them."""
+    config, folder, fleet = state.config, state.folder, state.fleet
+    state.sampler = Sampler(state.target, folder / results.SAMPLES)
+    state.sampler.start()
+    (folder / results.RUN_CONF).write_text((fleet.stage_dir / results.RUN_CONF).read_text())
+    load_s = config.load.seconds or 24 * 3600
+    waited_from = time.time()
+    code = fleet.wait_for_results(fleet_timeout(config.load))
+    copied = fleet.collect(folder.path)
+    state.record["locust_exit_code"] = code
+    state.record["fleet"]["files"] = sorted(copied)
+    if code != 0:
+        state.record["notes"].append(f"Locust on the fleet exited with code {code}: see {results.LOCUST_LOG}")
+    if results.LEDGER not in copied:
+        raise RunError(f"the fleet's master uploaded no {results.LEDGER} (it uploaded: {', '.join(copied) or 'nothing'})")
+    seconds = sorted(int(row["time"]) for row in results.read_csv(folder / results.PER_SECOND))
+    # the load's own window, from the master's clock, rather than the wait's (VMs booting first)
+    state.load_started = float(seconds[0]) if seconds else waited_from
+    state.load_ended = float(seconds[-1] + 1) if seconds else min(time.time(), waited_from + load_s)
+    state.folder.save_run(state.record)
+
+
+def destroy_fleet(state):
+    fleet = state.fleet
+    if fleet is not None and fleet.stage_dir.exists():  # nothing was provisioned without it
+        fleet.destroy()
+        shutil.rmtree(fleet.stage_dir.parent)
+
+
+def fleet_timeout(load):
+    """How long the kit waits for a fleet's results: its VMs' start, the load, its end."""
+    from visitkit.fleet import BOOT_ALLOWANCE_S
+
+    return BOOT_ALLOWANCE_S + (load.seconds or 24 * 3600) + STOP_TIMEOUT_S + 120
 
 
 def locust_commands(state):
@@ -610,7 +679,7 @@ def write_report(state):
 
 
 # ---- the plan ------------------------------------------------------------------------------------
-def plan(config, folder, target):
+def plan(config, folder, target, fleet=None):
     """The run's steps, in order; the same list is run or printed."""
     load, shown_url = config.load, target.base_url
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
@@ -628,10 +697,11 @@ def plan(config, folder, target):
             warm_up_stack))
     steps += [
         Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
-        Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
-                                                    *locust_lines(config, folder, target),
-                                                    *([f"chaos during the load: {config.chaos.describe()}"]
-                                                      if config.chaos else [])], run_load),
+        *(fleet_steps(config, folder, target, fleet) if fleet else [
+            Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
+                                                        *locust_lines(config, folder, target),
+                                                        *([f"chaos during the load: {config.chaos.describe()}"]
+                                                          if config.chaos else [])], run_load)]),
         Step("wait for the counters to converge", [
             f"read totals from {target.totals_source} until they match the visits Locust saw acknowledged "
             f"({convergence})"], converge),
@@ -647,6 +717,45 @@ def plan(config, folder, target):
         f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
         + (" and the iteration README's latest-results block" if target.updates_readme else "")], write_report))
     return steps
+
+
+def fleet_steps(config, folder, target, fleet):
+    load = config.load
+    commands = fleet.commands()
+    master, worker = fleet.node_lines(load)
+    conf = load.run_conf(target.base_url, fleet.locust_args, "stages.csv" if load.stages else None)
+    return [
+        Step("provision the Locust fleet", [
+            fleet.describe(),
+            f"stage {fleet.stage_dir}: locust/, the visitkit modules it imports, requirements.txt (the kit's "
+            "Locust and google-auth pins) and run.conf:",
+            *(f"    {line}" for line in conf.splitlines()[1:]),
+            f"$ {shlex.join(commands['init'])}", f"$ {shlex.join(commands['apply'])}",
+            f"apply retry policy: {_retry_policy()}",
+            "a bucket for the files, its own network (workers reach the master's port on the internal network only; "
+            "SSH only through IAP), Cloud NAT for the VMs' connections (no external address), a service account"
+            + (" with run.invoker on the three HTTP functions (the VMs mint their own ID tokens)"
+               if fleet.access == "authenticated" else ""),
+            "each VM installs the pinned Locust and starts its node (infra/loadgen/startup.sh.tftpl); the master:",
+            f"$ {shlex.join(master)}", f"each of the {fleet.workers} worker VMs:", f"$ {shlex.join(worker)}"],
+             provision_fleet),
+        Step(f"run the Locust test '{load.test}' on the fleet", [
+            f"{load.describe()}, against {target.base_url}",
+            f"the master waits for {fleet.expect_workers} worker processes, runs the test, asks each worker for its "
+            "whole visit ledger, and uploads its files to gs://<bucket>/results/ and then results/exit-code",
+            f"wait for results/exit-code (up to {fleet_timeout(load):.0f} s), then copy results/ into {folder.path}: "
+            "the Locust CSVs and HTML, ledger.json, per_second.csv, health.csv (each worker's CPU and event-loop lag "
+            "every second: the report flags a saturated worker and when)"], run_on_fleet),
+        Step("destroy the Locust fleet", [f"$ {shlex.join(commands['destroy'])}",
+                                          f"then remove the staged files in {fleet.stage_dir.parent}"],
+             destroy_fleet, always=True),  # as soon as its files are in: VMs bill by the second
+    ]
+
+
+def _retry_policy():
+    from visitkit.firstrun import retry_policy_text
+
+    return retry_policy_text()
 
 
 def locust_lines(config, folder, target):
@@ -677,7 +786,7 @@ def dry_run(config):
     """The plan as lines to print; starts, writes and contacts nothing."""
     folder = results.ResultsFolder(config.iteration_dir / "results" / f"{config.load.test}-<timestamp>")
     target = make_target(config, folder)
-    return [f"results: {folder.path}", *plan_lines(plan(config, folder, target))]
+    return [f"results: {folder.path}", *plan_lines(plan(config, folder, target, make_fleet(config, folder)))]
 
 
 def run(config, log=print):
@@ -692,10 +801,10 @@ def run(config, log=print):
               "profile": config.profile.record() if config.target == "local" else None,
               "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
               "prediction": config.prediction.as_dict()}
-    state = RunState(config, folder, target, log, record)
+    state = RunState(config, folder, target, log, record, fleet=make_fleet(config, folder))
     folder.save_run(record)
     log(f"results: {folder.path}")
-    run_steps(plan(config, folder, target), state, log)
+    run_steps(plan(config, folder, target, state.fleet), state, log)
     return folder, state.summary
 
 

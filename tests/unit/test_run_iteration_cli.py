@@ -149,3 +149,32 @@ def test_the_warm_up_holds_60_percent_of_the_knee_on_this_machine():
     assert runner.WarmUp.build("0", None, prediction) is None
     with pytest.raises(RunError):
         runner.WarmUp.build("10s", 0, prediction)
+
+
+def test_a_gcp_dry_run_with_workers_prints_the_fleets_steps_and_destroys_it_before_converging(sandbox):
+    iteration, env, calls = sandbox
+    result = dry_run(iteration, env, "--target", "gcp", "--project", "p", "--workers", "3", "--worker-type",
+                     "e2-standard-8")
+    assert result.returncode == 0, result.stderr
+    names = [line.split(". ", 1)[1] for line in result.stdout.splitlines() if re.match(r"^\d+\. ", line)]
+    fleet = names.index("provision the Locust fleet")
+    assert names[fleet + 1:fleet + 4] == ["run the Locust test 'breakpoint' on the fleet", "destroy the Locust fleet",
+                                          "wait for the counters to converge"]
+    lines = command_lines(result.stdout)
+    apply = next(c for c in lines if "loadgen apply" in c)
+    assert "-var=workers=3" in apply and "-var=processes_per_worker=8" in apply
+    assert any("node.py master --config run.conf" in c and "--expect-workers 24" in c for c in lines)
+    assert any("node.py worker --config run.conf" in c and "--processes 8" in c for c in lines)
+    assert any("loadgen destroy" in c for c in lines)
+    assert "24 processes" in result.stdout and "USD per hour" in result.stdout
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--target", "https://example.com", "--workers", "2"], "needs --project"),
+    (["--worker-type", "e2-standard-4"], "use it with --workers"),
+    (["--target", "gcp", "--project", "p", "--workers", "101"], "--workers must be 1 to 100"),
+])
+def test_fleet_options_are_checked(sandbox, args, error):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, *args)
+    assert result.returncode != 0 and error in result.stderr

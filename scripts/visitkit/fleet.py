@@ -1,0 +1,195 @@
+"""A Locust fleet on Google Cloud (infra/loadgen): a master VM and N worker VMs in the system's
+region, each starting Locust with locust/node.py as a local `--workers` run does, one worker
+process per vCPU. The run's files go up through a bucket and its results come back through it:
+
+  stage     build/fleet/<run>/: locust/, the visitkit modules the suite imports, run.conf (the test's
+            options, the stages file beside it) and requirements.txt (the kit's pins of Locust and
+            google-auth)
+  provision terraform apply infra/loadgen: the VMs boot, install, and the master waits for every
+            worker process (--expect-workers), runs the test and uploads its files
+  collect   wait for results/exit-code in the bucket, then copy results/ into the results folder
+  destroy   terraform destroy, after a failure too
+
+Every command, the bucket and the clock can be injected, so tests never reach Google.
+"""
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+from visitkit import cost, firstrun, results, suite
+from visitkit.catalogue import CATALOGUE
+from visitkit.errors import GcpError
+from visitkit.gcp import parse_outputs, run_command
+from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
+
+LOADGEN_DIR = INFRA_DIR / "loadgen"
+STAGE_ROOT = ROOT / "build" / "fleet"
+DEFAULT_WORKER_TYPE = "e2-standard-4"  # infra/loadgen/variables.tf's default
+MASTER_TYPE = "e2-standard-2"  # infra/loadgen/variables.tf's default
+BOOT_ALLOWANCE_S = 900  # VMs boot, install Python's venv and Locust, connect (node.py waits 600 s for them)
+POLL_S = 15
+# The suite imports these of the kit (ID tokens on an authenticated deployment).
+SUITE_MODULES = ("__init__.py", "credentials.py", "errors.py", "idtoken.py")
+SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs run the kit's versions
+PROGRESS_EVERY_S = 60
+
+
+def machine(worker_type, prices=None):
+    """The price list's entry for a machine type (vCPUs, USD per hour by region)."""
+    machines = (prices or cost.load_prices())["compute_engine"]["machines"]
+    if worker_type not in machines:
+        raise GcpError(f"scripts/visitkit/prices.json does not know machine type {worker_type!r} (it knows "
+                       f"{', '.join(machines)}): add its vCPUs and prices from the source it names")
+    return machines[worker_type]
+
+
+def hourly_cost(workers, worker_type, region, prices=None):
+    """USD per hour of the fleet: its VMs and its NAT gateway (data processed through NAT apart)."""
+    prices = prices or cost.load_prices()
+    worker, master = machine(worker_type, prices), machine(MASTER_TYPE, prices)
+    try:
+        vms = workers * worker["usd_per_hour"][region] + master["usd_per_hour"][region]
+    except KeyError:
+        raise GcpError(f"scripts/visitkit/prices.json has no Compute Engine prices for region {region}") from None
+    nat = prices["cloud_nat"]
+    count = workers + 1
+    nat_hourly = (count * nat["usd_per_vm_hour"] if count <= nat["vms_billed_at_most"] else nat["usd_per_hour_above"])
+    return vms + nat_hourly
+
+
+def suite_pins(requirements=ROOT / "requirements-cloud.txt"):
+    """The kit's pinned lines for the suite's packages."""
+    lines = Path(requirements).read_text().splitlines()
+    pins = [line.strip() for line in lines if re.match(rf"^({'|'.join(SUITE_PINS)})==", line.strip())]
+    if len(pins) != len(SUITE_PINS):
+        raise GcpError(f"{requirements} must pin {', '.join(SUITE_PINS)} (name==version)")
+    return pins
+
+
+class Fleet:
+    """One run's fleet; `steps()` gives the runner its provision and destroy steps, `run(...)` the load."""
+
+    def __init__(self, project, region, workers, worker_type=None, access="public", run_name="<run>",
+                 run=firstrun.stream_command, bucket=None, now=time.monotonic, sleep=time.sleep, log=print,
+                 loadgen_dir=LOADGEN_DIR, stage_root=STAGE_ROOT):
+        if not project:
+            raise GcpError("a fleet (--workers with --target gcp or a URL) needs --project: the Google Cloud project "
+                           "its VMs run in")
+        self.project, self.region, self.workers = project, region or cost.DEFAULT_REGION, workers
+        self.worker_type = worker_type or DEFAULT_WORKER_TYPE
+        self.processes = machine(self.worker_type)["vcpus"]  # one Locust worker per vCPU
+        self.access, self.loadgen_dir = access, Path(loadgen_dir)
+        self.stage_dir = Path(stage_root) / run_name / "run"
+        self.outputs = {}
+        self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
+
+    @property
+    def expect_workers(self):
+        return self.workers * self.processes
+
+    @property
+    def invoked_services(self):
+        """The system's HTTP functions, whose run.invoker the fleet's account needs when they are not public."""
+        return sorted(f.service for f in CATALOGUE.values() if f.public) if self.access == "authenticated" else []
+
+    @property
+    def locust_args(self):
+        """Locust's options for the target: a VM mints its own account's ID tokens (metadata server)."""
+        return ["--auth", "id-token"] if self.access == "authenticated" else []
+
+    def commands(self):
+        variables = [f"-var=project_id={self.project}", f"-var=region={self.region}", f"-var=workers={self.workers}",
+                     f"-var=worker_machine_type={self.worker_type}", f"-var=processes_per_worker={self.processes}",
+                     f"-var=run_dir={self.stage_dir}", f"-var=invoked_services={json.dumps(self.invoked_services)}"]
+        base = ["terraform", f"-chdir={self.loadgen_dir}"]
+        return {"init": base + ["init", "-input=false"],
+                "apply": base + ["apply", "-auto-approve", "-input=false"] + variables,
+                "output": base + ["output", "-json"],
+                "destroy": base + ["destroy", "-auto-approve", "-input=false"] + variables}
+
+    def node_lines(self, load):
+        """The master's and a worker's command lines on the VMs (infra/loadgen/startup.sh.tftpl)."""
+        master, worker = load.node_commands("run.conf", "/opt/visitkit/out", "5557", master_host="<master's address>",
+                                            processes=self.processes, expect_workers=self.expect_workers,
+                                            wait_s=None)
+        venv = "/opt/visitkit/venv/bin/python"
+        master[:2] = [venv, "locust/node.py"]
+        worker[:2] = [venv, "locust/node.py"]
+        return master, worker
+
+    def describe(self):
+        hourly = hourly_cost(self.workers, self.worker_type, self.region)
+        return (f"{self.workers} worker VMs {self.worker_type} x {self.processes} Locust workers "
+                f"({self.expect_workers} processes) and a master {MASTER_TYPE}, in {self.region} (project "
+                f"{self.project}); about {hourly:.2f} USD per hour with its NAT gateway (prices.json)")
+
+    # --- the steps' actions ---
+    def stage(self, load, base_url):
+        """The folder Terraform uploads: the suite, the modules it imports, run.conf, requirements."""
+        if self.stage_dir.exists():
+            shutil.rmtree(self.stage_dir)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(LOCUST_DIR, self.stage_dir / "locust", ignore=ignore)
+        (self.stage_dir / "visitkit").mkdir()
+        for name in SUITE_MODULES:
+            shutil.copy(Path(__file__).with_name(name), self.stage_dir / "visitkit" / name)
+        stages = None
+        if load.stages and Path(load.stages).is_file():
+            shutil.copy(load.stages, self.stage_dir / "stages.csv")
+            stages = "stages.csv"  # the master starts in the run folder
+        (self.stage_dir / results.RUN_CONF).write_text(load.run_conf(base_url, self.locust_args, stages))
+        (self.stage_dir / "requirements.txt").write_text("\n".join(suite_pins()) + "\n")
+        return self.stage_dir
+
+    def provision(self):
+        commands = self.commands()
+        run_command(commands["init"], self._run)
+        firstrun.apply_with_retries(commands["apply"], self._run, self._sleep, self._log)
+        self.outputs = parse_outputs(run_command(commands["output"], self._run, capture=True))
+
+    def wait_for_results(self, timeout):
+        """Waits until the master has uploaded its exit code; returns it."""
+        bucket = self.bucket()
+        started = self._now()
+        shown = started
+        while True:
+            blob = bucket.blob("results/exit-code")
+            if blob.exists():
+                text = blob.download_as_text().strip()
+                return int(text) if text.lstrip("-").isdigit() else 1
+            if self._now() - started > timeout:
+                raise GcpError(f"the fleet's master uploaded no exit code within {timeout:.0f} s: see its boot log "
+                               f"(`{self.outputs.get('ssh_master', 'gcloud compute ssh ... --tunnel-through-iap')}`, "
+                               "then `sudo journalctl -u google-startup-scripts`)")
+            if self._now() - shown >= PROGRESS_EVERY_S:
+                shown = self._now()
+                self._log(f"  fleet: {shown - started:.0f} s, waiting for the master's results")
+            self._sleep(POLL_S)
+
+    def collect(self, folder):
+        """Copies the master's files (results/ in the bucket) into the results folder."""
+        bucket = self.bucket()
+        copied = []
+        for blob in bucket.list_blobs(prefix="results/"):
+            name = blob.name[len("results/"):]
+            if not name or name == "exit-code" or "/" in name:
+                continue
+            blob.download_to_filename(str(Path(folder) / name))
+            copied.append(name)
+        return copied
+
+    def destroy(self):
+        run_command(self.commands()["destroy"], self._run)
+
+    def bucket(self):
+        if self._bucket is None:
+            from google.cloud import storage
+
+            from visitkit.credentials import default_credentials
+
+            client = storage.Client(project=self.project, credentials=default_credentials(self.project))
+            self._bucket = client.bucket(self.outputs["bucket"])
+        return self._bucket
+

@@ -1,0 +1,157 @@
+"""The Locust fleet on Google Cloud (visitkit.fleet), offline: terraform and the bucket are fakes."""
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from visitkit import fleet as fleets, runner
+from visitkit.errors import GcpError
+from visitkit.results import ResultsFolder
+from visitkit.steps import run_steps
+from visitkit.targets import UrlTarget
+
+
+class FakeRun:
+    def __init__(self, outputs=None):
+        self.calls, self.outputs = [], outputs or {"bucket": "p-visitkit-loadgen", "ssh_master": "gcloud compute ssh m"}
+
+    def __call__(self, argv, check=False, text=True, capture_output=False, echo=True):
+        self.calls.append(argv)
+        stdout = json.dumps({k: {"value": v} for k, v in self.outputs.items()}) if argv[2] == "output" else ""
+        return subprocess.CompletedProcess(argv, 0, stdout, "")
+
+    def verbs(self):
+        return [argv[2] for argv in self.calls]
+
+
+class FakeBlob:
+    def __init__(self, bucket, name):
+        self.bucket, self.name = bucket, name
+
+    def exists(self):
+        return self.name in self.bucket.files
+
+    def download_as_text(self):
+        return self.bucket.files[self.name]
+
+    def download_to_filename(self, path):
+        Path(path).write_text(self.bucket.files[self.name])
+
+
+class FakeBucket:
+    def __init__(self, files=None, appear_after=0):
+        self.files, self.polls, self.appear_after, self.later = {}, 0, appear_after, files or {}
+
+    def blob(self, name):
+        self.polls += 1
+        if self.polls > self.appear_after:
+            self.files.update(self.later)
+        return FakeBlob(self, name)
+
+    def list_blobs(self, prefix):
+        return [FakeBlob(self, name) for name in sorted(self.files) if name.startswith(prefix)]
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.t += seconds
+
+
+def make_fleet(tmp_path, bucket=None, access="public", workers=3, run=None):
+    clock = FakeClock()
+    return fleets.Fleet("p", "southamerica-east1", workers, "e2-standard-4", access, "breakpoint-1", run=run or FakeRun(),
+                        bucket=bucket, now=clock.now, sleep=clock.sleep, log=lambda *_: None, stage_root=tmp_path)
+
+
+def test_the_fleet_runs_one_locust_worker_per_vcpu_and_costs_its_vms_and_nat():
+    fleet = fleets.Fleet("p", "us-central1", 10, "e2-standard-8")
+    assert fleet.processes == 8 and fleet.expect_workers == 80
+    # 10 x e2-standard-8 + an e2-standard-2 master, and NAT for 11 VMs, in us-central1 (prices.json)
+    assert fleets.hourly_cost(10, "e2-standard-8", "us-central1") == pytest.approx(
+        10 * 0.26804568 + 0.06701142 + 11 * 0.0014)
+    assert fleets.hourly_cost(40, "e2-standard-4", "us-central1") == pytest.approx(
+        40 * 0.13402284 + 0.06701142 + 0.044)  # NAT's hourly price stops growing above 32 VMs
+    with pytest.raises(GcpError, match="does not know machine type"):
+        fleets.Fleet("p", "us-central1", 1, "m9-huge-1")
+    with pytest.raises(GcpError, match="needs --project"):
+        fleets.Fleet(None, "us-central1", 1)
+
+
+def test_the_stage_holds_the_suite_the_modules_it_imports_its_options_and_the_kits_pins(tmp_path):
+    fleet = make_fleet(tmp_path, access="authenticated")
+    stages = tmp_path / "my-stages.csv"
+    stages.write_text("users,hold_s\n100,60\n")
+    load = runner.LoadPlan.build("endurance", stages=str(stages), workers=3, local=False)
+    staged = fleet.stage(load, "https://system")
+    for name in ("locust/node.py", "locust/locustfile.py", "locust/ledger.py", "locust/health.py", "locust/shapes.py",
+                 "visitkit/idtoken.py", "visitkit/credentials.py", "stages.csv", "requirements.txt", "run.conf"):
+        assert (staged / name).is_file(), name
+    assert not list(staged.rglob("__pycache__"))
+    conf = (staged / "run.conf").read_text()
+    assert "host = https://system\n" in conf and "stages = stages.csv\n" in conf and "auth = id-token\n" in conf
+    assert "impersonate" not in conf  # a VM mints its own account's tokens
+    pins = (staged / "requirements.txt").read_text().split()
+    assert pins == [line for line in Path(fleets.ROOT / "requirements-cloud.txt").read_text().split()
+                    if line.startswith(("locust==", "google-auth=="))]
+    assert fleet.invoked_services == ["app", "get-counter", "inc-counter"]
+
+
+def test_provision_applies_infra_loadgen_with_the_fleets_variables_and_reads_its_outputs(tmp_path):
+    run = FakeRun()
+    fleet = make_fleet(tmp_path, run=run)
+    fleet.provision()
+    assert run.verbs() == ["init", "apply", "output"]
+    apply = run.calls[1]
+    assert apply[1] == f"-chdir={fleets.LOADGEN_DIR}"
+    assert {"-var=workers=3", "-var=processes_per_worker=4", "-var=worker_machine_type=e2-standard-4",
+            f"-var=run_dir={tmp_path / 'breakpoint-1' / 'run'}", "-var=invoked_services=[]"} <= set(apply)
+    assert fleet.outputs["bucket"] == "p-visitkit-loadgen"
+
+
+def test_the_kit_waits_for_the_masters_exit_code_then_copies_its_files(tmp_path):
+    bucket = FakeBucket({"results/exit-code": "0\n", "results/ledger.json": "{}", "results/locust_stats.csv": "x",
+                         "run/run.conf": "no", "results/sub/x": "no"}, appear_after=4)
+    fleet = make_fleet(tmp_path, bucket)
+    assert fleet.wait_for_results(timeout=600) == 0 and bucket.polls == 5
+    out = tmp_path / "out"
+    out.mkdir()
+    assert sorted(fleet.collect(out)) == ["ledger.json", "locust_stats.csv"]
+    assert (out / "ledger.json").read_text() == "{}"
+
+
+def test_a_master_that_never_reports_ends_the_wait_with_where_to_look(tmp_path):
+    fleet = make_fleet(tmp_path, FakeBucket())
+    fleet.outputs = {"ssh_master": "gcloud compute ssh visitkit-locust-master --tunnel-through-iap"}
+    with pytest.raises(GcpError, match="no exit code within 100 s.*tunnel-through-iap"):
+        fleet.wait_for_results(timeout=100)
+
+
+def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
+    run = FakeRun()
+    fleet = make_fleet(tmp_path, FakeBucket(), run=run)
+    iteration = tmp_path / "iteration-4"
+    iteration.mkdir()
+    (iteration / "settings.tfvars.json").write_text((fleets.ROOT / "iterations" / "iteration-4" /
+                                                     "settings.tfvars.json").read_text())
+    config = runner.RunConfig.build(iteration, "breakpoint", target="https://system", workers=3, project="p",
+                                    duration="60s")
+    folder = ResultsFolder(tmp_path / "results" / "breakpoint-1")
+    folder.create()
+    target = UrlTarget("https://system", config.settings)
+    state = runner.RunState(config, folder, target, lambda *_: None, {"notes": []}, fleet=fleet)
+    steps = runner.fleet_steps(config, folder, target, fleet)
+    monkeypatch.setattr(runner, "fleet_timeout", lambda load: 30)  # the master never answers: fail fast
+    try:
+        with pytest.raises(GcpError, match="no exit code"):
+            run_steps(steps, state, log=lambda *_: None)
+    finally:
+        state.sampler and state.sampler.stop()
+    assert run.verbs() == ["init", "apply", "output", "destroy"]
+    assert not (tmp_path / "breakpoint-1").exists()  # the staged files are gone with the fleet
