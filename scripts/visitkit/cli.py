@@ -7,7 +7,9 @@
   visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
   visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
   visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored (scripts/benchmark-emulator-scan)
+  visitkit bench loadgen                       requests/s one Locust worker process sends per core (scripts/benchmark-loadgen)
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
+  visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
 
 The only place that turns the kit's errors into one-line messages and exit codes.
 """
@@ -22,6 +24,7 @@ from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
 
 DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 RAW = argparse.RawDescriptionHelpFormatter
+HOT_PATH_USERS, HOT_PATH_SECONDS = 32, 30
 PROFILE_HELP = ("latency profile: none (default: no added latency), study (calibrated on the study's Google "
                 "Cloud figures), or a profile file (docs/local-twin.md)")
 
@@ -100,6 +103,13 @@ def bench_command(args):
 
         print("\n".join(emulatorscan.scan_lines(emulatorscan.measure(args.markers or emulatorscan.DEFAULT_STEPS))))
         return 0
+    if args.benchmark == "loadgen":
+        from visitkit import loadgen
+
+        folder, record = loadgen.benchmark(args.seconds if args.seconds != HOT_PATH_SECONDS else loadgen.DEFAULT_SECONDS)
+        print("\n".join(loadgen.summary_lines(record, folder.name)[2:]))
+        print(f"written: {folder}")
+        return 0
     if args.benchmark == "hot-path":
         from visitkit import hotpath
 
@@ -125,6 +135,12 @@ def predict_command(args):
     settings = load_settings(args.iteration)
     prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
     print("\n".join(predict.report_lines(prediction, settings)))
+    if args.fleet is not None:
+        from visitkit import loadgen
+
+        folder, record = loadgen.latest()
+        print("\n".join(loadgen.fleet_lines(loadgen.fleet_plan(args.fleet, args.worker_type, args.region, record),
+                                            folder)))
     if args.cost_at is not None:
         from visitkit import cost
 
@@ -237,10 +253,13 @@ def parser():
     bench = commands.add_parser("bench", help="benchmarks of the local stack", description=(
         "store-path: how fast the local store path drains a backlog of N visits published at once, "
         "per settings file, side by side (default: iterations 2 and 3). hot-path: the whole stack vs a no-op "
-        "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up."))
-    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan"])
-    bench.add_argument("--users", type=int, default=32, help="hot-path: Locust users, no think time (default 32)")
-    bench.add_argument("--seconds", type=int, default=30, help="hot-path: seconds of load per target (default 30)")
+        "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
+        "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (results "
+        "folder in benchmarks/, read by predict --fleet)."))
+    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen"])
+    bench.add_argument("--users", type=int, default=HOT_PATH_USERS, help="hot-path: Locust users, no think time (default 32)")
+    bench.add_argument("--seconds", type=int, default=HOT_PATH_SECONDS,
+                       help="hot-path, loadgen: seconds of load (default 30; loadgen 40 per scenario)")
     bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
     bench.add_argument("--visits", type=int, default=3000)
     bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")],
@@ -262,7 +281,13 @@ def parser():
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
                          help="also print the cost of one hour at this many visits per second (prices.json)")
     predict.add_argument("--region", default="southamerica-east1",
-                         help="with --cost-at: the region whose prices apply (default: the study's southamerica-east1)")
+                         help="with --cost-at or --fleet: the region whose prices apply (default: the study's "
+                              "southamerica-east1)")
+    predict.add_argument("--fleet", type=float, metavar="VISITS_PER_S",
+                         help="also print the Locust fleet this many visits per second need (worker processes and VMs, "
+                              "from the latest benchmarks/loadgen-*) and its cost per hour")
+    predict.add_argument("--worker-type", default="e2-standard-4",
+                         help="with --fleet: the worker VMs' machine type (default e2-standard-4)")
     predict.add_argument("--write-profile", action="store_true",
                          help="write the profile a Google Cloud run measured (its metrics/request_latencies.csv)")
     predict.add_argument("--out", type=Path, help="with --write-profile: where (default: RESULTS_DIR/profile.json)")

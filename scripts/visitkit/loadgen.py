@@ -1,0 +1,203 @@
+"""Sizing a Locust fleet: how many requests one Locust worker process sends per second of its
+own CPU, measured here, and what a planned rate of visits then needs on Google Cloud.
+
+`benchmark(...)` runs SCENARIOS in turn from one master and one worker (locust/node.py, as on a
+fleet's VMs) against a no-op functions-framework function on this machine, reads the worker's
+CPU every second (health.csv) and Locust's exact per-second counts, and writes a results folder
+under benchmarks/: benchmark.json (FORMAT), summary.md, and each scenario's health.csv and
+per_second.csv. `fleet_plan(...)` reads the latest such folder.
+"""
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from visitkit import fleet as fleets, results, suite
+from visitkit.errors import VisitkitError
+from visitkit.hotpath import NOOP_SOURCE
+from visitkit.net import free_port, http_status, wait_until
+from visitkit.paths import ROOT
+
+FORMAT = 1
+BENCHMARKS_DIR = ROOT / "benchmarks"
+KIND = "loadgen"
+PLANNED_CPU = 0.7  # plan each worker process at 70 % of a core: headroom under Locust's 90 % warning
+REQUESTS_PER_VISIT = 3  # the study's visitor: the page, the visit, the counter
+NOOP_THREADS = 16
+DEFAULT_SECONDS = 40
+# Flat out, as Locust's own documentation measures; and the study's visitor as a fleet runs it: a
+# crowd of users, each waiting 3-5 s between pages on a kept-alive connection of its own.
+SCENARIOS = ({"name": "flat-out", "users": 64, "think_time": "0"},
+             {"name": "study-visitor", "users": 2000, "think_time": "3-5"})
+PLANNING_SCENARIO = "study-visitor"  # what a fleet is sized by
+
+
+def benchmark(seconds=DEFAULT_SECONDS, out_root=BENCHMARKS_DIR, now=datetime.datetime.now, scenarios=SCENARIOS):
+    """Runs each scenario in turn against one no-op server; returns (results folder, record)."""
+    folder = Path(out_root) / f"{KIND}-{now().strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True)
+    port = free_port()
+    # gunicorn's own limit of 1,000 open connections would refuse a crowd of kept-alive users
+    server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
+                               str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
+                              env={**os.environ, "THREADS": str(NOOP_THREADS),
+                                   "GUNICORN_CMD_ARGS": "--worker-connections 20000"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    measured = []
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: http_status(url) is not None, timeout=30)
+        for scenario in scenarios:
+            with tempfile.TemporaryDirectory(prefix="bench-loadgen-") as run_dir:
+                run_one_worker(url, scenario, seconds, Path(run_dir))
+                for name in (results.HEALTH, results.PER_SECOND):
+                    (folder / f"{scenario['name']}-{name}").write_bytes((Path(run_dir) / name).read_bytes())
+            measured.append(figures(folder, scenario))
+    finally:
+        server.kill()
+        server.wait()
+    record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+              "machine": {"cores": os.cpu_count(), "processor": processor(), "python": platform.python_version()},
+              "locust": locust_version(), "seconds": seconds,
+              "target": "no-op functions-framework function on the same machine", "planned_cpu": PLANNED_CPU,
+              "scenarios": measured, "planning_scenario": PLANNING_SCENARIO}
+    (folder / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
+    (folder / "summary.md").write_text("\n".join(summary_lines(record, folder.name)) + "\n")
+    return folder, record
+
+
+def run_one_worker(url, scenario, seconds, run_dir):
+    """A master and one worker process (locust/node.py), as on a fleet's VM."""
+    conf = run_dir / results.RUN_CONF
+    users = scenario["users"]
+    conf.write_text(f"headless = true\nhost = {url}\nusers = {users}\nspawn-rate = {max(1, users // 10)}\n"
+                    f"run-time = {seconds}s\nthink-time = {scenario['think_time']}\nstop-timeout = 5\n"
+                    "only-summary = true\nexit-code-on-error = 0\n")
+    bind = free_port()
+    node = [sys.executable, str(suite.LOCUSTFILE.with_name("node.py"))]
+    master = subprocess.Popen([*node, "master", "--config", str(conf), "--out", str(run_dir), "--bind-port", str(bind),
+                               "--expect-workers", "1", "--wait-workers", "60"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
+    worker = subprocess.Popen([*node, "worker", "--config", str(conf), "--master-host", "127.0.0.1", "--master-port",
+                               str(bind)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        master.wait(seconds + 120)
+        worker.wait(30)
+    finally:
+        for process in (master, worker):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def figures(folder, scenario):
+    """One scenario's figures from its files, over the steady part of the run: from the last
+    user's spawn (spawning costs CPU of its own) to the stop, its last fifth left out."""
+    name = scenario["name"]
+    with open(folder / f"{name}-{results.PER_SECOND}", newline="") as f:
+        per_second = [(int(row["time"]), int(row["requests"])) for row in csv.DictReader(f)]
+    with open(folder / f"{name}-{results.HEALTH}", newline="") as f:
+        health = [row for row in csv.DictReader(f) if row["process"] != "master"]
+    if not per_second or not health:
+        raise VisitkitError(f"{folder}: the {name} scenario's Locust wrote no per-second counts or health")
+    spawned = next((float(row["time"]) for row in health if int(row["users"]) >= scenario["users"]), None)
+    first, last = (spawned or per_second[0][0]) + 2, per_second[-1][0]
+    last -= (last - first) // 5
+    steady = [n for t, n in per_second if first <= t <= last]
+    cpu = [float(row["cpu_percent"]) for row in health if first <= float(row["time"]) <= last]
+    if not steady or not cpu:
+        raise VisitkitError(f"{folder}: the {name} scenario had no steady part (too short a run?)")
+    rps, cpu_percent = sum(steady) / len(steady), sum(cpu) / len(cpu)
+    return {**scenario, "steady_s": len(steady), "rps": round(rps, 1), "worker_cpu_percent": round(cpu_percent, 1),
+            "requests_per_core_second": round(rps / (cpu_percent / 100), 1)}
+
+
+def processor():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def locust_version():
+    import importlib.metadata
+
+    return importlib.metadata.version("locust")
+
+
+def planning(record):
+    """The scenario a fleet is sized by."""
+    return next(item for item in record["scenarios"] if item["name"] == record["planning_scenario"])
+
+
+def summary_lines(record, name):
+    scenarios = record["scenarios"]
+    lines = [f"# Load generator sizing ({name})", "",
+             f"One Locust worker process against {record['target']} ({record['machine']['processor']}, "
+             f"{record['machine']['cores']} cores; Locust {record['locust']}), {record['seconds']} s per scenario, "
+             "read from its steady part (after the last user spawned).", "",
+             "| scenario | users | think time (s) | requests/s | worker CPU (% of a core) | requests per core-second "
+             "| vs flat out |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {s['name']} | {s['users']:,} | {s['think_time']} | {s['rps']:,.0f} | {s['worker_cpu_percent']:.0f} "
+              f"| {s['requests_per_core_second']:,.0f} | {s['requests_per_core_second'] / scenarios[0]['requests_per_core_second']:.2f}x |"
+              for s in scenarios]
+    plan = planning(record)
+    lines += ["", f"A fleet is sized by {plan['name']}, at {record['planned_cpu']:.0%} of a core: "
+                  f"{plan['requests_per_core_second'] * record['planned_cpu']:,.0f} requests/s per worker process "
+                  "(`scripts/predict ITERATION --fleet VISITS_PER_S`).", "",
+              "Where the worker used well under a core, the no-op server on the same machine was the limit; the "
+              "figure per core-second is the requests/s over that share (Locust spends about the same CPU on each "
+              "request). A cloud VM's vCPU is one hyperthread and the system is remote: read each fleet run's Load "
+              "generator section rather than trust this figure alone.", "",
+              f"one worker process ({plan['name']}): {plan['requests_per_core_second']:,.0f} requests per core-second"]
+    return lines
+
+
+def latest(out_root=BENCHMARKS_DIR):
+    """The newest committed sizing benchmark: (folder, record)."""
+    folders = sorted(Path(out_root).glob(f"{KIND}-*/benchmark.json"))
+    if not folders:
+        raise VisitkitError(f"no load-generator benchmark in {out_root}: run scripts/benchmark-loadgen")
+    record = json.loads(folders[-1].read_text())
+    if record.get("format") != FORMAT:
+        raise VisitkitError(f"{folders[-1]}: format {record.get('format')}, this kit reads {FORMAT}")
+    return folders[-1].parent, record
+
+
+def fleet_plan(visits_per_s, worker_type=fleets.DEFAULT_WORKER_TYPE, region=None, record=None, prices=None):
+    """What `visits_per_s` visits a second need: Locust worker processes, worker VMs of `worker_type`
+    (one process per vCPU), the fleet's cost per hour."""
+    if visits_per_s <= 0:
+        raise VisitkitError("--fleet needs a rate of visits above 0")
+    region = region or fleets.cost.DEFAULT_REGION
+    rps = visits_per_s * REQUESTS_PER_VISIT
+    per_process = planning(record)["requests_per_core_second"] * record["planned_cpu"]
+    processes = math.ceil(rps / per_process)
+    vcpus = fleets.machine(worker_type, prices)["vcpus"]
+    vms = math.ceil(processes / vcpus)
+    return {"visits_per_s": visits_per_s, "rps": rps, "per_process_rps": per_process, "processes": processes,
+            "worker_type": worker_type, "vcpus": vcpus, "worker_vms": vms, "region": region,
+            "usd_per_hour": fleets.hourly_cost(vms, worker_type, region, prices)}
+
+
+def fleet_lines(plan, folder):
+    return [f"a Locust fleet for {plan['visits_per_s']:,g} visits/s ({plan['rps']:,.0f} requests/s, "
+            f"{REQUESTS_PER_VISIT} per visit):",
+            f"  one worker process sends {plan['per_process_rps']:,.0f} requests/s at {PLANNED_CPU:.0%} of a core "
+            f"(benchmarks/{Path(folder).name}, measured on this kit's machines; a cloud vCPU is a hyperthread, "
+            "so check the run's Load generator section)",
+            f"  {plan['processes']} worker processes = {plan['worker_vms']} x {plan['worker_type']} "
+            f"({plan['vcpus']} vCPUs each) and a master {fleets.MASTER_TYPE}, in {plan['region']}",
+            f"  about {plan['usd_per_hour']:.2f} USD per hour (VMs and the NAT gateway at list prices; "
+            "scripts/visitkit/prices.json)",
+            f"  run it: scripts/run-iteration ITERATION --target gcp --project P --workers {plan['worker_vms']}"
+            + (f" --worker-type {plan['worker_type']}" if plan['worker_type'] != fleets.DEFAULT_WORKER_TYPE else "")]
