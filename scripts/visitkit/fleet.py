@@ -13,6 +13,7 @@ process per vCPU. The run's files go up through a bucket and its results come ba
 Every command, the bucket and the clock can be injected, so tests never reach Google.
 """
 import json
+import math
 import re
 import shutil
 import time
@@ -34,6 +35,10 @@ POLL_S = 15
 SUITE_MODULES = ("__init__.py", "credentials.py", "errors.py", "idtoken.py")
 SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs run the kit's versions
 PROGRESS_EVERY_S = 60
+# Each user keeps a connection of its own to one Google front end, and Cloud NAT gives each
+# connection to one destination a port of its own: room for a VM's planned users, and half again.
+NAT_HEADROOM = 1.5
+NAT_PORTS_RANGE = (1024, 65536)
 
 
 def machine(worker_type, prices=None):
@@ -57,6 +62,16 @@ def hourly_cost(workers, worker_type, region, prices=None):
     count = workers + 1
     nat_hourly = (count * nat["usd_per_vm_hour"] if count <= nat["vms_billed_at_most"] else nat["usd_per_hour_above"])
     return vms + nat_hourly
+
+
+def nat_ports(processes, record):
+    """Cloud NAT ports per VM for `processes` Locust workers at the benchmark's planned load (a
+    power of two: Google rounds the figure up to one anyway)."""
+    from visitkit.loadgen import planned_users
+
+    needed = NAT_HEADROOM * processes * planned_users(record)
+    low, high = NAT_PORTS_RANGE
+    return min(high, max(low, 2 ** math.ceil(math.log2(needed))))
 
 
 def suite_pins(requirements=ROOT / "requirements-cloud.txt"):
@@ -83,6 +98,9 @@ class Fleet:
         self.access, self.loadgen_dir = access, Path(loadgen_dir)
         self.stage_dir = Path(stage_root) / run_name / "run"
         self.outputs = {}
+        from visitkit.loadgen import latest
+
+        self.nat_ports = nat_ports(self.processes, latest()[1])
         self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
 
     @property
@@ -102,7 +120,8 @@ class Fleet:
     def commands(self):
         variables = [f"-var=project_id={self.project}", f"-var=region={self.region}", f"-var=workers={self.workers}",
                      f"-var=worker_machine_type={self.worker_type}", f"-var=processes_per_worker={self.processes}",
-                     f"-var=run_dir={self.stage_dir}", f"-var=invoked_services={json.dumps(self.invoked_services)}"]
+                     f"-var=run_dir={self.stage_dir}", f"-var=invoked_services={json.dumps(self.invoked_services)}",
+                     f"-var=nat_min_ports_per_vm={self.nat_ports}"]
         base = ["terraform", f"-chdir={self.loadgen_dir}"]
         return {"init": base + ["init", "-input=false"],
                 "apply": base + ["apply", "-auto-approve", "-input=false"] + variables,
@@ -123,7 +142,8 @@ class Fleet:
         hourly = hourly_cost(self.workers, self.worker_type, self.region)
         return (f"{self.workers} worker VMs {self.worker_type} x {self.processes} Locust workers "
                 f"({self.expect_workers} processes) and a master {MASTER_TYPE}, in {self.region} (project "
-                f"{self.project}); about {hourly:.2f} USD per hour with its NAT gateway (prices.json)")
+                f"{self.project}); about {hourly:.2f} USD per hour with its NAT gateway (prices.json); "
+                f"{self.nat_ports:,} NAT ports per VM, one per kept-alive user connection to the system")
 
     # --- the steps' actions ---
     def stage(self, load, base_url):

@@ -139,6 +139,12 @@ def planning(record):
     return next(item for item in record["scenarios"] if item["name"] == record["planning_scenario"])
 
 
+def planned_users(record):
+    """Users of the study's visitor one worker process carries at its planned load."""
+    plan = planning(record)
+    return plan["requests_per_core_second"] * record["planned_cpu"] * plan["users"] / plan["rps"]
+
+
 def summary_lines(record, name):
     scenarios = record["scenarios"]
     lines = [f"# Load generator sizing ({name})", "",

@@ -155,3 +155,13 @@ def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
         state.sampler and state.sampler.stop()
     assert run.verbs() == ["init", "apply", "output", "destroy"]
     assert not (tmp_path / "breakpoint-1").exists()  # the staged files are gone with the fleet
+
+
+def test_nat_gives_each_vm_a_port_per_planned_user_connection_and_half_again():
+    record = {"planned_cpu": 0.7, "planning_scenario": "study",
+              "scenarios": [{"name": "study", "users": 2000, "rps": 1500, "requests_per_core_second": 3000}]}
+    # 3,000 x 0.7 requests/s per process, 4/3 users per request/s: 2,800 users per process
+    assert fleets.nat_ports(4, record) == 32768  # 1.5 x 11,200 = 16,800, rounded up to a power of two
+    assert fleets.nat_ports(64, record) == 65536 and fleets.nat_ports(1, {**record, "planned_cpu": 0.01}) == 1024
+    fleet = fleets.Fleet("p", "us-central1", 2, "e2-standard-8")
+    assert f"-var=nat_min_ports_per_vm={fleet.nat_ports}" in fleet.commands()["apply"]
