@@ -98,6 +98,8 @@ class LoadPlan:
             shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}"]))
         if test == "endurance" and not stages:
             stages = str(STAGES["local" if local else "remote"])
+        elif stages and Path(stages).is_file():
+            stages = str(Path(stages).resolve())  # Locust and the shape may start elsewhere
         if processes is not None and processes < 1:
             raise RunError("--processes must be 1 or more")
         if workers is not None and processes is not None:
@@ -147,6 +149,19 @@ class LoadPlan:
             port = str(free_port())  # never Locust's default 5557: others may run Locust too
             command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
         return command
+
+    def planned_seconds(self):
+        """How long the load lasts: --duration, or the shape's own length, asked of locust/shapes.py in
+        a process of its own (importing Locust here would patch this process's threads with gevent)."""
+        if self.seconds is not None:
+            return self.seconds
+        code = ("import sys, shapes; shape = shapes.make_shape(sys.argv[1], shapes.parse_assignments(sys.argv[2]), "
+                "sys.argv[3] or None); print(shape.planned_seconds())")
+        found = subprocess.run([sys.executable, "-c", code, self.test, self.shape_set, self.stages or ""],
+                               cwd=LOCUST_DIR, capture_output=True, text=True, timeout=60)
+        if found.returncode != 0:
+            raise RunError(f"the shape's settings are not valid: {found.stderr.strip().splitlines()[-1]}")
+        return None if found.stdout.strip() == "None" else float(found.stdout)
 
     def run_conf(self, base_url, target_args=(), stages=None):
         """The options as a Locust configuration file, which a distributed run's master and workers
@@ -476,7 +491,6 @@ def run_on_fleet(state):
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
     state.sampler.start()
     (folder / results.RUN_CONF).write_text((fleet.stage_dir / results.RUN_CONF).read_text())
-    load_s = config.load.seconds or 24 * 3600
     waited_from = time.time()
     code = fleet.wait_for_results(fleet_timeout(config.load))
     copied = fleet.collect(folder.path)
@@ -489,7 +503,7 @@ def run_on_fleet(state):
     seconds = sorted(int(row["time"]) for row in results.read_csv(folder / results.PER_SECOND))
     # the load's own window, from the master's clock, rather than the wait's (VMs booting first)
     state.load_started = float(seconds[0]) if seconds else waited_from
-    state.load_ended = float(seconds[-1] + 1) if seconds else min(time.time(), waited_from + load_s)
+    state.load_ended = float(seconds[-1] + 1) if seconds else time.time()
     state.folder.save_run(state.record)
 
 
@@ -504,7 +518,7 @@ def fleet_timeout(load):
     """How long the kit waits for a fleet's results: its VMs' start, the load, its end."""
     from visitkit.fleet import BOOT_ALLOWANCE_S
 
-    return BOOT_ALLOWANCE_S + (load.seconds or 24 * 3600) + STOP_TIMEOUT_S + 120
+    return BOOT_ALLOWANCE_S + (load.planned_seconds() or 24 * 3600) + STOP_TIMEOUT_S + 120
 
 
 def locust_commands(state):
