@@ -12,13 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted(ROOT.glob("iterations/*/README.md")), *sorted(ROOT.glob("docs/*.md"))]
-COMMANDS = [line.strip() for doc in DOCS for line in doc.read_text().splitlines()
-            if line.strip().startswith("scripts/run-iteration") and "--target gcp" in line]
+LINES = [line.strip() for doc in DOCS for line in re.sub(r"\\\n\s*", "", doc.read_text()).splitlines()]
+COMMANDS = [line for line in LINES if line.startswith("scripts/run-iteration") and "--target gcp" in line]
 
 
 def test_the_readme_shows_google_cloud_commands():
     assert len(COMMANDS) >= 6 and any("--access authenticated" in command for command in COMMANDS)
     assert any("iterations/iteration-4 " in command for command in COMMANDS)  # an iteration README's too
+    assert any("--workers" in command for command in COMMANDS)  # iteration 5's, with its fleet
 
 
 def test_an_iteration_whose_settings_say_authenticated_dry_runs_cleanly(tmp_path):
@@ -51,6 +52,9 @@ def test_each_google_cloud_command_runs_as_a_dry_run(command, tmp_path):
         assert "-var=access=authenticated" in plan and "--auth id-token" in plan
     else:
         assert "-var=access=public" in plan and "--auth" not in plan
+    if "--workers" in command:  # a fleet: provisioned, run, destroyed before the counters are awaited
+        assert re.search(r"^\d+\. provision the Locust fleet\n", plan, re.M) and "infra/loadgen apply" in plan
+        assert plan.index("destroy the Locust fleet") < plan.index("wait for the counters to converge")
     if "--destroy" in command:
         assert re.search(r"^\d+\. tear down$", plan, re.M)
     else:

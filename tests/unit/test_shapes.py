@@ -178,3 +178,15 @@ def test_settings_are_checked():
     with pytest.raises(ValueError):
         shapes.make_shape("load", stages="1:1")
     assert shapes.parse_assignments("a=1, b=2.5") == {"a": "1", "b": "2.5"}
+
+
+def test_iteration_5s_stages_follow_firestores_500_50_5_ramp():
+    """Each stage at most 1.5 x the one before, held 5 minutes, from 500 writes/s (2 per visit, 0.739
+    requests/s per user, 3 per visit) up to the planned 40,600 users."""
+    shape = shapes.make_shape("endurance", {"spawn_rate": "100"},
+                              stages=str(shapes.Path(shapes.__file__).parent / "stages" / "endurance-iteration-5.csv"))
+    users = [u for u, _ in shape.stages]
+    assert users[0] * 0.739 / 3 * 2 == pytest.approx(500, rel=0.01)
+    assert all(later <= 1.5 * earlier + 1 for earlier, later in zip(users, users[1:]))
+    assert all(hold >= 300 for _, hold in shape.stages) and users[-1] == 40600
+    assert 65 * 60 <= shape.own_seconds() <= 80 * 60
