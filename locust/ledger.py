@@ -10,8 +10,9 @@ failed and unanswered are ambiguous on their own; the runner's audit reads the s
 every id, so each visit's fate is known.
 
 ledger.json (format 3): per outcome the visits per page ("sent" is them all), the visits sent more
-than once ("retried"), under "visits" the ids, per page and outcome; "workers": each worker's
-latest running counts and whether its final ledger arrived; "complete": every visit is in it.
+than once ("retried"), the visits not kept by id ("untracked", beyond --ledger-ids), under "visits"
+the ids, per page and outcome; "workers": each worker's latest running counts and whether its final
+ledger arrived; "complete": every visit is in it by id.
 
 In distributed mode each worker's stats report carries the visits recorded or changed since its
 previous report (merged by id, so a report lost on the way is made good by a later one) and its
@@ -49,22 +50,55 @@ def settled(previous, answer):
     return previous if answer == "refused" else answer
 
 
+COUNTED = ("sent", *OUTCOMES, "retried", "untracked")
+
+
 class VisitLedger:
-    def __init__(self):
+    """One process's visits. Its counts are kept as it records (a worker reports them every few
+    seconds, however many visits it holds). Beyond `id_limit` visits it stops keeping ids: later
+    visits are counted (as "untracked", besides their outcome) and forgotten once settled, so that a
+    fleet's hours of load fit in memory; the audit then goes by the totals."""
+
+    def __init__(self, id_limit=None):
+        self.id_limit = id_limit
         self.visits = {}  # visit id -> [page, outcome, attempts]
+        self.in_flight = {}  # untracked visits still under way: visit id -> [page, outcome, attempts]
         self.changed = set()  # ids recorded or changed since the last take()
+        self.tally = {key: collections.Counter() for key in COUNTED}
         self.workers = {}  # the master's: worker id -> {"counts": latest running counts, "final": bool}
+
+    def _entry(self, visit_id):
+        return self.visits.get(visit_id) or self.in_flight.get(visit_id)
 
     def record_sent(self, page, visit_id):
         """A new attempt of the visit is about to be posted: until it is answered, it has none."""
-        entry = self.visits.setdefault(visit_id, [page, None, 0])
+        entry = self._entry(visit_id)
+        if entry is None:
+            entry = [page, None, 0]
+            tracked = self.id_limit is None or len(self.visits) < self.id_limit
+            (self.visits if tracked else self.in_flight)[visit_id] = entry
+            self.tally["sent"][page] += 1
+            self.tally["unanswered"][page] += 1  # no outcome yet
+            if not tracked:
+                self.tally["untracked"][page] += 1
         entry[2] += 1
-        self.changed.add(visit_id)
+        if entry[2] == 2:
+            self.tally["retried"][page] += 1
+        if visit_id in self.visits:
+            self.changed.add(visit_id)
 
     def record_answer(self, visit_id, status_code):
-        entry = self.visits[visit_id]
+        entry = self._entry(visit_id)
+        before = entry[1] or "unanswered"
         entry[1] = settled(entry[1], outcome_of(status_code))
-        self.changed.add(visit_id)
+        self.tally[before][entry[0]] -= 1
+        self.tally[entry[1]][entry[0]] += 1
+        if visit_id in self.visits:
+            self.changed.add(visit_id)
+
+    def record_done(self, visit_id):
+        """The visit is settled (no more attempts): an untracked one is forgotten."""
+        self.in_flight.pop(visit_id, None)
 
     def take(self):
         """The visits recorded or changed since the last call (for a worker's report)."""
@@ -91,19 +125,21 @@ class VisitLedger:
         entry["final"] = entry["final"] or final
 
     def complete(self):
-        """Every visit is known by id: one process, or every worker's final ledger arrived."""
-        return all(entry["final"] for entry in self.workers.values())
+        """Every visit is known by id: every worker's final ledger arrived, and none went untracked."""
+        return (all(entry["final"] for entry in self.workers.values())
+                and not sum(self.counts().get("untracked", {}).values()))
 
     def counts(self):
-        """Visits per outcome and page ("sent" is them all; "retried": sent more than once)."""
-        counts = {key: collections.Counter() for key in ("sent", *OUTCOMES, "retried")}
-        for page, outcome, attempts in self.visits.values():
-            outcome = outcome or "unanswered"
-            counts["sent"][page] += 1
-            counts[outcome][page] += 1
-            if attempts > 1:
-                counts["retried"][page] += 1
-        return {key: dict(counter) for key, counter in counts.items()}
+        """Visits per outcome and page ("sent" is them all; "retried": sent more than once;
+        "untracked": not kept by id): this process's own, or on a master the sum of each worker's
+        latest running counts."""
+        if not self.workers:
+            return {key: {page: n for page, n in counter.items() if n} for key, counter in self.tally.items()}
+        total = {key: collections.Counter() for key in COUNTED}
+        for entry in self.workers.values():
+            for key, by_page in entry["counts"].items():
+                total.setdefault(key, collections.Counter()).update(by_page)
+        return {key: {page: n for page, n in counter.items() if n} for key, counter in total.items()}
 
     def as_dict(self):
         ids = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -115,4 +151,3 @@ class VisitLedger:
     def write(self, path):
         with open(path, "w") as f:
             json.dump(self.as_dict(), f, sort_keys=True)
-

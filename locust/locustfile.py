@@ -6,6 +6,8 @@ Custom options (see locust/README.md):
   --shape-set k=v,k=v                       change the shape's settings (its class attributes)
   --stages FILE|users:hold_s,...            endurance stages
   --ledger-file PATH                        write the ledger of every visit (ledger.py) there at exit
+  --ledger-ids N                            keep the ids of the run's first N visits, shared among the
+                                            workers (default 2,000,000); later ones are only counted
   --health-file PATH                        write each Locust process's CPU and event-loop lag per second
                                             (health.py) there at exit
   --per-second-file PATH                    write the exact requests and failures per second there at exit
@@ -39,6 +41,7 @@ locust.argument_parser.default_args_dict = functools.cache(locust.argument_parse
 
 LEDGER_KEY, COUNTS_KEY, HEALTH_KEY = "visit_ledger", "visit_counts", "health"
 FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
+DEFAULT_LEDGER_IDS = 2_000_000  # ~200 bytes each in memory: a master holds them all
 ledger = VisitLedger()
 locust_environment = []  # set at init: the `quit` event does not pass it
 id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
@@ -70,15 +73,19 @@ def post_visit(user, page, retries):
     is posted again with the same id after a backoff of 1, 2, 4 ... s, which is safe since a visit id
     counts once. A 4xx, the platform's 429 included, was never published: it is not retried."""
     visit_id = str(uuid.uuid4())
-    for attempt in range(retries + 1):
-        if attempt:
-            gevent.sleep(2 ** (attempt - 1))
-        ledger.record_sent(page, visit_id)
-        response = user.client.post(f"/inc-counter?visit_type={page}&visit_id={visit_id}",
-                                    name=f"/inc-counter?visit_type={page}", headers=request_headers(user, "/inc-counter"))
-        ledger.record_answer(visit_id, response.status_code or 0)
-        if outcome_of(response.status_code or 0) not in RETRIED_OUTCOMES:  # this answer's, not the visit's
-            return
+    try:
+        for attempt in range(retries + 1):
+            if attempt:
+                gevent.sleep(2 ** (attempt - 1))
+            ledger.record_sent(page, visit_id)
+            response = user.client.post(f"/inc-counter?visit_type={page}&visit_id={visit_id}",
+                                        name=f"/inc-counter?visit_type={page}",
+                                        headers=request_headers(user, "/inc-counter"))
+            ledger.record_answer(visit_id, response.status_code or 0)
+            if outcome_of(response.status_code or 0) not in RETRIED_OUTCOMES:  # this answer's, not the visit's
+                return
+    finally:
+        ledger.record_done(visit_id)
 
 
 def visit(user, page):
@@ -136,6 +143,9 @@ def add_options(parser):
     parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
     parser.add_argument("--ledger-file", default=None, help="Where to write the ledger of every visit (JSON) at exit")
+    parser.add_argument("--ledger-ids", type=int, default=DEFAULT_LEDGER_IDS,
+                        help="Keep the ids of the run's first N visits, shared among the workers; later ones are only "
+                             "counted (their audit then goes by the totals)")
     parser.add_argument("--health-file", default=None,
                         help="Where to write each Locust process's CPU and event-loop lag per second (CSV) at exit")
     parser.add_argument("--per-second-file", default=None,
@@ -179,8 +189,11 @@ def on_init(environment, runner, **_kwargs):
 @events.test_start.add_listener
 def on_test_start(environment, **_kwargs):
     # A worker's own options are its command line's until the first spawn message brings the
-    # master's, just before test_start (Locust issue #2206): the think time is read again here.
-    Visitor.wait_time = think_time(environment.parsed_options.think_time)
+    # master's, just before test_start (Locust issue #2206): they are read again here.
+    options = environment.parsed_options
+    Visitor.wait_time = think_time(options.think_time)
+    workers = getattr(options, "expect_workers", 1) if isinstance(environment.runner, WorkerRunner) else 1
+    ledger.id_limit = max(1, options.ledger_ids // max(1, workers or 1))
 
 
 probes = []  # this process's health.Probe (a worker's is made once it knows its client id)

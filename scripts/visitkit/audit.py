@@ -7,8 +7,9 @@ exact   reads the store's marker of every visit id in the ledger (batched docume
         twice, or one from outside the run's ledger, such as a warm-up visit with a 5xx that landed late).
 totals  compares each page's shard growth with the ledger's counts: a 5xx or unanswered visit is
         ambiguous, and only a growth beyond every acknowledged and ambiguous visit is duplicated.
-        For a target whose store the kit cannot read, a ledger without ids, or a Google Cloud run
-        above EXACT_MAX_READS visits (--audit exact reads them anyway).
+        For a target whose store the kit cannot read, a ledger without ids or with visits it only
+        counted (beyond Locust's --ledger-ids), or a Google Cloud run above EXACT_MAX_READS visits
+        (--audit exact reads them anyway).
 
 The markers are read after convergence, and again for the ids still without one, until every
 acknowledged visit has its marker or `wait_s` passes (convergence can end while acknowledged visits
@@ -39,13 +40,17 @@ def visit_ids(ledger):
             for outcome, ids in by_outcome.items() for visit_id in ids}
 
 
-def choose(requested, ids, can_read, billed):
+def choose(requested, ids, can_read, billed, untracked=0):
     """(method, why) for `ids` visits: exact where the store's markers can be read and, on a billed
-    store, the reads are few enough or were asked for."""
+    store, the reads are few enough or were asked for; never when the ledger counted visits it kept
+    no id of (`untracked`)."""
     if requested == "totals":
         return "totals", "asked for (--audit totals)"
     if not ids:
         return "totals", "the ledger has no visit ids (written before they existed)"
+    if untracked:
+        return "totals", (f"the ledger kept the ids of {ids:,} visits and only counted {untracked:,} more "
+                          "(Locust's --ledger-ids)")
     if not can_read:
         return "totals", "the kit cannot read this target's store (a deployment known only by its URL)"
     if billed and requested == "auto" and ids > EXACT_MAX_READS:
@@ -67,7 +72,8 @@ def run(ledger, requested, stored_visits=None, region=None, totals=None, wait_s=
     target's store cannot be read); `region` is set for a billed store (Google Cloud); `totals()`
     reads the stored totals per page."""
     ids = visit_ids(ledger)
-    method, why = choose(requested, len(ids), stored_visits is not None, region is not None)
+    untracked = sum(ledger.get("untracked", {}).values())
+    method, why = choose(requested, len(ids), stored_visits is not None, region is not None, untracked)
     record = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None, "not_stored": []}
     if method != "exact":
         return record

@@ -219,10 +219,13 @@ def generator_section(s, _plots):
     else:
         lines.append("- No process saturated: the figures are the system's, not Locust's.")
     ledger = s.get("ledger") or {}
-    if ledger.get("complete") is False:
+    if ledger.get("missing_workers"):
         lines.append(f"- **The visit ledger is incomplete**: {', '.join(ledger['missing_workers'])} sent no final "
                      "ledger (stopped or lost): their latest visits are unknown by id, and may show as stored beyond "
                      "the ids")
+    if ledger.get("untracked"):
+        lines.append(f"- The ledger counted {ledger['untracked']:,} visits beyond Locust's `--ledger-ids` without "
+                     "keeping their ids: the audit goes by the totals")
     busiest = sorted(found["per_process"].items(), key=lambda item: -item[1]["cpu_max"])[:MAX_PROCESS_ROWS]
     lines += ["", "| Process | CPU max (%) | Loop lag max (ms) | Saturated at |", "|---|---:|---:|---:|",
               *(f"| {name} | {fmt(p['cpu_max'], 0)} | {fmt(p['lag_max_ms'], 0)} | {offset(p['saturated_at'], start)} |"

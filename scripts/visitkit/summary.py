@@ -105,7 +105,8 @@ def ledger_figures(ledger):
     """Whether the ledger holds every visit by id, and which workers' final ledgers did not arrive."""
     workers = ledger.get("workers") or {}
     return {"complete": ledger.get("complete", True), "workers": len(workers),
-            "missing_workers": sorted(name for name, entry in workers.items() if not entry.get("final"))}
+            "missing_workers": sorted(name for name, entry in workers.items() if not entry.get("final")),
+            "untracked": sum((ledger.get("untracked") or {}).values())}
 
 
 def is_exact(audit_record):

@@ -124,3 +124,11 @@ def test_a_lost_visit_is_waited_for_no_longer_than_the_wait():
     record = audit.run(LEDGER, "auto", lambda ids: set(), totals=lambda: {"jobs": 0}, wait_s=10, interval=2,
                        now=clock.now, sleep=clock.sleep)
     assert "a1" in record["not_stored"] and 10 <= clock.t <= 12
+
+
+def test_a_ledger_that_only_counted_some_visits_is_audited_by_the_totals_even_when_asked():
+    from visitkit import audit
+
+    ledger = {"visits": {"home": {"acknowledged": ["a"]}}, "untracked": {"home": 3}}
+    record = audit.run(ledger, "exact", lambda ids: set(ids))
+    assert record["method"] == "totals" and "only counted 3 more" in record["why"]

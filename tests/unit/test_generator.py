@@ -26,10 +26,11 @@ def test_a_late_event_loop_saturates_too_and_after_the_knee_is_said_so():
 
 def test_the_report_flags_a_load_generator_that_saturated_before_the_knee():
     summary = {"load": {"start": 90.0}, "load_generator": generator.figures(rows("worker-1", [95] * 3), 120.0, 2),
-               "ledger": {"complete": False, "missing_workers": ["worker-2"]}}
+               "ledger": {"complete": False, "missing_workers": ["worker-2"], "untracked": 1200}}
     lines = "\n".join(report.generator_section(summary, ()))
     assert "a master and 2 workers" in lines and "**Saturated**: worker-1 (CPU 95 %) at 10 s, 10 users" in lines
     assert "before the knee" in lines and "worker-2 sent no final ledger" in lines
+    assert "counted 1,200 visits beyond Locust's `--ledger-ids`" in lines
 
 
 def test_rps_is_read_from_the_exact_per_second_counts_where_there_are_some():

@@ -49,13 +49,13 @@ def test_worker_reports_merge_on_the_master_by_visit_id():
     worker, master = VisitLedger(), VisitLedger()
     one_visit(worker, "a", "jobs", 202)
     worker.record_sent("jobs", "b")  # under way at the report
-    master.add(worker.take())
+    master.report("w1", worker.counts(), worker.take())
     assert master.as_dict()["unanswered"] == {"jobs": 1}
     assert worker.take() == {}  # each report ships only what changed
     worker.record_answer("b", 503)
     worker.record_sent("jobs", "b")
     worker.record_answer("b", 202)  # retried and acknowledged
-    master.add(worker.take())
+    master.report("w1", worker.counts(), worker.take())
     written = master.as_dict()
     assert written["sent"] == {"jobs": 2} and written["acknowledged"] == {"jobs": 2}
     assert written["retried"] == {"jobs": 1} and sorted(written["visits"]["jobs"]["acknowledged"]) == ["a", "b"]
@@ -85,9 +85,35 @@ def test_a_lost_report_is_made_good_by_the_final_ledger_and_a_dead_worker_leaves
     worker.take()  # this report never reached the master
     one_visit(worker, "b", "home", 202)
     master.report("w1", worker.counts(), worker.take())
-    assert master.as_dict()["acknowledged"] == {"home": 1}
-    assert master.workers["w1"]["counts"]["acknowledged"] == {"home": 2}  # the counts say one is missing
+    written = master.as_dict()
+    assert written["acknowledged"] == {"home": 2}  # the running counts hold both ...
+    assert written["visits"]["home"]["acknowledged"] == ["b"]  # ... the ids one, until the final ledger
     master.report("w1", worker.counts(), worker.everything(), final=True)
-    assert master.as_dict()["acknowledged"] == {"home": 2} and master.complete()
+    assert sorted(master.as_dict()["visits"]["home"]["acknowledged"]) == ["a", "b"] and master.complete()
     master.report("w2", {"sent": {"jobs": 5}})  # reported once, then died: no final ledger
     assert not master.complete()
+
+
+def test_counts_are_kept_as_visits_are_recorded_and_match_the_ids():
+    ledger = VisitLedger()
+    for n, statuses in enumerate(((202,), (503, 202), (0, 429), (429,), (503,))):
+        one_visit(ledger, f"v{n}", "home", *statuses)
+    ledger.record_sent("jobs", "v9")
+    written = ledger.as_dict()
+    by_ids = {outcome: len(ids) for outcome, ids in written["visits"]["home"].items()}
+    assert by_ids == {"acknowledged": 2, "unanswered": 1, "refused": 1, "failed": 1}
+    assert {key: written[key].get("home", 0) for key in by_ids} == by_ids
+    assert written["unanswered"]["jobs"] == 1 and written["retried"] == {"home": 2}
+    assert written["untracked"] == {} and written["complete"]
+
+
+def test_beyond_its_id_limit_a_ledger_counts_visits_and_forgets_them_once_settled():
+    ledger = VisitLedger(id_limit=2)
+    for n in range(5):
+        one_visit(ledger, f"v{n}", "home", 503, 202)
+        ledger.record_done(f"v{n}")
+    ledger.record_sent("home", "v5")  # untracked, still under way
+    written = ledger.as_dict()
+    assert written["sent"] == {"home": 6} and written["acknowledged"] == {"home": 5} and written["retried"] == {"home": 5}
+    assert written["untracked"] == {"home": 4} and sorted(written["visits"]["home"]["acknowledged"]) == ["v0", "v1"]
+    assert not written["complete"] and list(ledger.in_flight) == ["v5"]  # settled untracked visits are gone
