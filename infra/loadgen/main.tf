@@ -73,7 +73,7 @@ resource "google_project_iam_member" "fleet" {
   depends_on = [google_project_service.this]
 }
 
-# Reads run/, writes results/ and workers/: on the fleet's bucket only.
+# Reads run/, writes results/ and logs/: on the fleet's bucket only.
 resource "google_storage_bucket_iam_member" "fleet" {
   bucket = google_storage_bucket.run.name
   role   = "roles/storage.objectAdmin"

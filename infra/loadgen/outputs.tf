@@ -1,5 +1,5 @@
 output "bucket" {
-  description = "Name of the fleet's bucket: run/ (the staged files), results/ (the master's output and exit-code), workers/ (worker logs)."
+  description = "Name of the fleet's bucket: run/ (the staged files), results/ (the master's output and exit-code), logs/ (the VMs' boot and Locust logs)."
   value       = google_storage_bucket.run.name
 }
 

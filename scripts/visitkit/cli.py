@@ -68,6 +68,7 @@ def run_command(args):
     config = runner.RunConfig.build(
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
         stages=args.stages, processes=args.processes, workers=args.workers, worker_type=args.worker_type,
+        keep_fleet=args.keep_fleet,
         convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
@@ -199,6 +200,8 @@ def parser():
         "destroyed after the run"))
     run.add_argument("--worker-type", help="with a fleet: the worker VMs' machine type (default: infra/loadgen's); "
                                            "each runs one Locust worker per vCPU")
+    run.add_argument("--keep-fleet", action="store_true",
+                     help="with a fleet: leave its VMs up after the run, to look inside (infra/loadgen/README.md)")
     run.add_argument("--convergence-timeout", type=float, help=(
         "seconds to wait for the counters after the load (default: 3 x the load, at least 120, and on "
         "Google Cloud at least the subscription's maximum backoff)"))

@@ -35,6 +35,8 @@ POLL_S = 15
 SUITE_MODULES = ("__init__.py", "credentials.py", "errors.py", "idtoken.py")
 SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs run the kit's versions
 PROGRESS_EVERY_S = 60
+LOGS_DIR = "fleet-logs"  # in the results folder: the VMs' boot and Locust logs (not committed)
+LOGS_WAIT_S = 60  # workers upload their logs once their master has quit them
 # Each user keeps a connection of its own to one Google front end, and Cloud NAT gives each
 # connection to one destination a port of its own: room for a VM's planned users, and half again.
 NAT_HEADROOM = 1.5
@@ -98,6 +100,7 @@ class Fleet:
         self.access, self.loadgen_dir = access, Path(loadgen_dir)
         self.stage_dir = Path(stage_root) / run_name / "run"
         self.outputs = {}
+        self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
         from visitkit.loadgen import latest
 
         self.nat_ports = nat_ports(self.processes, latest()[1])
@@ -126,6 +129,7 @@ class Fleet:
         return {"init": base + ["init", "-input=false"],
                 "apply": base + ["apply", "-auto-approve", "-input=false"] + variables,
                 "output": base + ["output", "-json"],
+                "state": base + ["state", "list"],
                 "destroy": base + ["destroy", "-auto-approve", "-input=false"] + variables}
 
     def node_lines(self, load):
@@ -148,6 +152,7 @@ class Fleet:
     # --- the steps' actions ---
     def stage(self, load, base_url):
         """The folder Terraform uploads: the suite, the modules it imports, run.conf, requirements."""
+        pins = suite_pins()
         if self.stage_dir.exists():
             shutil.rmtree(self.stage_dir)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -160,12 +165,19 @@ class Fleet:
             shutil.copy(load.stages, self.stage_dir / "stages.csv")
             stages = "stages.csv"  # the master starts in the run folder
         (self.stage_dir / results.RUN_CONF).write_text(load.run_conf(base_url, self.locust_args, stages))
-        (self.stage_dir / "requirements.txt").write_text("\n".join(suite_pins()) + "\n")
+        (self.stage_dir / "requirements.txt").write_text("\n".join(pins) + "\n")
         return self.stage_dir
 
     def provision(self):
         commands = self.commands()
+        self.provisioning = True
         run_command(commands["init"], self._run)
+        # A fleet left by an earlier run (its destroy failed) has run its test: its VMs would not run
+        # this one, and its bucket still holds the old results. The destroy step removes it.
+        left = run_command(commands["state"], self._run, capture=True).split()
+        if left:
+            raise GcpError(f"a fleet from an earlier run is still up ({len(left)} resources in infra/loadgen's "
+                           "state): it is destroyed now; run again")
         firstrun.apply_with_retries(commands["apply"], self._run, self._sleep, self._log)
         self.outputs = parse_outputs(run_command(commands["output"], self._run, capture=True))
 
@@ -180,9 +192,9 @@ class Fleet:
                 text = blob.download_as_text().strip()
                 return int(text) if text.lstrip("-").isdigit() else 1
             if self._now() - started > timeout:
-                raise GcpError(f"the fleet's master uploaded no exit code within {timeout:.0f} s: see its boot log "
-                               f"(`{self.outputs.get('ssh_master', 'gcloud compute ssh ... --tunnel-through-iap')}`, "
-                               "then `sudo journalctl -u google-startup-scripts`)")
+                raise GcpError(f"the fleet's master uploaded no exit code within {timeout:.0f} s: the VMs' logs, as "
+                               f"far as they got, are in the results folder's {LOGS_DIR}/; --keep-fleet leaves the "
+                               "fleet up to look inside (infra/loadgen/README.md)")
             if self._now() - shown >= PROGRESS_EVERY_S:
                 shown = self._now()
                 self._log(f"  fleet: {shown - started:.0f} s, waiting for the master's results")
@@ -198,6 +210,22 @@ class Fleet:
                 continue
             blob.download_to_filename(str(Path(folder) / name))
             copied.append(name)
+        return copied
+
+    def collect_logs(self, folder, wait_s=LOGS_WAIT_S):
+        """Copies the VMs' logs (logs/ in the bucket) into FOLDER/fleet-logs/, once the master's and every
+        worker's are there or `wait_s` has passed."""
+        bucket, started = self.bucket(), self._now()
+        while len(list(bucket.list_blobs(prefix="logs/"))) < self.workers + 1 and self._now() - started < wait_s:
+            self._sleep(5)
+        out = Path(folder) / LOGS_DIR
+        copied = []
+        for blob in bucket.list_blobs(prefix="logs/"):
+            name = blob.name[len("logs/"):]
+            if name and "/" not in name:
+                out.mkdir(exist_ok=True)
+                blob.download_to_filename(str(out / name))
+                copied.append(name)
         return copied
 
     def destroy(self):

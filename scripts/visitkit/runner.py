@@ -236,6 +236,7 @@ class RunConfig:
     warm_up: WarmUp = None  # visits before the test (local only)
     audit: str = "auto"  # how every visit is audited after convergence: visitkit.audit.METHODS
     worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
+    keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
     prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
@@ -266,6 +267,8 @@ class RunConfig:
         if workers is not None and target != "local" and not options.get("project"):
             raise RunError("--workers with --target gcp or a URL runs a fleet of VMs: it needs --project")
         options["worker_type"] = worker_type
+        if options.get("keep_fleet") and not (workers is not None and target != "local"):
+            raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
@@ -492,8 +495,13 @@ def run_on_fleet(state):
     state.sampler.start()
     (folder / results.RUN_CONF).write_text((fleet.stage_dir / results.RUN_CONF).read_text())
     waited_from = time.time()
-    code = fleet.wait_for_results(fleet_timeout(config.load))
-    copied = fleet.collect(folder.path)
+    try:
+        code = fleet.wait_for_results(fleet_timeout(config.load))
+        copied = fleet.collect(folder.path)
+    finally:
+        # the VMs go next: their logs are all there will be to read of them
+        state.record["fleet"]["logs"] = fleet.collect_logs(folder.path)
+        state.folder.save_run(state.record)
     state.record["locust_exit_code"] = code
     state.record["fleet"]["files"] = sorted(copied)
     if code != 0:
@@ -509,9 +517,12 @@ def run_on_fleet(state):
 
 def destroy_fleet(state):
     fleet = state.fleet
-    if fleet is not None and fleet.stage_dir.exists():  # nothing was provisioned without it
-        fleet.destroy()
-        shutil.rmtree(fleet.stage_dir.parent)
+    if fleet is None or not fleet.provisioning:  # nothing was created
+        if fleet is not None and fleet.stage_dir.parent.exists():
+            shutil.rmtree(fleet.stage_dir.parent)
+        return
+    fleet.destroy()
+    shutil.rmtree(fleet.stage_dir.parent)
 
 
 def fleet_timeout(load):
@@ -737,7 +748,8 @@ def fleet_steps(config, folder, target, fleet):
     load = config.load
     commands = fleet.commands()
     master, worker = fleet.node_lines(load)
-    conf = load.run_conf(target.base_url, fleet.locust_args, "stages.csv" if load.stages else None)
+    conf = load.run_conf(target.base_url, fleet.locust_args,
+                         "stages.csv" if load.stages and Path(load.stages).is_file() else None)
     return [
         Step("provision the Locust fleet", [
             fleet.describe(),
@@ -760,6 +772,9 @@ def fleet_steps(config, folder, target, fleet):
             f"wait for results/exit-code (up to {fleet_timeout(load):.0f} s), then copy results/ into {folder.path}: "
             "the Locust CSVs and HTML, ledger.json, per_second.csv, health.csv (each worker's CPU and event-loop lag "
             "every second: the report flags a saturated worker and when)"], run_on_fleet),
+        Step("leave the Locust fleet running (--keep-fleet)", [
+            f"look inside: infra/loadgen/README.md; clean up later: $ {shlex.join(commands['destroy'])}"], None)
+        if config.keep_fleet else
         Step("destroy the Locust fleet", [f"$ {shlex.join(commands['destroy'])}",
                                           f"then remove the staged files in {fleet.stage_dir.parent}"],
              destroy_fleet, always=True),  # as soon as its files are in: VMs bill by the second

@@ -13,12 +13,14 @@ from visitkit.targets import UrlTarget
 
 
 class FakeRun:
-    def __init__(self, outputs=None):
+    def __init__(self, outputs=None, state=""):
         self.calls, self.outputs = [], outputs or {"bucket": "p-visitkit-loadgen", "ssh_master": "gcloud compute ssh m"}
+        self.state = state  # `terraform state list`: what an earlier run left
 
     def __call__(self, argv, check=False, text=True, capture_output=False, echo=True):
         self.calls.append(argv)
         stdout = json.dumps({k: {"value": v} for k, v in self.outputs.items()}) if argv[2] == "output" else ""
+        stdout = self.state if argv[2] == "state" else stdout
         return subprocess.CompletedProcess(argv, 0, stdout, "")
 
     def verbs(self):
@@ -107,8 +109,8 @@ def test_provision_applies_infra_loadgen_with_the_fleets_variables_and_reads_its
     run = FakeRun()
     fleet = make_fleet(tmp_path, run=run)
     fleet.provision()
-    assert run.verbs() == ["init", "apply", "output"]
-    apply = run.calls[1]
+    assert run.verbs() == ["init", "state", "apply", "output"]
+    apply = run.calls[2]
     assert apply[1] == f"-chdir={fleets.LOADGEN_DIR}"
     assert {"-var=workers=3", "-var=processes_per_worker=4", "-var=worker_machine_type=e2-standard-4",
             f"-var=run_dir={tmp_path / 'breakpoint-1' / 'run'}", "-var=invoked_services=[]"} <= set(apply)
@@ -128,14 +130,13 @@ def test_the_kit_waits_for_the_masters_exit_code_then_copies_its_files(tmp_path)
 
 def test_a_master_that_never_reports_ends_the_wait_with_where_to_look(tmp_path):
     fleet = make_fleet(tmp_path, FakeBucket())
-    fleet.outputs = {"ssh_master": "gcloud compute ssh visitkit-locust-master --tunnel-through-iap"}
-    with pytest.raises(GcpError, match="no exit code within 100 s.*tunnel-through-iap"):
+    with pytest.raises(GcpError, match="no exit code within 100 s.*fleet-logs/; --keep-fleet"):
         fleet.wait_for_results(timeout=100)
 
 
 def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
     run = FakeRun()
-    fleet = make_fleet(tmp_path, FakeBucket(), run=run)
+    fleet = make_fleet(tmp_path, FakeBucket({"logs/master.log": "boot"}), run=run)
     iteration = tmp_path / "iteration-4"
     iteration.mkdir()
     (iteration / "settings.tfvars.json").write_text((fleets.ROOT / "iterations" / "iteration-4" /
@@ -153,8 +154,29 @@ def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
             run_steps(steps, state, log=lambda *_: None)
     finally:
         state.sampler and state.sampler.stop()
-    assert run.verbs() == ["init", "apply", "output", "destroy"]
+    assert run.verbs() == ["init", "state", "apply", "output", "destroy"]
     assert not (tmp_path / "breakpoint-1").exists()  # the staged files are gone with the fleet
+    assert (folder.path / "fleet-logs" / "master.log").read_text() == "boot"  # read before the VMs went
+
+
+def test_a_fleet_left_by_an_earlier_run_is_destroyed_rather_than_read(tmp_path):
+    run = FakeRun(state="google_compute_instance.master\ngoogle_storage_bucket.run\n")
+    fleet = make_fleet(tmp_path, FakeBucket({"results/exit-code": "0"}), run=run)
+    with pytest.raises(GcpError, match="still up \\(2 resources.*destroyed now"):
+        fleet.provision()
+    assert run.verbs() == ["init", "state"] and fleet.provisioning  # the destroy step will run
+
+
+def test_a_staging_that_fails_leaves_nothing_to_destroy(tmp_path, monkeypatch):
+    run = FakeRun()
+    fleet = make_fleet(tmp_path, run=run)
+    monkeypatch.setattr(fleets, "suite_pins", lambda: (_ for _ in ()).throw(GcpError("no pins")))
+    state = runner.RunState(None, None, type("T", (), {"base_url": "https://s"})(), lambda *_: None, {"notes": []},
+                            fleet=fleet)
+    with pytest.raises(GcpError):
+        fleet.stage(runner.LoadPlan("breakpoint"), "https://s")
+    runner.destroy_fleet(state)
+    assert run.verbs() == [] and not (tmp_path / "breakpoint-1").exists()
 
 
 def test_nat_gives_each_vm_a_port_per_planned_user_connection_and_half_again():

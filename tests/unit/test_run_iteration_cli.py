@@ -178,3 +178,11 @@ def test_fleet_options_are_checked(sandbox, args, error):
     iteration, env, _ = sandbox
     result = dry_run(iteration, env, *args)
     assert result.returncode != 0 and error in result.stderr
+
+
+def test_keep_fleet_leaves_the_fleet_up_and_says_how_to_remove_it(sandbox):
+    iteration, env, _ = sandbox
+    result = dry_run(iteration, env, "--target", "gcp", "--project", "p", "--workers", "1", "--keep-fleet")
+    assert result.returncode == 0, result.stderr
+    assert "leave the Locust fleet running (--keep-fleet)" in result.stdout
+    assert "destroy the Locust fleet" not in result.stdout and "loadgen destroy" in result.stdout
