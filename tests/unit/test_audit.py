@@ -4,6 +4,7 @@ import pytest
 
 from visitkit import audit
 from visitkit.summary import audit_figures
+from fakes import FakeClock as Clock
 
 
 def ledger_of(**by_outcome):
@@ -86,17 +87,6 @@ def test_markers_are_read_in_batches_by_their_hashed_names():
     store = MarkerStore({visits.marker_id(visit_id) for visit_id in ids[::2]})
     assert stored_visits(store, ids) == set(ids[::2])
     assert store.batches == [500, 500, 201]  # one billed read per id, a few requests in all
-
-
-class Clock:
-    def __init__(self):
-        self.t = 0.0
-
-    def now(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.t += seconds
 
 
 def test_the_audit_waits_for_acknowledged_visits_still_in_a_retry_backoff():

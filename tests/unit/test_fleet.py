@@ -10,6 +10,7 @@ from visitkit.errors import GcpError
 from visitkit.results import ResultsFolder
 from visitkit.steps import run_steps
 from visitkit.targets import UrlTarget
+from fakes import FakeClock
 
 
 class FakeRun:
@@ -53,17 +54,6 @@ class FakeBucket:
 
     def list_blobs(self, prefix):
         return [FakeBlob(self, name) for name in sorted(self.files) if name.startswith(prefix)]
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def now(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.t += seconds
 
 
 def make_fleet(tmp_path, bucket=None, access="public", workers=3, run=None):

@@ -12,6 +12,7 @@ from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.idtoken import IdTokens, audience_of
 from visitkit.settings import load_settings
 from visitkit.steps import run_steps
+from fakes import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 ITERATION_1 = ROOT / "iterations" / "iteration-1"
@@ -23,17 +24,6 @@ OUTPUTS = {"base_url": {"value": BASE + "/", "type": "string", "sensitive": Fals
            "load_generator_service_account": {"value": "visitkit-loadgen@p1.iam.gserviceaccount.com",
                                               "type": "string", "sensitive": False},
            "function_urls": {"value": {"serve-page": BASE + "/app"}, "type": ["object"], "sensitive": False}}
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def now(self):
-        return self.t
-
-    def sleep(self, seconds):
-        self.t += seconds
 
 
 class FakeRun:
