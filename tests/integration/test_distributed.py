@@ -1,5 +1,6 @@
 """Locust in distributed mode on one machine, as `--workers N` runs it: a master and its workers,
 each started by locust/node.py (the fleet's VMs start the same way), over loopback."""
+import contextlib
 import csv
 import json
 import os
@@ -13,6 +14,7 @@ from helpers import wait_for
 
 from visitkit import audit, runner
 from visitkit.net import free_port
+from visitkit.summary import ledger_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,29 +51,37 @@ def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):
     assert "Locust ran as a master and 2 workers" in report and "No process saturated" in report
 
 
-def test_a_killed_worker_leaves_the_ledger_incomplete_and_the_report_says_so(stack, tmp_path):
-    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=16,quit_wait_s=3", workers=2)
-    conf = tmp_path / "run.conf"
-    conf.write_text(load.run_conf(stack.base_url))
-    master, worker = load.node_commands(conf, tmp_path, free_port(), processes=1, expect_workers=2)
+@contextlib.contextmanager
+def nodes(*commands):
+    """locust/node.py processes, each in a process group of its own, all killed on the way out."""
     started = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-               for command in (master, worker, worker)]
+               for command in commands]
     try:
-        history = tmp_path / "locust_stats_history.csv"
-        wait_for(lambda: history.exists() and len(history.read_text().splitlines()) > 16, timeout=60)
-        os.killpg(started[2].pid, signal.SIGKILL)  # one worker dies mid-run, with visits under way
-        assert started[0].wait(90) == 0
+        yield started
     finally:
         for process in started:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_a_killed_worker_leaves_the_ledger_incomplete_and_named(stack, tmp_path):
+    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=16,quit_wait_s=3", workers=2)
+    conf = tmp_path / "run.conf"
+    conf.write_text(load.run_conf(stack.base_url))
+    master, worker = load.node_commands(conf, tmp_path, free_port(), processes=1, expect_workers=2)
+    with nodes(master, worker, worker) as started:
+        history = tmp_path / "locust_stats_history.csv"
+        wait_for(lambda: history.exists() and len(history.read_text().splitlines()) > 16, timeout=60)
+        os.killpg(started[2].pid, signal.SIGKILL)  # one worker dies mid-run, with visits under way
+        assert started[0].wait(90) == 0
     ledger = json.loads((tmp_path / "ledger.json").read_text())
     assert not ledger["complete"]
     finals = [name for name, entry in ledger["workers"].items() if entry["final"]]
     assert len(ledger["workers"]) == 2 and len(finals) == 1
+    assert ledger_figures(ledger)["missing_workers"] == sorted(set(ledger["workers"]) - set(finals))
     survivor = ledger["workers"][finals[0]]["counts"]
     # the dead worker's visits up to its last report are in the merged ledger
-    assert sum(ledger["sent"].values()) > sum(survivor["sent"].values())
+    assert len(audit.visit_ids(ledger)) > sum(survivor["sent"].values())
 
 
 def test_the_masters_options_reach_remote_workers_when_the_test_starts(stack, tmp_path):
@@ -86,14 +96,8 @@ def test_the_masters_options_reach_remote_workers_when_the_test_starts(stack, tm
     master, worker = load.node_commands(conf, tmp_path, free_port(), processes=1)
     worker[worker.index("--config") + 1] = str(worker_conf)
     started = time.monotonic()
-    processes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True) for command in (master, worker)]
-    try:
+    with nodes(master, worker) as processes:
         assert processes[0].wait(90) == 0
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
     ledger = json.loads((tmp_path / "ledger.json").read_text())
     assert time.monotonic() - started < 90
     sent = sum(ledger["sent"].values())
