@@ -1,20 +1,17 @@
 """The Locust suite against the real local stack: the ledger of every visit matches what Firestore
-stored, visit id by visit id, in one process and in distributed mode (the master merges the
-workers' ledgers)."""
+stored, visit id by visit id (in distributed mode: test_distributed.py)."""
 import json
 import subprocess
 
-import pytest
 from helpers import settle
 
 from visitkit import audit, runner
 from visitkit.catalogue import stored_visits
 
 
-@pytest.mark.parametrize("processes", [None, 2])
-def test_the_ledger_matches_what_was_stored(stack, tmp_path, processes):
+def test_the_ledger_matches_what_was_stored(stack, tmp_path):
     before = stack.totals()
-    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2", processes=processes)
+    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2")
     command = load.locust_command(stack.base_url, tmp_path)
     subprocess.run(command, check=True, timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ledger = json.loads((tmp_path / "ledger.json").read_text())
