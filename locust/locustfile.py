@@ -43,6 +43,9 @@ LEDGER_KEY, COUNTS_KEY, HEALTH_KEY = "visit_ledger", "visit_counts", "health"
 FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
 DEFAULT_LEDGER_IDS = 2_000_000  # ~200 bytes each in memory: a master holds them all
 ledger = VisitLedger()
+probes = []  # the master's or the only process's health.Probe (a worker ships its own probe's samples)
+health_samples = []  # the master's: every worker's samples
+asked = set()  # the master's: workers asked for their final ledger
 locust_environment = []  # set at init: the `quit` event does not pass it
 id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
 RETRIED_OUTCOMES = ("failed", "unanswered")
@@ -195,10 +198,6 @@ def on_test_start(environment, **_kwargs):
     workers = getattr(options, "expect_workers", 1) if isinstance(environment.runner, WorkerRunner) else 1
     ledger.id_limit = max(1, options.ledger_ids // max(1, workers or 1))
 
-
-probes = []  # this process's health.Probe (a worker's is made once it knows its client id)
-health_samples = []  # the master's: every process's samples
-asked = set()  # the master's: workers asked for their final ledger
 
 
 def serve_as_worker(runner):
