@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from visitkit import cost, firstrun, results, suite
+from visitkit import cost, firstrun, results
 from visitkit.catalogue import CATALOGUE
 from visitkit.errors import GcpError
 from visitkit.gcp import parse_outputs, run_command
