@@ -244,13 +244,88 @@ def empty_function():
             "service_ms": None, "service_ms_p95": None, "queue_ms": None, **dict.fromkeys(UTILIZATIONS)}
 
 
+def empty_store():
+    return {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
+            "firestore_writes": 0, "firestore_reads": 0, "firestore_deletes": 0, "dead_lettered": 0,
+            **dict.fromkeys(DELIVERY_OUTCOMES, 0)}
+
+
 def window_start_sample(when):
     """A sample at the window's start: counters at zero, gauges unknown."""
     return {"time": when, "source": "gcp-monitoring",
-            "functions": {name: empty_function() for name in FUNCTIONS},
-            "store": {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
-                      "firestore_writes": 0, "firestore_reads": 0, "firestore_deletes": 0, "dead_lettered": 0,
-                      **dict.fromkeys(DELIVERY_OUTCOMES, 0)}}
+            "functions": {name: empty_function() for name in FUNCTIONS}, "store": empty_store()}
+
+
+STORE = "store"  # a figure of the sample's store section, not of a function's
+
+
+def _responses(row, name):
+    code, count = int(row["response_code"]), int(row["value"])
+    figures = [(name, "requests", count)]
+    if f"responses_{code // 100}xx" in COUNTERS:  # a 1xx or 3xx is in `requests` only
+        figures.append((name, f"responses_{code // 100}xx", count))
+    if code == 429:
+        figures.append((name, "responses_429", count))
+    if code == 202 and name == "inc-counter":
+        figures.append((STORE, "accepted", count))
+    return figures
+
+
+def _function(field, value=lambda row: int(row["value"])):
+    return lambda row, name: [(name, field, value(row))]
+
+
+def _store(field):
+    return lambda row, _name: [(STORE, field, int(row["value"]))]
+
+
+def _deliveries(row, _name):
+    outcome = row.get("outcome")
+    return [(STORE, outcome, int(row["value"]))] if outcome in DELIVERY_OUTCOMES else []
+
+
+def _distribution(field, centre):
+    """A merged distribution's figures for the minute: its `centre` (p50 or mean) and its p95."""
+    return lambda row, name: [(name, field, row[centre]), (name, f"{field}_p95", row["p95"])]
+
+
+def _add(kept, value):
+    return (kept or 0) + value
+
+
+def _max(kept, value):
+    return value if kept is None else max(kept, value)
+
+
+def _set(_kept, value):
+    return value
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """What a query's rows add to the samples."""
+    figures: object  # (row, its service's function or None) -> [(function or STORE, field, value)]
+    combine: object = _add  # (the figure so far or None, the row's value) -> the figure
+    running: bool = True  # kept from the window's start (a counter), else the minute's own (a gauge)
+
+
+# One per query; a figure of a service that is not ours (its function None) is dropped.
+ACCUMULATORS = {
+    "request_count": Accumulator(_responses),
+    "billable_instance_time": Accumulator(_function("billable_instance_s", lambda row: float(row["value"]))),
+    "requests_429_logged": Accumulator(_function("responses_429_logged")),
+    "store_deliveries": Accumulator(_deliveries),
+    "dead_lettered": Accumulator(_store("dead_lettered")),
+    "firestore_writes": Accumulator(_store("firestore_writes")),
+    "firestore_reads": Accumulator(_store("firestore_reads")),
+    "firestore_deletes": Accumulator(_store("firestore_deletes")),
+    "request_latencies": Accumulator(_distribution("service_ms", "p50"), _set, running=False),
+    "cpu_utilizations": Accumulator(_distribution("cpu_utilization", "mean"), _set, running=False),
+    "memory_utilizations": Accumulator(_distribution("memory_utilization", "mean"), _set, running=False),
+    "instance_count": Accumulator(_function("instances"), running=False),  # active + idle
+    "undelivered_messages": Accumulator(_store("backlog"), _max, running=False),
+    "oldest_unacked_age": Accumulator(_store("oldest_unacked_s"), _max, running=False),
+}
 
 
 def samples_from_rows(rows_by_query, service_names=None):
@@ -265,71 +340,23 @@ def samples_from_rows(rows_by_query, service_names=None):
     """
     service_names = service_names or SERVICE_NAMES
     function_of = {service: name for name, service in service_names.items()}
-    times = sorted({row["time"] for rows in rows_by_query.values() for row in rows})
-
-    def at(query, when):
-        return [row for row in rows_by_query.get(query, []) if row["time"] == when]
-
-    counters = {name: {key: 0 for key in COUNTERS} for name in service_names}
-    writes = reads = deletes = accepted = dead_lettered = 0
-    outcomes = dict.fromkeys(DELIVERY_OUTCOMES, 0)
-    samples = []
-    for when in times:
-        for row in at("request_count", when):
-            name = function_of.get(row.get("service_name"))
-            if name is None:
-                continue
-            count, code = int(row["value"]), int(row["response_code"])
-            counters[name]["requests"] += count
-            if f"responses_{code // 100}xx" in counters[name]:
-                counters[name][f"responses_{code // 100}xx"] += count
-            if code == 429:
-                counters[name]["responses_429"] += count
-            if code == 202 and name == "inc-counter":
-                accepted += count
-        for row in at("billable_instance_time", when):
-            name = function_of.get(row.get("service_name"))
-            if name is not None:
-                counters[name]["billable_instance_s"] += float(row["value"])
-        for row in at("requests_429_logged", when):
-            name = function_of.get(row.get("service_name"))
-            if name is not None:
-                counters[name]["responses_429_logged"] += int(row["value"])
-        for row in at("store_deliveries", when):
-            if row.get("outcome") in outcomes:
-                outcomes[row["outcome"]] += int(row["value"])
-        dead_lettered += sum(int(row["value"]) for row in at("dead_lettered", when))
-        functions = {name: {**empty_function(), **counters[name]} for name in service_names}
-        for row in at("request_latencies", when):
-            name = function_of.get(row.get("service_name"))
-            if name is not None:
-                functions[name]["service_ms"] = row["p50"]
-                functions[name]["service_ms_p95"] = row["p95"]
-        for kind in ("cpu", "memory"):
-            for row in at(f"{kind}_utilizations", when):
-                name = function_of.get(row.get("service_name"))
-                if name is not None:
-                    functions[name][f"{kind}_utilization"] = row["mean"]
-                    functions[name][f"{kind}_utilization_p95"] = row["p95"]
-        for row in at("instance_count", when):
-            name = function_of.get(row.get("service_name"))
-            if name is not None:
-                functions[name]["instances"] = (functions[name]["instances"] or 0) + int(row["value"])
-        writes += sum(int(row["value"]) for row in at("firestore_writes", when))
-        reads += sum(int(row["value"]) for row in at("firestore_reads", when))
-        deletes += sum(int(row["value"]) for row in at("firestore_deletes", when))
-        backlog = [int(row["value"]) for row in at("undelivered_messages", when)]
-        oldest = [int(row["value"]) for row in at("oldest_unacked_age", when)]
-        samples.append({
-            "time": when,
-            "source": "gcp-monitoring",
-            "functions": functions,
-            "store": {"accepted": accepted, "delivered": functions["store-inc-counter"]["responses_2xx"],
-                      "stored": None, "backlog": max(backlog) if backlog else None,
-                      "oldest_unacked_s": max(oldest) if oldest else None,
-                      "firestore_writes": writes, "firestore_reads": reads, "firestore_deletes": deletes,
-                      "dead_lettered": dead_lettered, **outcomes},
-        })
+    by_time = {}
+    for query, rows in rows_by_query.items():
+        for row in rows:
+            by_time.setdefault(row["time"], []).append((ACCUMULATORS[query], row))
+    running, samples = {}, []
+    for when in sorted(by_time):
+        minute = {}
+        for accumulator, row in by_time[when]:
+            for owner, field, value in accumulator.figures(row, function_of.get(row.get("service_name"))):
+                if owner is not None:
+                    kept = (running if accumulator.running else minute).setdefault(owner, {})
+                    kept[field] = accumulator.combine(kept.get(field), value)
+        functions = {name: {**empty_function(), **running.get(name, {}), **minute.get(name, {})}
+                     for name in service_names}
+        samples.append({"time": when, "source": "gcp-monitoring", "functions": functions,
+                        "store": {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
+                                  "delivered": functions["store-inc-counter"]["responses_2xx"]}})
     return samples
 
 

@@ -248,3 +248,23 @@ def test_samples_ignore_services_that_are_not_ours():
     [sample] = monitoring.samples_from_rows(rows)
     assert all(f["requests"] == 0 for f in sample["functions"].values())
     assert sample["store"]["backlog"] is None
+
+
+def test_every_query_feeds_the_samples():
+    assert set(monitoring.ACCUMULATORS) == {q.name for q in monitoring.QUERIES}
+
+
+def test_rows_in_one_minute_combine_by_kind():
+    rows = {"request_count": [{"time": T0, "service_name": "inc-counter", "response_code": code, "value": count}
+                              for code, count in (("202", 7), ("204", 5), ("302", 3))],
+            "instance_count": [{"time": T0, "service_name": "app", "state": state, "value": count}
+                               for state, count in (("active", 1), ("idle", 2))],
+            "undelivered_messages": [{"time": T0, "value": 3}, {"time": T0, "value": 8}],
+            "store_deliveries": [{"time": T0, "outcome": outcome, "value": 2} for outcome in ("counted", "unknown")]}
+    [sample] = monitoring.samples_from_rows(rows)
+    inc = sample["functions"]["inc-counter"]
+    assert (inc["requests"], inc["responses_2xx"]) == (15, 12)  # a 3xx is in requests only
+    assert sample["store"]["accepted"] == 7  # the 202s; a CORS preflight's 204 is not a visit
+    assert sample["functions"]["serve-page"]["instances"] == 3  # active and idle together
+    assert sample["store"]["backlog"] == 8
+    assert (sample["store"]["counted"], "unknown" in sample["store"]) == (2, False)
