@@ -18,6 +18,7 @@ class Function:
     entry_point: str  # in functions/main.py
     service: str  # the deployed Cloud Run service, also its URL path under the base URL
     public: bool  # reached by browsers; otherwise only by the Pub/Sub push subscription
+    role: str  # page, reader, publisher or store (see ROLES)
 
     @property
     def path(self):
@@ -37,7 +38,11 @@ PAGES = tuple(_DATA["pages"])
 CATALOGUE = {name: Function(name, **spec) for name, spec in _DATA["functions"].items()}
 FUNCTIONS = tuple(CATALOGUE)
 PUBLIC_PATHS = {f.path: f.name for f in CATALOGUE.values() if f.public}  # URL path -> function
-PUSH_FUNCTION = next(f.name for f in CATALOGUE.values() if not f.public)
+# The functions by role, for what only one of them does: serve the page, read the counts through
+# a cache, publish visits (its 202s are the accepted ones), store them (only Pub/Sub's push reaches it).
+ROLES = {f.role: f.name for f in CATALOGUE.values()}
+PAGE_FUNCTION, READER_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION = (
+    ROLES[role] for role in ("page", "reader", "publisher", "store"))
 FIRESTORE = _DATA["firestore"]
 
 

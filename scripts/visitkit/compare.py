@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from visitkit import results
+from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 from visitkit.formatting import fmt, percent
 from visitkit.predict import figure_to_measure
 
@@ -12,8 +13,8 @@ ROWS = [  # (headline key, label)
     ("first_failure_users", "first failure: users"), ("prediction.first_429_users", "predicted first 429: users"),
     ("first_failure_rps", "first failure: RPS"), ("rps_peak", "peak RPS"), ("p95_ceiling_ms", "p95 ceiling (ms)"),
     ("failure_ratio", "failure ratio"), ("slowest_function", "slowest function (client p95)"),
-    ("p95_ms.serve-page", "serve-page p95 (ms)"), ("p95_ms.get-counter", "get-counter p95 (ms)"),
-    ("p95_ms.inc-counter", "inc-counter p95 (ms)"), ("service_ms.store-inc-counter", "store-inc-counter service (ms)"),
+    *((f"p95_ms.{name}", f"{name} p95 (ms)") for name in PUBLIC_PATHS.values()),
+    (f"service_ms.{PUSH_FUNCTION}", f"{PUSH_FUNCTION} service (ms)"),
     ("store.accepted_per_s", "accepted (202)/s (load)"), ("store.writes_per_s", "stored/s (load)"),
     ("store.throughput_per_s", "store throughput/s (backlogged)"), ("store.backlog_peak", "backlog peak"),
     ("convergence_s", "converged after load (s)"), ("extra_min_per_min", "extra min per min of load"),

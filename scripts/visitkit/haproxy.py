@@ -7,7 +7,7 @@ import io
 import re
 import socket
 
-from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
+from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION
 
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
@@ -22,7 +22,7 @@ TOO_MANY_REQUESTS = (
 
 # inc-counter answers 202 once Pub/Sub accepted a visit; HAProxy's own figures only count status
 # classes (a CORS preflight's 204 is a 2xx too), so a one-entry stick table counts the 202s.
-ACCEPTED_TABLE = "inc-counter"
+ACCEPTED_TABLE = PUBLISHER_FUNCTION  # the table of its backend
 ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
                   "    http-request track-sc0 int(1)",
                   "    http-response sc-inc-gpc0(0) if { status 202 }"]

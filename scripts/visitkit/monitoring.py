@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from visitkit.catalogue import CATALOGUE, FUNCTIONS
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION
 
 PERIOD_SECONDS = 60
 # request_count's data may take up to 180 s to become visible; leave some margin on top.
@@ -266,7 +266,7 @@ def _responses(row, name):
         figures.append((name, f"responses_{code // 100}xx", count))
     if code == 429:
         figures.append((name, "responses_429", count))
-    if code == 202 and name == "inc-counter":
+    if code == 202 and name == PUBLISHER_FUNCTION:
         figures.append((STORE, "accepted", count))
     return figures
 
@@ -356,7 +356,7 @@ def samples_from_rows(rows_by_query, service_names=None):
                      for name in service_names}
         samples.append({"time": when, "source": "gcp-monitoring", "functions": functions,
                         "store": {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
-                                  "delivered": functions["store-inc-counter"]["responses_2xx"]}})
+                                  "delivered": functions[PUSH_FUNCTION]["responses_2xx"]}})
     return samples
 
 

@@ -29,7 +29,7 @@ machine comes there instead (`machine_*` figures).
 """
 from dataclasses import asdict, dataclass
 
-from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION
+from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, READER_FUNCTION
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
@@ -83,7 +83,7 @@ class Prediction:
 def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes=DEFAULT_LOAD_MINUTES):
     """The Prediction for Settings and a Profile (service times in ms)."""
     service, hit = profile.service_ms, profile.cache_hit_ms
-    ttl = {name: settings.cache_ttl_seconds if name == "get-counter" else 0 for name in settings.functions}
+    ttl = {name: settings.cache_ttl_seconds if name == READER_FUNCTION else 0 for name in settings.functions}
     capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, service[name], ttl[name], hit),
                                                cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
                 for name, spec in settings.functions.items()}
@@ -95,7 +95,7 @@ def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes
         per_instance = bottleneck / settings.functions[name].max_instances
         misses = min(1.0, len(PAGES) / ttl[name] / per_instance) if ttl[name] else 1.0
         response[name] = hit + (service[name] - hit) * misses if ttl[name] else service[name]
-        if name == "get-counter":
+        if name == READER_FUNCTION:
             reads_per_page = misses
     cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
     publish, drain = bottleneck, capacity[PUSH_FUNCTION]

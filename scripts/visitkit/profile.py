@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUSH_FUNCTION
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION, READER_FUNCTION
 from visitkit.errors import SettingsError
 
 PROFILES_DIR = Path(__file__).with_name("profiles")
@@ -25,7 +25,7 @@ BACKENDS = ("firestore", "pubsub", "frontend")  # frontend: the client (Locust) 
 DEFAULT = "none"
 # Which backend each function waits on once per request (get-counter: one aggregation query on a
 # cache miss; inc-counter: one publish; store-inc-counter: one batch commit); serve-page waits on none.
-BACKEND_OF = {"get-counter": "firestore", "inc-counter": "pubsub", PUSH_FUNCTION: "firestore"}
+BACKEND_OF = {READER_FUNCTION: "firestore", PUBLISHER_FUNCTION: "pubsub", PUSH_FUNCTION: "firestore"}
 
 
 @dataclass(frozen=True)
@@ -146,13 +146,13 @@ def profile_from_measurements(measured, local, name="measured", source=""):
     def added(function):
         return round(max(0.0, measured[function] - local.service_ms[function]), 1)
 
-    latency = {"firestore": added(PUSH_FUNCTION), "pubsub": added("inc-counter"), "frontend": 0}
+    latency = {"firestore": added(PUSH_FUNCTION), "pubsub": added(PUBLISHER_FUNCTION), "frontend": 0}
     derivation = [f"Written from {source or 'a Google Cloud run'}: each function's request_latencies p50, "
                   "weighted by requests per minute."]
     derivation += [f"{f}: {measured[f]:.0f} ms measured, {local.service_ms[f]:g} ms locally without latency"
                    for f in FUNCTIONS]
-    derivation += [f"firestore +{latency['firestore']:g} ms = store-inc-counter measured - local (one batch commit "
-                   "per request)", f"pubsub +{latency['pubsub']:g} ms = inc-counter measured - local (one publish)"]
+    derivation += [f"firestore +{latency['firestore']:g} ms = {PUSH_FUNCTION} measured - local (one batch commit "
+                   "per request)", f"pubsub +{latency['pubsub']:g} ms = {PUBLISHER_FUNCTION} measured - local (one publish)"]
     return {"name": name, "latency_ms": latency,
             "service_ms": {f: round(measured[f], 1) for f in FUNCTIONS},
             "cache_hit_ms": local.cache_hit_ms, "derivation": derivation}

@@ -1,6 +1,6 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
 from visitkit import analysis, generator
-from visitkit.catalogue import FUNCTIONS, PAGES
+from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms, percent, when
 from visitkit.monitoring import QUERIES
 from visitkit.predict import figure_to_measure
@@ -320,7 +320,7 @@ def platform_section(s, plots):
                   f"- Firestore document writes: {fmt(platform['firestore_writes'], 0)} "
                   f"(peak {fmt(platform['firestore_writes_peak_per_min'], 0)}/min; two per stored visit: "
                   "the shard and the dedup marker)",
-                  f"- store-inc-counter's deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
+                  f"- {PUSH_FUNCTION}'s deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
                   f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
                   f"{fmt(deliveries.get('malformed'), 0)} malformed; "
                   f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic", ""]

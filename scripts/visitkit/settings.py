@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit.catalogue import CATALOGUE, FUNCTIONS
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, READER_FUNCTION
 from visitkit.errors import SettingsError
 from visitkit.paths import SETTINGS_FILE
 
@@ -224,13 +224,13 @@ def function_environment(settings, function, *, project, topic, base_url=""):
         "SHARDS_PER_PAGE": str(settings.shards_per_page),
         "CACHE_TTL_SECONDS": str(settings.cache_ttl_seconds),
         "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
-        "INC_COUNTER_URL": f"{base_url}{CATALOGUE['inc-counter'].path}",
-        "GET_COUNTER_URL": f"{base_url}{CATALOGUE['get-counter'].path}",
+        "INC_COUNTER_URL": f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}",
+        "GET_COUNTER_URL": f"{base_url}{CATALOGUE[READER_FUNCTION].path}",
     }
 
 
 def summary_line(settings):
     """One line for plans and reports: shards, cache and each function's instances x concurrency."""
     instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
-    return (f"{settings.shards_per_page} shards/page, get-counter cache {settings.cache_ttl_seconds} s; "
+    return (f"{settings.shards_per_page} shards/page, {READER_FUNCTION} cache {settings.cache_ttl_seconds} s; "
             f"instances x concurrency: {instances}")

@@ -1,7 +1,7 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
 from visitkit import analysis, audit, chaos, cost, generator, overload, resources
-from visitkit.catalogue import FUNCTIONS
+from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.errors import SettingsError
 from visitkit.settings import parse_settings
 
@@ -96,7 +96,7 @@ def resource_figures(samples, raw_settings, load_start, load_end, on_platform, r
                                   "requests": requests.get(name)} for name in FUNCTIONS},
              **{f"firestore_{kind}": analysis.store_field(f"firestore_{kind}")(last)
                 for kind in ("reads", "writes", "deletes")},
-             "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get("store-inc-counter") or 0)}
+             "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get(PUSH_FUNCTION) or 0)}
     return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(
         usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
 

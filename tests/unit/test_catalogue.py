@@ -1,4 +1,5 @@
 """The one catalogue of functions and pages: everything that names them reads it."""
+import ast
 import re
 from pathlib import Path
 
@@ -46,3 +47,13 @@ def test_terraform_reads_the_catalogue_rather_than_repeating_it():
     for function in catalogue.CATALOGUE.values():
         assert not re.search(rf'=\s*"{function.entry_point}"', main_tf), f"main.tf spells out {function.entry_point}"
     assert not re.search(r'=\s*"processed_messages"', main_tf)
+
+
+def test_each_role_is_one_function_and_the_kit_names_them_by_role():
+    assert sorted(catalogue.ROLES) == ["page", "publisher", "reader", "store"]
+    assert len(catalogue.ROLES) == len(catalogue.CATALOGUE)
+    assert not catalogue.CATALOGUE[catalogue.PUSH_FUNCTION].public  # only Pub/Sub's push reaches the store
+    for module in ("monitoring", "haproxy", "profile", "predict", "summary", "settings", "compare"):
+        tree = ast.parse((ROOT / "scripts" / "visitkit" / f"{module}.py").read_text())
+        named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} & set(catalogue.FUNCTIONS)
+        assert not named, f"{module}.py spells out {named}"
