@@ -161,6 +161,7 @@ def predict_command(args):
 
 
 def parser():
+    from visitkit.haproxy import QUEUE_TIMEOUT_S
     from visitkit.runner import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
@@ -174,8 +175,8 @@ def parser():
     local.add_argument("--settings", default=DEFAULT_SETTINGS, type=Path,
                        help="an iteration's settings.tfvars.json (default: iteration 0)")
     local.add_argument("--port", default=8080, type=int, help="the front end's port (default: 8080)")
-    local.add_argument("--queue-timeout", default=10.0, type=float,
-                       help="seconds a request waits for a free instance before its 429 (default: 10)")
+    local.add_argument("--queue-timeout", default=QUEUE_TIMEOUT_S, type=float,
+                       help="seconds a request waits for a free instance before its 429 (default: %(default)g)")
     local.add_argument("--profile", default="none", help=PROFILE_HELP)
     local.set_defaults(handler=local_command)
 
@@ -205,7 +206,8 @@ def parser():
     run.add_argument("--convergence-timeout", type=float, help=(
         "seconds to wait for the counters after the load (default: 3 x the load, at least 120, and on "
         "Google Cloud at least the subscription's maximum backoff)"))
-    run.add_argument("--queue-timeout", type=float, default=10.0, help="local: seconds in HAProxy's queue before a 429")
+    run.add_argument("--queue-timeout", type=float, default=QUEUE_TIMEOUT_S,
+                     help="local: seconds in HAProxy's queue before a 429")
     run.add_argument("--keep-up", action="store_true", help="local: leave the stack running afterwards")
     run.add_argument("--project", help="gcp: the Google Cloud project")
     run.add_argument("--region", help="gcp: region (default: the infra's)")
@@ -278,7 +280,8 @@ def parser():
     predict.add_argument("iteration", type=Path, help="an iteration folder or settings file (with --write-profile: "
                                                       "a Google Cloud run's results folder)")
     predict.add_argument("--profile", default="study", help="service times: study (default), none or a profile file")
-    predict.add_argument("--queue-timeout", type=float, default=10.0, help="seconds queued before a 429 (default: 10)")
+    predict.add_argument("--queue-timeout", type=float, default=QUEUE_TIMEOUT_S,
+                         help="seconds queued before a 429 (default: %(default)g)")
     predict.add_argument("--minutes", type=float, default=15.0,
                          help="minutes of load past the knee, for the convergence time (default: 15)")
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",

@@ -9,6 +9,8 @@ import socket
 
 from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION
 
+# How long a request waits for a free instance before its 429, as on Cloud Functions.
+QUEUE_TIMEOUT_S = 10.0
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
 TOO_MANY_REQUESTS = (

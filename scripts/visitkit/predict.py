@@ -30,10 +30,10 @@ machine comes there instead (`machine_*` figures).
 from dataclasses import asdict, dataclass
 
 from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, READER_FUNCTION
+from visitkit.haproxy import QUEUE_TIMEOUT_S
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
-DEFAULT_QUEUE_TIMEOUT = 10.0
 DEFAULT_LOAD_MINUTES = 15.0  # the study's longest breakpoint run
 MACHINE = "this machine's CPU"
 
@@ -80,7 +80,7 @@ class Prediction:
         return asdict(self)
 
 
-def predict(settings, profile, queue_timeout=DEFAULT_QUEUE_TIMEOUT, load_minutes=DEFAULT_LOAD_MINUTES):
+def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAULT_LOAD_MINUTES):
     """The Prediction for Settings and a Profile (service times in ms)."""
     service, hit = profile.service_ms, profile.cache_hit_ms
     ttl = {name: settings.cache_ttl_seconds if name == READER_FUNCTION else 0 for name in settings.functions}

@@ -24,6 +24,7 @@ from visitkit import audit, publish, results, settle, suite
 from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import fmt, ms, percent
+from visitkit.haproxy import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.progress import Progress
@@ -223,7 +224,7 @@ class RunConfig:
     load: LoadPlan
     target: str = "local"  # local, gcp, or a base URL
     convergence_timeout: float = None
-    queue_timeout: float = 10.0
+    queue_timeout: float = QUEUE_TIMEOUT_S
     keep_up: bool = False
     project: str = None
     region: str = None

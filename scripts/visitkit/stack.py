@@ -153,7 +153,7 @@ class LocalStack:
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
-    def up(self, settings, port=8080, queue_timeout=10.0, profile=None):
+    def up(self, settings, port=8080, queue_timeout=haproxy.QUEUE_TIMEOUT_S, profile=None):
         """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
         returns the base URL once every part answers."""
         profile = profile or load_profile()

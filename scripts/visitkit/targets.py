@@ -17,6 +17,7 @@ import urllib.request
 
 from visitkit import push, resources
 from visitkit.catalogue import CATALOGUE, PAGES, stored_visits
+from visitkit.haproxy import QUEUE_TIMEOUT_S
 from visitkit.steps import Step
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
@@ -31,7 +32,7 @@ class LocalTarget:
     min_convergence_wait = 0
     updates_readme = True
 
-    def __init__(self, settings, state_dir, queue_timeout=10.0, keep_up=False, profile=None):
+    def __init__(self, settings, state_dir, queue_timeout=QUEUE_TIMEOUT_S, keep_up=False, profile=None):
         from visitkit.profile import load_profile
         from visitkit.stack import LocalStack  # only the local target needs the emulators
 
