@@ -4,21 +4,32 @@ For each settings file: start the local stack, publish N visits straight into th
 (a backlog at once, as after a load peak), and time until Firestore holds all of them. Reports
 the drain rate, store-inc-counter's service time, the most store requests HAProxy saw in flight,
 and each rate as a ratio of the first one.
+
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+(FORMAT), summary.md, and per settings file a copy of it and <iteration>-drain.csv (seconds since
+publishing began, visits stored, store requests in flight; every 0.2 s while it drained).
 """
 import base64
+import csv
+import datetime
 import json
 import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
+from visitkit import benchmarks
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.profile import load_profile
 from visitkit.settings import load_settings
 from visitkit.stack import LocalStack
 
+FORMAT = 1
+KIND = "store-path"
 DEFAULT_SETTINGS = [ITERATIONS_DIR / f"iteration-{n}" / SETTINGS_FILE for n in (2, 3)]
+DEFAULT_VISITS = 3000
 
 
 def publish(stack, visits, batch=500):
@@ -33,16 +44,18 @@ def publish(stack, visits, batch=500):
 
 
 def measure(settings, visits, profile=None):
-    """(drained msg/s, store service ms, most store requests in flight) for one Settings."""
+    """(drained msg/s, store service ms, most store requests in flight, [(seconds, stored, in flight)])
+    for one Settings."""
     stack = LocalStack(tempfile.mkdtemp(prefix="benchmark-store-"))
     stack.up(settings, port=0, profile=profile)
     try:
-        most_in_flight, done = 0, threading.Event()
+        samples, done = [], threading.Event()
 
-        def watch():  # HAProxy's view of store-inc-counter while it drains
-            nonlocal most_in_flight
+        def watch():  # HAProxy's view of store-inc-counter, and the store's count, while it drains
             while not done.is_set():
-                most_in_flight = max(most_in_flight, stack.sample()["functions"][PUSH_FUNCTION]["in_flight"])
+                sample = stack.sample()
+                samples.append((round(time.monotonic() - started, 2), sample["store"]["stored"],
+                                sample["functions"][PUSH_FUNCTION]["in_flight"]))
                 time.sleep(0.2)
 
         started = time.monotonic()
@@ -56,24 +69,54 @@ def measure(settings, visits, profile=None):
         done.set()
         watcher.join()
         service_ms = stack.sample()["functions"][PUSH_FUNCTION]["service_ms"]
-        return visits / elapsed, service_ms, most_in_flight
+        return visits / elapsed, service_ms, max((in_flight for _, _, in_flight in samples), default=0), samples
     finally:
         stack.down()
 
 
-def store_path_table(paths, visits, profile=None):
-    """The benchmark, as the lines of a Markdown table."""
+def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_root=benchmarks.BENCHMARKS_DIR,
+              now=datetime.datetime.now):
+    """Drains a backlog with each settings file in turn; returns (results folder, record)."""
     profile = profile or load_profile()
-    rows = []
-    for path in paths:
-        settings = load_settings(path)
-        store = settings.functions[PUSH_FUNCTION]
-        rate, service_ms, in_flight = measure(settings, visits, profile)
-        rows.append((path.parent.name, f"{store.max_instances}x{store.concurrency}", rate, service_ms, in_flight))
-    lines = [f"store path, {visits} visits published at once, drained into Firestore "
-             f"(latency profile {profile.describe()}):",
-             "| settings | store instances x concurrency | drained msg/s | service ms | most in flight | vs first |",
+    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+        runs = []
+        for path in map(Path, paths):
+            settings, name = load_settings(path), path.parent.name
+            rate, service_ms, in_flight, samples = measure(settings, visits, profile)
+            (folder / f"{name}-{path.name}").write_bytes(path.read_bytes())
+            with open(folder / f"{name}-drain.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["seconds", "stored", "in_flight"])
+                writer.writerows(samples)
+            store = settings.functions[PUSH_FUNCTION]
+            runs.append({"settings": name, "instances": store.max_instances, "concurrency": store.concurrency,
+                         "drained_per_s": round(rate, 1), "service_ms": service_ms, "most_in_flight": in_flight})
+        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+                  "machine": benchmarks.machine(), "visits": visits, "profile": profile.describe(), "runs": runs}
+        benchmarks.write(folder, record, summary_lines(record, folder.name))
+    return folder, record
+
+
+def load(folder):
+    return benchmarks.load(folder, KIND, FORMAT)
+
+
+def render(record):
+    """The Markdown table of a record: one row per settings file, each rate also as a multiple of the first's."""
+    first = record["runs"][0]["drained_per_s"]
+    lines = ["| settings | store instances x concurrency | drained msg/s | service ms | most in flight | vs first |",
              "|---|---|---:|---:|---:|---:|"]
-    lines += [f"| {name} | {limits} | {rate:.0f} | {service_ms:.0f} | {in_flight} | {rate / rows[0][2]:.2f}x |"
-              for name, limits, rate, service_ms, in_flight in rows]
+    lines += [f"| {run['settings']} | {run['instances']}x{run['concurrency']} | {run['drained_per_s']:.0f} "
+              f"| {run['service_ms']:.0f} | {run['most_in_flight']} | {run['drained_per_s'] / first:.2f}x |"
+              for run in record["runs"]]
     return lines
+
+
+def summary_lines(record, name):
+    machine = record["machine"]
+    return [f"# Store path drain ({name})", "",
+            f"{record['visits']:,} visits published at once into the local stack's Pub/Sub topic (a backlog, as after "
+            "a load peak), timed until Firestore held all of them, once per settings file (latency profile "
+            f"{record['profile']}; {machine['processor']}, {machine['cores']} cores).", "", *render(record), "",
+            "service ms: HAProxy's average response time of store-inc-counter (over its last 1,024 requests); most "
+            "in flight: the most store requests HAProxy saw at once, sampled every 0.2 s."]

@@ -99,29 +99,27 @@ def report_command(args):
 
 
 def bench_command(args):
+    # Each benchmark writes a results folder in benchmarks/ and prints its summary but the title.
     if args.benchmark == "emulator-scan":
-        from visitkit import emulatorscan
+        from visitkit import emulatorscan as module
 
-        print("\n".join(emulatorscan.scan_lines(emulatorscan.measure(args.markers or emulatorscan.DEFAULT_STEPS))))
-        return 0
-    if args.benchmark == "loadgen":
-        from visitkit import loadgen
+        folder, record = module.benchmark(args.markers or module.DEFAULT_STEPS)
+    elif args.benchmark == "loadgen":
+        from visitkit import loadgen as module
 
-        folder, record = loadgen.benchmark(args.seconds if args.seconds != HOT_PATH_SECONDS else loadgen.DEFAULT_SECONDS)
-        print("\n".join(loadgen.summary_lines(record, folder.name)[2:]))
-        print(f"written: {folder}")
-        return 0
-    if args.benchmark == "hot-path":
-        from visitkit import hotpath
+        folder, record = module.benchmark(args.seconds if args.seconds != HOT_PATH_SECONDS else module.DEFAULT_SECONDS)
+    elif args.benchmark == "hot-path":
+        from visitkit import hotpath as module
 
-        print("\n".join(hotpath.hot_path_lines(args.users, args.seconds)))
-        return 0
-    from visitkit import bench
+        folder, record = module.benchmark(args.users, args.seconds)
+    else:
+        from visitkit import bench as module
+        from visitkit.profile import load_profile
 
-    from visitkit.profile import load_profile
-
-    print("\n".join(bench.store_path_table(args.settings or bench.DEFAULT_SETTINGS, args.visits,
-                                           load_profile(args.profile))))
+        folder, record = module.benchmark(args.settings or module.DEFAULT_SETTINGS, args.visits,
+                                          load_profile(args.profile))
+    print("\n".join(module.summary_lines(record, folder.name)[2:]))
+    print(f"written: {folder}")
     return 0
 
 
@@ -259,8 +257,8 @@ def parser():
         "store-path: how fast the local store path drains a backlog of N visits published at once, "
         "per settings file, side by side (default: iterations 2 and 3). hot-path: the whole stack vs a no-op "
         "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
-        "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (results "
-        "folder in benchmarks/, read by predict --fleet)."))
+        "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
+        "predict --fleet). Each writes a results folder benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
     bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen"])
     bench.add_argument("--users", type=int, default=HOT_PATH_USERS, help="hot-path: Locust users, no think time (default 32)")
     bench.add_argument("--seconds", type=int, default=HOT_PATH_SECONDS,

@@ -6,21 +6,29 @@ store's dedup markers (one per visit) pile up, and deleting them does not undo i
 starts a Firestore emulator of its own, stores markers as store-inc-counter does, and times a page's
 aggregation query (the one get-counter and the runner's totals make) at each number of markers, then
 once more after deleting every document.
+
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+(FORMAT), summary.md, and queries.csv, every query's time.
 """
+import csv
 import datetime
 import hashlib
 import tempfile
 import time
 
+from visitkit import benchmarks
 from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
 from visitkit.stack import LocalStack, _environment, delete_all_documents, emulator_commands
 
+FORMAT = 1
+KIND = "emulator-scan"
 DEFAULT_STEPS = (0, 10_000, 30_000, 60_000)
 QUERIES = 300
 BATCH = 500  # the most writes one Firestore batch takes
 PROJECT = "emulator-scan"
+DELETED = "all deleted"  # queries.csv's and the table's name for the step after deleting every document
 
 
 def seed(client):
@@ -29,12 +37,14 @@ def seed(client):
         shards(client, PAGES[0]).document(str(shard)).set({FIRESTORE["count_field"]: 1})
 
 
-def query_ms(client, page, queries=QUERIES):
-    """Mean wall time of one sum over the page's shards, ms (the client waits on the emulator alone)."""
-    started = time.perf_counter()
+def query_times(client, page, queries=QUERIES):
+    """Wall time of each sum over the page's shards, ms (the client waits on the emulator alone)."""
+    times = []
     for _ in range(queries):
+        started = time.perf_counter()
         shards(client, page).sum(FIRESTORE["count_field"], alias="total").get(timeout=30)
-    return (time.perf_counter() - started) / queries * 1000
+        times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 def add_markers(client, first, count):
@@ -48,7 +58,7 @@ def add_markers(client, first, count):
 
 
 def measure(steps=DEFAULT_STEPS, queries=QUERIES):
-    """[(markers stored, ms per query)] on a fresh emulator, the last row (None, ms) after deleting them."""
+    """[(markers stored, [ms of each query])] on a fresh emulator, the last row (None, [ms]) after deleting them."""
     if list(steps) != sorted(set(steps)) or steps[0] < 0:
         raise StackError("marker counts must rise from 0 or more")
     from google.cloud import firestore
@@ -64,28 +74,70 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
             with _environment(FIRESTORE_EMULATOR_HOST=f"127.0.0.1:{port}"):
                 client = firestore.Client(project=PROJECT)
             seed(client)
-            query_ms(client, PAGES[0])  # the JVM's first queries are slow: not the figure wanted
+            query_times(client, PAGES[0])  # the JVM's first queries are slow: not the figure wanted
             rows, stored = [], 0
             for target in steps:
                 add_markers(client, stored, target - stored)
                 stored = target
-                rows.append((stored, query_ms(client, PAGES[0], queries)))
+                rows.append((stored, query_times(client, PAGES[0], queries)))
             delete_all_documents(f"127.0.0.1:{port}", PROJECT)
             seed(client)
-            rows.append((None, query_ms(client, PAGES[0], queries)))
+            rows.append((None, query_times(client, PAGES[0], queries)))
             return rows
         finally:
             stack.down()
 
 
-def scan_lines(rows):
-    """The table, and the growth per 1,000 documents from the first count to the last."""
-    lines = ["markers stored   ms per counter read (sum over 2 shards)   x the empty store's"]
-    lines += [f"{'all deleted' if stored is None else f'{stored:,}':>14}   {ms:38.2f}   {ms / rows[0][1]:19.2f}x"
-              for stored, ms in rows]
-    counted = [row for row in rows if row[0] is not None]
-    if len(counted) > 1 and counted[-1][0] > counted[0][0]:
-        slope = (counted[-1][1] - counted[0][1]) / (counted[-1][0] - counted[0][0]) * 1000
-        lines.append(f"each 1,000 stored documents add {slope:.2f} ms to every counter read "
-                     "(Google's Firestore: nothing, it reads an index)")
+def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchmarks.BENCHMARKS_DIR, now=datetime.datetime.now):
+    """Times the read at each number of markers; returns (results folder, record)."""
+    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+        rows = measure(steps, queries)
+        with open(folder / "queries.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["markers", "ms"])
+            writer.writerows([DELETED if stored is None else stored, f"{ms:.3f}"]
+                             for stored, times in rows for ms in times)
+        means = [{"markers": stored, "mean_ms": round(sum(times) / len(times), 3)} for stored, times in rows]
+        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+                  "machine": benchmarks.machine(), "queries": queries, "steps": means,
+                  "ms_per_1000_markers": growth(means)}
+        benchmarks.write(folder, record, summary_lines(record, folder.name))
+    return folder, record
+
+
+def growth(steps):
+    """ms each 1,000 markers add to a read, from the first count to the last (None without two counts)."""
+    counted = [step for step in steps if step["markers"] is not None]
+    if len(counted) < 2 or counted[-1]["markers"] <= counted[0]["markers"]:
+        return None
+    first, last = counted[0], counted[-1]
+    return round((last["mean_ms"] - first["mean_ms"]) / (last["markers"] - first["markers"]) * 1000, 3)
+
+
+def load(folder):
+    return benchmarks.load(folder, KIND, FORMAT)
+
+
+def render(record):
+    """The Markdown table of a record: the mean read at each step, and as a multiple of the empty store's."""
+    empty = record["steps"][0]["mean_ms"]
+    lines = ["| markers stored | ms per counter read (sum over 2 shards) | x the empty store's |", "|---:|---:|---:|"]
+    lines += [f"| {step_name(step['markers'])} | {step['mean_ms']:.2f} | {step['mean_ms'] / empty:.2f}x |"
+              for step in record["steps"]]
+    return lines
+
+
+def step_name(markers):
+    return DELETED if markers is None else f"{markers:,}"
+
+
+def summary_lines(record, name):
+    machine = record["machine"]
+    lines = [f"# Firestore emulator scan ({name})", "",
+             f"get-counter's read (an aggregation query summing a page's 2 shards) on a Firestore emulator of its "
+             f"own ({machine['processor']}, {machine['cores']} cores): the mean of {record['queries']} queries at each "
+             "number of dedup markers stored, then once more after deleting every document.", "", *render(record)]
+    if record["ms_per_1000_markers"] is not None:
+        lines += ["", f"each 1,000 stored documents add {record['ms_per_1000_markers']:.2f} ms to every counter read "
+                      "(Google's Firestore: nothing, it reads an index)"]
     return lines

@@ -3,8 +3,15 @@ whole local stack with every function at 1 instance x 8 threads, and against a n
 functions-framework function on the same machine, in one run, side by side. Reports the RPS ratio,
 CPU milliseconds per request per function, and whether the store kept up: its backlog when the
 load ended and how long the counters took to converge after it.
+
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+(FORMAT), summary.md, Locust's CSV files of each run (stack-locust_*.csv, noop-locust_*.csv), and
+the samples the CPU and store figures come from (stack-samples.json, noop-samples.json).
 """
 import csv
+import datetime
+import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from visitkit import resources
+from visitkit import benchmarks, resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
@@ -20,8 +27,11 @@ from visitkit.predict import PUBLIC
 from visitkit.settings import parse_settings
 from visitkit.stack import LocalStack
 
+FORMAT = 1
+KIND = "hot-path"
 NOOP_SOURCE = Path(__file__).with_name("noop") / "main.py"
 THREADS = 8
+DEFAULT_USERS, DEFAULT_SECONDS = 32, 30
 
 
 def bench_settings(threads=THREADS):
@@ -31,22 +41,22 @@ def bench_settings(threads=THREADS):
                           "hot-path benchmark settings")
 
 
-def locust_rps(base_url, users, seconds, folder):
-    """Requests per second Locust measured, flat out, over the whole run."""
-    prefix = Path(folder) / "locust"
+def locust_rps(base_url, users, seconds, csv_prefix, logfile):
+    """Requests per second Locust measured, flat out, over the whole run, and its failures; its CSV
+    files are written as csv_prefix_*.csv."""
     subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUST_DIR / "locustfile.py"), "--headless",
                     "--host", base_url, "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s",
-                    "--think-time", "0", "--csv", str(prefix), "--only-summary", "--exit-code-on-error", "0",
-                    "--stop-timeout", "5", "--logfile", str(prefix) + ".log"],
+                    "--think-time", "0", "--csv", str(csv_prefix), "--only-summary", "--exit-code-on-error", "0",
+                    "--stop-timeout", "5", "--logfile", str(logfile)],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=seconds + 120)
-    with open(f"{prefix}_stats.csv", newline="") as f:
+    with open(f"{csv_prefix}_stats.csv", newline="") as f:
         aggregated = next(row for row in csv.DictReader(f) if row["Name"] == "Aggregated")
     return float(aggregated["Requests/s"]), int(aggregated["Failure Count"])
 
 
-def measure_stack(users, seconds, threads=THREADS):
-    """(RPS, failures, {function: CPU ms per own request}, {part: CPU ms per visitor request}, store
-    figures) for the whole stack."""
+def measure_stack(users, seconds, folder, threads=THREADS):
+    """The whole stack's figures: RPS, failures, CPU ms per own request per function, CPU ms per
+    visitor request per part, and the store's; its raw files into `folder`."""
     stack = LocalStack(tempfile.mkdtemp(prefix="bench-hot-path-"))
     stack.up(bench_settings(threads), port=0)
     try:
@@ -55,31 +65,37 @@ def measure_stack(users, seconds, threads=THREADS):
         sampler = resources.ProcessSampler(groups)
         sampler.sample()
         before = stack.sample()
-        rps, failures = locust_rps(stack.base_url, users, seconds, stack.state_dir)
+        rps, failures = locust_rps(stack.base_url, users, seconds, folder / "stack-locust",
+                                   stack.state_dir / "locust.log")
         used, after = sampler.sample(), stack.sample()
+        (folder / "stack-samples.json").write_text(json.dumps({"before": before, "after": after, "cpu": used},
+                                                              indent=2) + "\n")
         elapsed = after["time"] - before["time"]
         served = {name: after["functions"][name]["requests"] - before["functions"][name]["requests"]
                   for name in FUNCTIONS}
         cpu_ms_used = {part: figures["cpu_percent"] / 100 * elapsed * 1000 for part, figures in used.items()
                        if figures.get("cpu_percent") is not None}
-        cpu_ms = {name: cpu_ms_used[name] / served[name] for name in FUNCTIONS if served[name] and name in cpu_ms_used}
+        cpu_ms = {name: round(cpu_ms_used[name] / served[name], 3) for name in FUNCTIONS
+                  if served[name] and name in cpu_ms_used}
         # Every part's share of a visitor's request (the stand-ins for Google's services included).
         visitor_requests = sum(served[name] for name in PUBLIC)
-        per_visitor_request = {part: used_ms / visitor_requests for part, used_ms in cpu_ms_used.items()
+        per_visitor_request = {part: round(used_ms / visitor_requests, 3) for part, used_ms in cpu_ms_used.items()
                                if visitor_requests}
-        store = {"accepted_per_s": (after["store"]["accepted"] - before["store"]["accepted"]) / elapsed,
-                 "stored_per_s": (after["store"]["stored"] - before["store"]["stored"]) / elapsed,
+        store = {"accepted_per_s": round((after["store"]["accepted"] - before["store"]["accepted"]) / elapsed, 1),
+                 "stored_per_s": round((after["store"]["stored"] - before["store"]["stored"]) / elapsed, 1),
                  "backlog_at_end": after["store"]["backlog"]}
         ended = time.monotonic()
         converged = wait_until(lambda: stack.sample()["store"]["backlog"] <= 0, timeout=300, interval=0.5)
-        store["converged_after_s"] = time.monotonic() - ended if converged else None
-        return rps, failures, cpu_ms, per_visitor_request, store
+        store["converged_after_s"] = round(time.monotonic() - ended, 1) if converged else None
+        return {"rps": round(rps, 1), "failures": failures, "cpu_ms_per_request": cpu_ms,
+                "cpu_ms_per_visitor_request": per_visitor_request, "store": store}
     finally:
         stack.down()
 
 
-def measure_noop(users, seconds, threads=THREADS):
-    """(RPS, failures, CPU ms per request) of one no-op functions-framework server with `threads` threads."""
+def measure_noop(users, seconds, folder, threads=THREADS):
+    """One no-op functions-framework server's figures with `threads` threads: RPS, failures, CPU ms per
+    request; its raw files into `folder`."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
                                str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
@@ -91,32 +107,63 @@ def measure_noop(users, seconds, threads=THREADS):
         sampler = resources.ProcessSampler(lambda: {"no-op": [server.pid]})  # its own process group
         sampler.sample()
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="bench-noop-") as folder:
-            rps, failures = locust_rps(url, users, seconds, folder)
-        percent, requests = sampler.sample()["no-op"]["cpu_percent"], rps * seconds
-        return rps, failures, percent / 100 * (time.monotonic() - started) * 1000 / requests if requests else None
+        with tempfile.TemporaryDirectory(prefix="bench-noop-") as logs:
+            rps, failures = locust_rps(url, users, seconds, folder / "noop-locust", Path(logs) / "locust.log")
+        used, elapsed = sampler.sample(), time.monotonic() - started
+        (folder / "noop-samples.json").write_text(json.dumps({"seconds": elapsed, "cpu": used}, indent=2) + "\n")
+        requests = rps * seconds
+        cpu_ms = used["no-op"]["cpu_percent"] / 100 * elapsed * 1000 / requests if requests else None
+        return {"rps": round(rps, 1), "failures": failures,
+                "cpu_ms_per_request": round(cpu_ms, 3) if cpu_ms is not None else None}
     finally:
         server.kill()
         server.wait()
 
 
-def hot_path_lines(users=32, seconds=30):
-    stack_rps, stack_failures, cpu_ms, per_visitor_request, store = measure_stack(users, seconds)
-    noop_rps, noop_failures, noop_cpu_ms = measure_noop(users, seconds)
-    lines = [f"hot path: the study's visitor mix, {users} users with no think time, {seconds} s each, "
-             f"every function 1 instance x {THREADS} threads:",
-             "| target | RPS | failures |", "|---|---:|---:|",
-             f"| whole local stack | {stack_rps:.0f} | {stack_failures} |",
-             f"| no-op functions-framework function | {noop_rps:.0f} | {noop_failures} |",
-             f"| ratio (stack / no-op) | {stack_rps / noop_rps:.2f}x | |", "",
+def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchmarks.BENCHMARKS_DIR,
+              now=datetime.datetime.now):
+    """The whole stack, then the no-op function, under the same load; returns (results folder, record)."""
+    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+        stack = measure_stack(users, seconds, folder)
+        noop = measure_noop(users, seconds, folder)
+        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+                  "machine": benchmarks.machine(), "locust": importlib.metadata.version("locust"),
+                  "users": users, "seconds": seconds, "threads": THREADS, "stack": stack, "noop": noop}
+        benchmarks.write(folder, record, summary_lines(record, folder.name))
+    return folder, record
+
+
+def load(folder):
+    return benchmarks.load(folder, KIND, FORMAT)
+
+
+def render(record):
+    """The Markdown tables of a record: RPS side by side, CPU ms per request per function, and per
+    visitor request per part of the stack (the most expensive first)."""
+    stack, noop = record["stack"], record["noop"]
+    lines = ["| target | RPS | failures |", "|---|---:|---:|",
+             f"| whole local stack | {stack['rps']:.0f} | {stack['failures']} |",
+             f"| no-op functions-framework function | {noop['rps']:.0f} | {noop['failures']} |",
+             f"| ratio (stack / no-op) | {stack['rps'] / noop['rps']:.2f}x | |", "",
              "| function | CPU ms per request |", "|---|---:|"]
-    lines += [f"| {name} | {value:.2f} |" for name, value in cpu_ms.items()]
-    lines += [f"| the no-op function | {noop_cpu_ms:.2f} |" if noop_cpu_ms is not None else "| the no-op function | n/a |"]
+    lines += [f"| {name} | {value:.2f} |" for name, value in stack["cpu_ms_per_request"].items()]
+    noop_cpu_ms = noop["cpu_ms_per_request"]
+    lines += [f"| the no-op function | {'n/a' if noop_cpu_ms is None else f'{noop_cpu_ms:.2f}'} |"]
+    per_visitor_request = stack["cpu_ms_per_visitor_request"]
     lines += ["", "| part of the local stack | CPU ms per visitor request |", "|---|---:|"]
     lines += [f"| {part} | {value:.2f} |" for part, value in sorted(per_visitor_request.items(), key=lambda kv: -kv[1])]
     lines += [f"| all parts (Locust apart) | {sum(per_visitor_request.values()):.2f} |"]
-    converged = store["converged_after_s"]
-    lines += ["", f"store: accepted {store['accepted_per_s']:.0f}/s, stored {store['stored_per_s']:.0f}/s during the "
-                  f"load; backlog {store['backlog_at_end']} when it ended; counters converged "
-                  + (f"{converged:.1f} s after it" if converged is not None else "NOT within 300 s")]
     return lines
+
+
+def summary_lines(record, name):
+    machine, store = record["machine"], record["stack"]["store"]
+    converged = store["converged_after_s"]
+    return [f"# Hot path ({name})", "",
+            f"The study's visitor mix, {record['users']} users with no think time, {record['seconds']} s each, "
+            f"against the whole local stack (every function 1 instance x {record['threads']} threads) and then a "
+            f"no-op functions-framework function ({machine['processor']}, {machine['cores']} cores, Locust "
+            f"{record['locust']} on the same cores).", "", *render(record), "",
+            f"store: accepted {store['accepted_per_s']:.0f}/s, stored {store['stored_per_s']:.0f}/s during the load; "
+            f"backlog {store['backlog_at_end']} when it ended; counters converged "
+            + (f"{converged:.1f} s after it" if converged is not None else "NOT within 300 s")]

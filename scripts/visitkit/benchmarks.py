@@ -1,0 +1,89 @@
+"""The results folders the kit's benchmarks write, as scripts/benchmark-loadgen does (visitkit.loadgen):
+benchmarks/<benchmark>-<YYYYmmdd-HHMMSS>/ holding its record (benchmark.json, whose `format` every
+reader checks), summary.md, and the raw files its figures come from.
+
+The hot-path, store-path and emulator-scan benchmarks write theirs with these helpers; each keeps its
+own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. `render_folder(folder)`
+is any committed folder's table from its record alone, as `visitkit docs` writes it into a doc.
+"""
+import contextlib
+import json
+import os
+import platform
+import shutil
+from pathlib import Path
+
+from visitkit.errors import VisitkitError
+from visitkit.paths import ROOT
+
+BENCHMARKS_DIR = ROOT / "benchmarks"
+RECORD = "benchmark.json"
+SUMMARY = "summary.md"
+
+
+def folder_name(kind, started):
+    return f"{kind}-{started.strftime('%Y%m%d-%H%M%S')}"
+
+
+@contextlib.contextmanager
+def new_folder(kind, out_root, started):
+    """The run's folder, removed again if the run fails or is interrupted: a folder in benchmarks/
+    is always a whole run."""
+    folder = Path(out_root) / folder_name(kind, started)
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def write(folder, record, summary_lines):
+    (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    (folder / SUMMARY).write_text("\n".join(summary_lines) + "\n")
+
+
+def read(folder):
+    path = Path(folder) / RECORD
+    if not path.exists():
+        raise VisitkitError(f"{folder}: no {RECORD} (not a benchmark's results folder, or a run that failed)")
+    return json.loads(path.read_text())
+
+
+def load(folder, kind, fmt):
+    """A folder's record, refused unless it is `kind`'s and in the format this kit reads."""
+    record, path = read(folder), Path(folder) / RECORD
+    if record.get("benchmark") != kind:
+        raise VisitkitError(f"{path}: a {record.get('benchmark')} benchmark, not {kind}")
+    if record.get("format") != fmt:
+        raise VisitkitError(f"{path}: format {record.get('format')}, this kit reads {fmt}")
+    return record
+
+
+def render_folder(folder):
+    """The table of a results folder of any benchmark, from its benchmark.json alone."""
+    from visitkit import bench, emulatorscan, hotpath, loadgen
+
+    folder = Path(folder)
+    kind = read(folder).get("benchmark")
+    if kind == loadgen.KIND:  # loadgen has no render of its own: its table is its summary's table lines
+        record = load(folder, loadgen.KIND, loadgen.FORMAT)
+        return [line for line in loadgen.summary_lines(record, folder.name) if line.startswith("|")]
+    module = {module.KIND: module for module in (hotpath, bench, emulatorscan)}.get(kind)
+    if module is None:
+        raise VisitkitError(f"{folder / RECORD}: a benchmark this kit does not know ({kind})")
+    return module.render(module.load(folder))
+
+
+def machine():
+    return {"cores": os.cpu_count(), "processor": processor(), "python": platform.python_version()}
+
+
+def processor():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -1,0 +1,149 @@
+"""The hot-path, store-path and emulator-scan benchmarks' results folders (visitkit.benchmarks):
+naming, the format check, and each record's table (pure logic; the measuring is stubbed)."""
+import csv
+import datetime
+import json
+
+import pytest
+
+from visitkit import bench, benchmarks, emulatorscan, hotpath
+from visitkit.errors import VisitkitError
+
+STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
+MACHINE = {"cores": 2, "processor": "AMD EPYC", "python": "3.11.7"}
+
+
+def test_a_folder_is_named_by_its_benchmark_and_start():
+    assert benchmarks.folder_name("hot-path", STARTED) == "hot-path-20261123-135950"
+
+
+def test_a_failed_run_leaves_no_folder_and_a_whole_one_stays(tmp_path):
+    with pytest.raises(RuntimeError):
+        with benchmarks.new_folder("store-path", tmp_path, STARTED) as folder:
+            (folder / "half.csv").write_text("x")
+            raise RuntimeError("the stack did not start")
+    assert list(tmp_path.iterdir()) == []
+    with benchmarks.new_folder("store-path", tmp_path, STARTED) as folder:
+        pass
+    assert folder == tmp_path / "store-path-20261123-135950" and folder.is_dir()
+
+
+def test_a_record_is_refused_in_another_format_or_of_another_benchmark(tmp_path):
+    def folder_with(record):
+        (tmp_path / "run").mkdir(exist_ok=True)
+        (tmp_path / "run" / "benchmark.json").write_text(json.dumps(record))
+        return tmp_path / "run"
+
+    with pytest.raises(VisitkitError, match="no benchmark.json"):
+        hotpath.load(tmp_path)
+    with pytest.raises(VisitkitError, match="format 99, this kit reads 1"):
+        hotpath.load(folder_with({"format": 99, "benchmark": "hot-path"}))
+    with pytest.raises(VisitkitError, match="format None"):
+        hotpath.load(folder_with({"benchmark": "hot-path"}))
+    with pytest.raises(VisitkitError, match="a store-path benchmark, not hot-path"):
+        hotpath.load(folder_with({"format": 1, "benchmark": "store-path"}))
+    assert bench.load(tmp_path / "run") == {"format": 1, "benchmark": "store-path"}
+
+
+def scan_record(steps):
+    return {"format": 1, "benchmark": "emulator-scan", "machine": MACHINE, "queries": 300, "steps": steps,
+            "ms_per_1000_markers": emulatorscan.growth(steps)}
+
+
+def test_the_emulator_scan_table_and_its_growth_per_1000_documents():
+    record = scan_record([{"markers": 0, "mean_ms": 4.0}, {"markers": 10_000, "mean_ms": 5.0},
+                          {"markers": 20_000, "mean_ms": 8.0}, {"markers": None, "mean_ms": 8.2}])
+    assert record["ms_per_1000_markers"] == 0.2  # the first count to the last; the deleted step left out
+    assert emulatorscan.render(record) == [
+        "| markers stored | ms per counter read (sum over 2 shards) | x the empty store's |", "|---:|---:|---:|",
+        "| 0 | 4.00 | 1.00x |", "| 10,000 | 5.00 | 1.25x |", "| 20,000 | 8.00 | 2.00x |",
+        "| all deleted | 8.20 | 2.05x |"]
+    assert emulatorscan.summary_lines(record, "x")[-1].startswith("each 1,000 stored documents add 0.20 ms")
+    one_count = scan_record([{"markers": 0, "mean_ms": 4.0}, {"markers": None, "mean_ms": 4.1}])
+    assert one_count["ms_per_1000_markers"] is None
+    assert emulatorscan.summary_lines(one_count, "x")[-1] == "| all deleted | 4.10 | 1.02x |"
+
+
+def test_the_emulator_scan_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(emulatorscan, "measure", lambda steps, queries: [(0, [3.0, 5.0]), (1000, [6.0, 6.0]),
+                                                                         (None, [7.0, 7.0])])
+    folder, record = emulatorscan.benchmark([0, 1000], queries=2, out_root=tmp_path, now=lambda: STARTED)
+    assert folder.name == "emulator-scan-20261123-135950"
+    assert emulatorscan.load(folder) == record
+    assert [step["mean_ms"] for step in record["steps"]] == [4.0, 6.0, 7.0]
+    with open(folder / "queries.csv", newline="") as f:
+        assert [(row["markers"], float(row["ms"])) for row in csv.DictReader(f)] == [
+            ("0", 3.0), ("0", 5.0), ("1000", 6.0), ("1000", 6.0), ("all deleted", 7.0), ("all deleted", 7.0)]
+    summary = (folder / "summary.md").read_text().splitlines()
+    assert summary[0] == "# Firestore emulator scan (emulator-scan-20261123-135950)"
+    assert "\n".join(emulatorscan.render(record)) in "\n".join(summary)
+
+
+def test_the_store_path_table_compares_each_drain_rate_with_the_first():
+    record = {"visits": 3000, "profile": "none", "machine": MACHINE, "runs": [
+        {"settings": "iteration-2", "instances": 2, "concurrency": 1, "drained_per_s": 127.4, "service_ms": 15.0,
+         "most_in_flight": 2},
+        {"settings": "iteration-3", "instances": 4, "concurrency": 1, "drained_per_s": 99.2, "service_ms": 31.0,
+         "most_in_flight": 2}]}
+    assert bench.render(record)[2:] == ["| iteration-2 | 2x1 | 127 | 15 | 2 | 1.00x |",
+                                        "| iteration-3 | 4x1 | 99 | 31 | 2 | 0.78x |"]
+
+
+def test_the_store_path_writes_each_settings_file_and_its_drain(tmp_path, monkeypatch):
+    settings = tmp_path / "iteration-9" / "settings.tfvars.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": {
+        name: {"max_instances": 3, "concurrency": 1} for name in ("serve-page", "get-counter", "inc-counter",
+                                                                  "store-inc-counter")}}))
+    monkeypatch.setattr(bench, "measure", lambda settings, visits, profile: (50.0, 12.0, 3, [(0.2, 0, 1), (2.0, 100, 3)]))
+    folder, record = bench.benchmark([settings], 100, out_root=tmp_path / "out", now=lambda: STARTED)
+    assert folder.name == "store-path-20261123-135950" and bench.load(folder) == record
+    assert record["runs"] == [{"settings": "iteration-9", "instances": 3, "concurrency": 1, "drained_per_s": 50.0,
+                               "service_ms": 12.0, "most_in_flight": 3}]
+    assert (folder / "iteration-9-settings.tfvars.json").read_text() == settings.read_text()
+    assert (folder / "iteration-9-drain.csv").read_text().splitlines() == ["seconds,stored,in_flight", "0.2,0,1",
+                                                                          "2.0,100,3"]
+
+
+def hot_path_record(noop_cpu_ms=0.41):
+    return {"format": 1, "benchmark": "hot-path", "machine": MACHINE, "locust": "2.47.0", "users": 32,
+            "seconds": 30, "threads": 8,
+            "stack": {"rps": 783.4, "failures": 0, "cpu_ms_per_request": {"serve-page": 0.67, "inc-counter": 1.15},
+                      "cpu_ms_per_visitor_request": {"HAProxy": 0.19, "Firestore emulator": 0.47, "serve-page": 0.22},
+                      "store": {"accepted_per_s": 254.0, "stored_per_s": 128.0, "backlog_at_end": 3844,
+                                "converged_after_s": 8.6}},
+            "noop": {"rps": 2353.0, "failures": 1, "cpu_ms_per_request": noop_cpu_ms}}
+
+
+def test_the_hot_path_tables_put_the_stack_beside_the_no_op_function():
+    lines = hotpath.render(hot_path_record())
+    assert lines[2:5] == ["| whole local stack | 783 | 0 |", "| no-op functions-framework function | 2353 | 1 |",
+                          "| ratio (stack / no-op) | 0.33x | |"]
+    assert lines[8:11] == ["| serve-page | 0.67 |", "| inc-counter | 1.15 |", "| the no-op function | 0.41 |"]
+    # the parts by cost, most first, and their sum
+    assert lines[-4:] == ["| Firestore emulator | 0.47 |", "| serve-page | 0.22 |", "| HAProxy | 0.19 |",
+                          "| all parts (Locust apart) | 0.88 |"]
+    assert "| the no-op function | n/a |" in hotpath.render(hot_path_record(noop_cpu_ms=None))
+    assert hotpath.summary_lines(hot_path_record(), "x")[-1] == (
+        "store: accepted 254/s, stored 128/s during the load; backlog 3844 when it ended; counters converged 8.6 s "
+        "after it")
+
+
+def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
+    record = hot_path_record()
+    monkeypatch.setattr(hotpath, "measure_stack", lambda users, seconds, folder: record["stack"])
+    monkeypatch.setattr(hotpath, "measure_noop", lambda users, seconds, folder: record["noop"])
+    folder, written = hotpath.benchmark(32, 30, out_root=tmp_path, now=lambda: STARTED)
+    assert folder == tmp_path / "hot-path-20261123-135950" and hotpath.load(folder) == written
+    assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
+    assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
+    assert benchmarks.render_folder(folder) == hotpath.render(written)  # the docs' table, from the record alone
+
+
+def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tmp_path):
+    table = benchmarks.render_folder(benchmarks.BENCHMARKS_DIR / "loadgen-20261123-135950")
+    assert table[0].startswith("| scenario | users |") and len(table) == 4  # header, rule, its two scenarios
+    (tmp_path / "benchmark.json").write_text(json.dumps({"format": 1, "benchmark": "fuzz"}))
+    with pytest.raises(VisitkitError, match="does not know"):
+        benchmarks.render_folder(tmp_path)
+
