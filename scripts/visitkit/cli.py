@@ -8,6 +8,7 @@
   visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
   visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored (scripts/benchmark-emulator-scan)
   visitkit bench loadgen                       requests/s one Locust worker process sends per core (scripts/benchmark-loadgen)
+  visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
 
@@ -120,6 +121,25 @@ def bench_command(args):
                                           load_profile(args.profile))
     print("\n".join(module.summary_lines(record, folder.name)[2:]))
     print(f"written: {folder}")
+    return 0
+
+
+def docs_command(args):
+    from visitkit import docs
+
+    files = [Path(path).resolve() for path in args.files] or list(docs.doc_files())
+    if args.check:
+        messages, count = docs.check(files)
+        for message in messages:
+            print(message)
+        if messages:
+            print(f"{len(messages)} figures or links differ from the results and files they cite: "
+                  "run `scripts/kit docs` to write the figures from their results")
+            return 1
+        print(f"{count} blocks of figures in {len(files)} docs match their results; every link resolves")
+        return 0
+    changed = docs.write(files)
+    print("\n".join(f"wrote {docs.shown(path)}" for path in changed) or "every doc was up to date")
     return 0
 
 
@@ -269,6 +289,12 @@ def parser():
                        help="emulator-scan: marker documents to time the read at, rising (default 0,10000,30000,60000)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
+    docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(
+        "Writes every marked block of figures in the docs (<!-- figures ... -->) from the results folders it "
+        "names; with --check, writes nothing and names each figure that differs and each link that leads nowhere."))
+    docs.add_argument("files", nargs="*", help="the docs to read (default: every Markdown file but results')")
+    docs.add_argument("--check", action="store_true", help="exit 1 if a figure or a link differs, writing nothing")
+    docs.set_defaults(handler=docs_command)
     predict = commands.add_parser("predict", help="the capacity model: knee, first 429, backlog", formatter_class=RAW,
                                   description=(
         "Predicts from an iteration's settings and a profile's service times each function's capacity, the "

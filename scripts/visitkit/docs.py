@@ -1,0 +1,338 @@
+"""The docs' measured figures, written from the results folders they cite (`visitkit docs [--check]`).
+
+A doc marks each block of figures with an HTML comment that names its sources and holds its template;
+the lines after the comment, up to `<!-- /figures -->`, are what `visitkit docs` writes there:
+
+    <!-- figures
+    a: results/breakpoint-20261122-192339
+    b: ../iteration-2/results/breakpoint-20261122-191213
+    ---
+    | store drain | {a.summary.store.throughput_per_s:.1f} vs {b.summary.store.throughput_per_s:.1f} msg/s |
+    -->
+    | store drain | 26.1 vs 13.3 msg/s |
+    <!-- /figures -->
+
+A source is a results folder, relative to the doc: `a.summary` is its summary.json (any JSON file by its
+stem: `a.run`, `a.benchmark`), `a.report` the link to its report.md, `a.dir` the link to the folder. A
+placeholder is `{expression}` or `{expression:format}`, the expression made of sources, attributes,
+`[keys]`, numbers, arithmetic and the functions in FUNCTIONS; a value of null reads "n/a". Short
+forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
+`<!-- figures report-section: results/X Chaos -->` (a section of its report) and
+`<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table).
+"""
+import ast
+import json
+import operator
+import os
+import re
+from pathlib import Path
+
+from visitkit.errors import VisitkitError
+from visitkit.paths import ROOT
+
+END = "<!-- /figures -->"
+# Either `<!-- figures KIND: FOLDER [TITLE] -->` on one line, or `<!-- figures` alone, then sources and template.
+BLOCK = re.compile(r"<!-- figures(?: (?P<head>[^\n]*?) -->|\n(?P<spec>.*?)-->)\n(?P<body>.*?)" + re.escape(END), re.S)
+PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+# Where the docs are: every Markdown file of the checkout but the ones runs and benchmarks write.
+SKIPPED_DIRS = {"results", "build", "node_modules"}
+
+
+class DocsError(VisitkitError):
+    """A block of figures that cannot be written: a missing source, figure or malformed template."""
+
+
+class Data:
+    """JSON read by attribute or key; a missing one names its whole path."""
+
+    def __init__(self, value, path):
+        self.value, self.path = value, path
+
+    def get(self, key):
+        try:
+            value = self.value[key]
+        except (KeyError, IndexError, TypeError):
+            raise DocsError(f"{self.path} has no {key!r}") from None
+        return Data(value, f"{self.path}.{key}") if isinstance(value, (dict, list)) else value
+
+
+class Source:
+    """One results folder a block cites."""
+
+    def __init__(self, alias, folder, doc_dir):
+        self.alias, self.folder, self.doc_dir = alias, folder, doc_dir
+
+    def get(self, name):
+        if name in ("report", "dir"):
+            target = self.folder / "report.md" if name == "report" else self.folder
+            return Path(os.path.relpath(target, self.doc_dir)).as_posix()
+        if name == "name":
+            return self.folder.name
+        path = self.folder / f"{name}.json"
+        if not path.is_file():
+            raise DocsError(f"{self.alias} ({self.folder.name}) has no {name}.json")
+        return Data(json.loads(path.read_text()), f"{self.alias}.{name}")
+
+
+def shown(path):
+    """A doc's path as messages name it: from the checkout's root when it is in the checkout."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def count(records, key, value):
+    """How many of a list of records have `key` equal to `value` (e.g. a chaos run's faults of one kind)."""
+    return sum(1 for record in records if record.get(key) == value)
+
+
+FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum, "count": count}
+OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+             ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def evaluate(expression, sources):
+    """A placeholder's value: only names of sources, attributes, keys, literals, arithmetic and FUNCTIONS."""
+    def value(node):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in sources:
+                raise DocsError(f"{{{expression}}}: no source named {node.id!r}")
+            return sources[node.id]
+        if isinstance(node, ast.Attribute):
+            return value(node.value).get(node.attr)
+        if isinstance(node, ast.Subscript):
+            return value(node.value).get(value(node.slice))
+        if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+            left, right = value(node.left), value(node.right)
+            return None if left is None or right is None else OPERATORS[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in OPERATORS:
+            operand = value(node.operand)
+            return None if operand is None else OPERATORS[type(node.op)](operand)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
+            args = [value(arg) for arg in node.args]
+            args = [arg.value if isinstance(arg, Data) else arg for arg in args]
+            return FUNCTIONS[node.func.id](*args)
+        raise DocsError(f"{{{expression}}}: not allowed in a template: {ast.dump(node)[:60]}")
+
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError:
+        raise DocsError(f"{{{expression}}} is not an expression") from None
+    return value(tree.body)
+
+
+def split_spec(placeholder):
+    """'expr:spec' -> (expr, spec), the spec after the last colon outside brackets and quotes."""
+    depth, quote, cut = 0, None, None
+    for i, char in enumerate(placeholder):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            cut = i
+    return (placeholder, "") if cut is None else (placeholder[:cut], placeholder[cut + 1:])
+
+
+def fill(line, sources):
+    """The template line with its placeholders' values, and the list of (placeholder, value)."""
+    figures = []
+
+    def one(match):
+        expression, spec = split_spec(match.group(1))
+        value = evaluate(expression, sources)
+        if isinstance(value, (Data, Source)):
+            raise DocsError(f"{{{match.group(1)}}} names a whole {type(value).__name__.lower()}, not a figure")
+        try:
+            text = "n/a" if value is None else format(value, spec)
+        except (ValueError, TypeError) as error:
+            raise DocsError(f"{{{match.group(1)}}}: {error}") from None
+        figures.append((match.group(1), text))
+        return text
+
+    return PLACEHOLDER.sub(one, line), figures
+
+
+class Block:
+    """One marked block of a doc: its sources, its template and the text the doc holds now."""
+
+    def __init__(self, doc, match):
+        self.doc, self.match = doc, match
+        text = match.string
+        self.line, self.body_line = (text.count("\n", 0, match.start(group)) + 1 for group in (0, "body"))
+        self.head, self.spec, self.body = (match.group("head") or "").strip(), match.group("spec") or "", match.group("body")
+
+    def where(self):
+        return f"{shown(self.doc)}:{self.line}"
+
+    def folder(self, relative):
+        folder = (self.doc.parent / relative.strip()).resolve()
+        if not folder.is_dir():
+            raise DocsError(f"{self.where()}: no results folder {relative.strip()}")
+        return folder
+
+    def template_and_sources(self):
+        kind, _, argument = self.head.partition(":")
+        if kind in WHOLE_TABLES:
+            relative, _, title = argument.strip().partition(" ")
+            return None, (kind, self.folder(relative), title)
+        if "---" not in self.spec.split("\n"):
+            raise DocsError(f"{self.where()}: a figures block needs its sources, a line '---', then its template")
+        lines = self.spec.split("\n")
+        cut = lines.index("---")
+        sources = {}
+        for declaration in filter(str.strip, lines[:cut]):
+            alias, _, relative = declaration.partition(":")
+            sources[alias.strip()] = Source(alias.strip(), self.folder(relative), self.doc.parent)
+        return "\n".join(lines[cut + 1:]).rstrip("\n") + "\n", sources
+
+    def render(self):
+        """(the block's text from its results, [(template line, [(placeholder, value)])])."""
+        template, sources = self.template_and_sources()
+        if template is None:
+            kind, folder, title = sources
+            try:
+                return WHOLE_TABLES[kind](folder, Path(os.path.relpath(folder, self.doc.parent)).as_posix(), title), []
+            except DocsError as error:
+                raise DocsError(f"{self.where()}: {error}") from None
+        rendered, lines = [], []
+        try:
+            for line in template.split("\n"):
+                text, figures = fill(line, sources)
+                rendered.append(text)
+                lines.append((line, figures))
+        except DocsError as error:
+            raise DocsError(f"{self.where()}: {error}") from None
+        return "\n".join(rendered), lines
+
+
+def run_headline(folder, link, _title):
+    from visitkit import readme
+
+    return readme.run_table(read_json(folder, "summary"), link) + "\n"
+
+
+def report_section(folder, _link, title):
+    """One section of the run's report, as report.py renders it from summary.json, without its title."""
+    from visitkit import report
+
+    text = report.render(read_json(folder, "summary"))
+    for section in text.split("\n## ")[1:]:
+        heading, _, body = section.partition("\n")
+        if heading.strip() == title:
+            return body.strip("\n") + "\n"
+    raise DocsError(f"the report of {folder.name} has no section {title!r}")
+
+
+def benchmark_table(folder, _link, _title):
+    from visitkit import benchfolder
+
+    return "\n".join(benchfolder.render(folder)) + "\n"
+
+
+def read_json(folder, stem):
+    path = folder / f"{stem}.json"
+    if not path.is_file():
+        raise DocsError(f"{folder.name} has no {path.name}")
+    return json.loads(path.read_text())
+
+
+# `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
+WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table}
+
+
+def differences(block, rendered, lines):
+    """What differs between a block's text and its results, one message per figure (or per line)."""
+    have, want = block.body.split("\n"), rendered.split("\n")
+    messages = []
+    for number, (old, new) in enumerate(zip(have, want)):
+        if old == new:
+            continue
+        where = f"{shown(block.doc)}:{block.body_line + number}"
+        template, figures = lines[number] if number < len(lines) else (None, [])
+        read = read_figures(template, old) if template is not None else None
+        named = [f"{where}: {{{placeholder}}} reads {doc!r}, its results give {value!r}"
+                 for (placeholder, value), doc in zip(figures, read or []) if doc != value]
+        messages += named or [f"{where}: the doc has {old!r}, its results give {new!r}"]
+    if len(have) != len(want):
+        messages.append(f"{block.where()}: the block has {len(have) - 1} lines, its results give {len(want) - 1}")
+    return messages
+
+
+def read_figures(template, line):
+    """The figures a doc line shows where its template has placeholders (None if the words differ)."""
+    pattern = "".join(f"({'.*?'})" if i % 2 else re.escape(part)
+                      for i, part in enumerate(PLACEHOLDER.split(template)))
+    match = re.fullmatch(pattern, line)
+    return list(match.groups()) if match else None
+
+
+def doc_files(root=ROOT):
+    for path in sorted(root.rglob("*.md")):
+        parts = path.relative_to(root).parts
+        if any(part.startswith(".") or part in SKIPPED_DIRS or part.endswith(".egg-info") for part in parts):
+            continue
+        if parts[0] == "benchmarks" and len(parts) > 2:  # a benchmark's own summary.md
+            continue
+        yield path
+
+
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def blank(pattern, text):
+    """`text` with what `pattern` matches blanked, its lines kept so that line numbers still hold."""
+    return pattern.sub(lambda found: "\n" * found.group().count("\n"), text)
+
+
+def blocks(doc):
+    """The doc's blocks of figures; one shown in a code fence is an example, not a block."""
+    text = doc.read_text()
+    fenced = [found.span() for found in FENCE.finditer(text)]
+    return [Block(doc, match) for match in BLOCK.finditer(text)
+            if not any(start <= match.start() < end for start, end in fenced)]
+
+
+def broken_links(doc):
+    # A template's links are checked once written, and a code fence holds no links.
+    text = blank(FENCE, blank(COMMENT, doc.read_text()))
+    for number, line in enumerate(text.split("\n"), 1):
+        for target in LINK.findall(line):
+            if re.match(r"[a-z]+:|#", target):
+                continue
+            if not (doc.parent / target.split("#")[0]).exists():
+                yield f"{shown(doc)}:{number}: the link {target} leads nowhere"
+
+
+def write(docs):
+    """Writes every block from its results; returns the docs that changed."""
+    changed = []
+    for doc in docs:
+        text = doc.read_text()
+        for block in reversed(blocks(doc)):
+            rendered, _ = block.render()
+            start, end = block.match.span("body")
+            text = text[:start] + rendered + text[end:]
+        if text != doc.read_text():
+            doc.write_text(text)
+            changed.append(doc)
+    return changed
+
+
+def check(docs):
+    """Every figure that differs from its results and every link that leads nowhere, as messages."""
+    messages, count = [], 0
+    for doc in docs:
+        for block in blocks(doc):
+            count += 1
+            rendered, lines = block.render()
+            if rendered != block.body:
+                messages += differences(block, rendered, lines)
+        messages += broken_links(doc)
+    return messages, count

@@ -1,0 +1,121 @@
+"""`visitkit docs`: the docs' figures written from the results they cite, and `--check` naming what drifted."""
+import json
+
+import pytest
+
+from visitkit import docs, readme
+from visitkit.cli import main
+
+SUMMARY = {"test": "breakpoint", "results_dir": "breakpoint-20260101-000000", "verdict": {"outcome": "supported"},
+           "store": {"throughput_per_s": 26.10374},
+           "headline": {"knee_users": 210, "knee_rps": 160.86, "first_failure_users": None, "first_failure_rps": None,
+                        "rps_peak": 168.5, "p95_ceiling_ms": 6600.0, "slowest_function": "inc-counter",
+                        "convergence_s": 121.0, "extra_min_per_min": 0.78, "visits.acknowledged": 7043,
+                        "visits.stored": 7043, "visits.lost": 0, "visits.duplicated": 0}}
+TEMPLATE = """# Iteration
+
+<!-- figures
+r: results/breakpoint-20260101-000000
+---
+| knee | {r.summary.headline.knee_users:,} users, {r.summary.headline.knee_rps:,.0f} RPS ([report]({r.report})) |
+| drain | {r.summary.store.throughput_per_s:.1f} msg/s, {r.summary.store.throughput_per_s / 13.3:.2f}x |
+| first failure | {r.summary.headline.first_failure_users} |
+-->
+<!-- /figures -->
+
+Prose after the block stays as it is.
+"""
+
+
+@pytest.fixture
+def iteration(tmp_path):
+    folder = tmp_path / "results" / SUMMARY["results_dir"]
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps(SUMMARY))
+    (folder / "report.md").write_text("# report\n")
+    (folder / "load.png").write_bytes(b"")
+    doc = tmp_path / "README.md"
+    doc.write_text(TEMPLATE)
+    return doc
+
+
+def test_write_fills_the_block_from_its_results_and_leaves_the_rest(iteration):
+    assert docs.write([iteration]) == [iteration]
+    text = iteration.read_text()
+    assert ("| knee | 210 users, 161 RPS ([report](results/breakpoint-20260101-000000/report.md)) |\n"
+            "| drain | 26.1 msg/s, 1.96x |\n| first failure | n/a |\n<!-- /figures -->") in text
+    assert text.endswith("Prose after the block stays as it is.\n")
+    assert docs.write([iteration]) == []  # written once, nothing left to write
+    assert docs.check([iteration]) == ([], 1)
+
+
+def test_check_names_a_figure_changed_by_hand(iteration):
+    docs.write([iteration])
+    iteration.write_text(iteration.read_text().replace("| drain | 26.1 msg/s", "| drain | 28.6 msg/s"))
+    messages, _ = docs.check([iteration])
+    assert len(messages) == 1
+    assert "{r.summary.store.throughput_per_s:.1f} reads '28.6', its results give '26.1'" in messages[0]
+    assert messages[0].startswith(f"{iteration}:11:")  # the doc's line of the figure
+
+
+def test_check_fails_when_the_results_change_under_the_doc(iteration):
+    docs.write([iteration])
+    summary_path = iteration.parent / "results" / SUMMARY["results_dir"] / "summary.json"
+    summary_path.write_text(json.dumps({**SUMMARY, "headline": {**SUMMARY["headline"], "knee_users": 1210}}))
+    messages, _ = docs.check([iteration])
+    assert messages == [f"{iteration}:10: {{r.summary.headline.knee_users:,}} reads '210', its results give '1,210'"]
+
+
+def test_the_command_exits_non_zero_on_a_drifted_figure(iteration, capsys):
+    docs.write([iteration])
+    assert main(["docs", "--check", str(iteration)]) == 0
+    iteration.write_text(iteration.read_text().replace("210 users", "211 users"))
+    assert main(["docs", "--check", str(iteration)]) == 1
+    assert "reads '211', its results give '210'" in capsys.readouterr().out
+
+
+def test_a_missing_figure_or_source_is_named(iteration):
+    iteration.write_text(TEMPLATE.replace("knee_users:,", "knee_user:,"))
+    with pytest.raises(docs.DocsError, match=r"README.md:3: r.summary.headline has no 'knee_user'"):
+        docs.write([iteration])
+    iteration.write_text(TEMPLATE.replace("r: results/", "r: gone/"))
+    with pytest.raises(docs.DocsError, match="no results folder gone/"):
+        docs.check([iteration])
+
+
+@pytest.mark.parametrize("expression", ["__import__('os')", "r.summary.__class__", "open('x')", "[x for x in r]"])
+def test_a_template_may_only_read_figures(iteration, expression):
+    iteration.write_text(TEMPLATE.replace("{r.summary.headline.first_failure_users}", "{" + expression + "}"))
+    with pytest.raises(docs.DocsError):
+        docs.write([iteration])
+
+
+def test_links_that_lead_nowhere_are_named_but_not_in_templates_or_code(iteration):
+    docs.write([iteration])
+    with iteration.open("a") as doc:
+        doc.write("[fine](results/breakpoint-20260101-000000/report.md#knee) [web](https://example.com)\n"
+                  "[gone](results/breakpoint-20250101-000000/report.md)\n```\n[example](nowhere.md)\n```\n")
+    messages, _ = docs.check([iteration])
+    assert messages == [f"{iteration}:17: the link results/breakpoint-20250101-000000/report.md leads nowhere"]
+
+
+def test_an_example_in_a_code_fence_is_not_a_block(tmp_path):
+    doc = tmp_path / "guide.md"
+    doc.write_text("```\n<!-- figures\nr: results/none\n---\n{r.summary.x}\n-->\n<!-- /figures -->\n```\n"
+                   "Inline, `<!-- figures run: results/X -->` is prose.\n")
+    assert docs.check([doc]) == ([], 0)
+
+
+def test_the_runners_latest_run_block_is_what_docs_writes(iteration):
+    docs.write([iteration])
+    readme.update_readme(iteration, readme.latest_block(SUMMARY))
+    text = iteration.read_text()
+    assert "## Latest local run\n\n<!-- figures run: results/breakpoint-20260101-000000 -->" in text
+    assert docs.check([iteration]) == ([], 2)
+    readme.update_readme(iteration, readme.latest_block({**SUMMARY, "results_dir": "breakpoint-20260102-000000"}))
+    assert iteration.read_text().count("<!-- figures run:") == 1
+
+
+def test_the_committed_docs_match_their_results():
+    messages, count = docs.check(list(docs.doc_files()))
+    assert messages == [] and count > 10
