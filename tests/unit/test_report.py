@@ -143,7 +143,7 @@ def test_readme_block_is_replaced_not_repeated(iteration):
     publish.publish(make_results(iteration, "breakpoint-20260103-000000", started="2026-01-03T00:00:00"),
                     update_readme=True)
     text = (iteration / "README.md").read_text()
-    assert text.count(readme.LATEST_START) == 1 and "breakpoint-20260103-000000" in text
+    assert text.count("<!-- figures run:") == 1 and "breakpoint-20260103-000000" in text
     assert text.startswith("# It 1") and "## More" in text
     assert summary["results_dir"] not in text
 
