@@ -17,8 +17,9 @@ stem: `a.run`, `a.benchmark`), `a.report` the link to its report.md, `a.dir` the
 placeholder is `{expression}` or `{expression:format}`, the expression made of sources, attributes,
 `[keys]`, numbers, arithmetic and the functions in FUNCTIONS; a value of null reads "n/a". Short
 forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
-`<!-- figures report-section: results/X Chaos -->` (a section of its report) and
-`<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table).
+`<!-- figures report-section: results/X Chaos -->` (a section of its report),
+`<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
+`<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder).
 """
 import ast
 import json
@@ -236,6 +237,23 @@ def benchmark_table(folder, _link, _title):
     return "\n".join(benchfolder.render(folder)) + "\n"
 
 
+def predict_output(iteration, _link, arguments):
+    """What `scripts/predict ITERATION ARGUMENTS` prints, from the committed settings, profiles, prices and
+    benchmarks alone, shown as a code block."""
+    import contextlib
+    import io
+    import shlex
+
+    from visitkit.cli import main
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        code = main(["predict", str(iteration), *shlex.split(arguments)])
+    if code:
+        raise DocsError(f"scripts/predict {iteration.name} {arguments} exited with {code}")
+    return "```\n" + output.getvalue() + "```\n"
+
+
 def read_json(folder, stem):
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -244,7 +262,8 @@ def read_json(folder, stem):
 
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
-WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table}
+WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
+                "predict": predict_output}
 
 
 def differences(block, rendered, lines):
