@@ -147,3 +147,10 @@ def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tm
     with pytest.raises(VisitkitError, match="does not know"):
         benchmarks.render_folder(tmp_path)
 
+
+@pytest.mark.parametrize("module", [hotpath, bench, emulatorscan])
+def test_the_committed_folders_load_and_render(module):
+    folders = sorted(benchmarks.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
+    assert folders, f"no committed {module.KIND} folder"
+    record = module.load(folders[-1])
+    assert module.render(record)[0] in (folders[-1] / "summary.md").read_text()
