@@ -80,6 +80,11 @@ def run_command(args):
         return 0
     folder, summary = runner.run(config)
     print("\n".join(runner.headline_lines(folder, summary)))
+    from visitkit import study
+
+    found = study.load(folder.iteration_dir)
+    if found:
+        print(study.comparison_line(found, summary))
     return 0
 
 

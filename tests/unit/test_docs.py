@@ -119,3 +119,4 @@ def test_the_runners_latest_run_block_is_what_docs_writes(iteration):
 def test_the_committed_docs_match_their_results():
     messages, count = docs.check(list(docs.doc_files()))
     assert messages == [] and count > 10
+
