@@ -17,11 +17,3 @@ def ms(value):
 
 def percent(ratio):
     return "n/a" if ratio is None else f"{ratio * 100:.1f} %"
-
-
-def when(point, load_start):
-    """'N users, R RPS at T s' for a point of the breakpoint figures."""
-    if not point:
-        return "not reached"
-    offset = f" at {point['time'] - load_start:.0f} s" if load_start is not None else ""
-    return f"{point['users']:,} users, {fmt(point['rps'])} RPS{offset}"

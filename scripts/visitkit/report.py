@@ -1,16 +1,16 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
-from visitkit import analysis, generator
+from visitkit import analysis, generator, results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
-from visitkit.formatting import fmt, ms, percent, when
+from visitkit.formatting import fmt, ms, percent
 from visitkit.monitoring import QUERIES
 from visitkit.predict import figure_to_measure
+from visitkit.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
-PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}
 
 
 def render(summary, plots=()):
-    """The whole report; `plots`: the names of the plots written beside it (PLOTS' keys)."""
+    """The whole report; `plots`: the names of the plots written beside it (results.PLOTS' keys)."""
     sections = (title_section, headline_section, prediction_section, plots_section, percentiles_section,
                 functions_section, resources_section, generator_section, platform_section, cost_section, chaos_section,
                 overload_section, visits_section, errors_section, run_section)
@@ -39,28 +39,27 @@ def verdict_lines(verdict):
 
 
 def headline_section(s, _plots):
-    h, bp, conv, start = s["headline"], s["breakpoint"], s["convergence"], s["load"]["start"]
+    """The headline table (knee: where RPS stops growing with users; p95 ceiling: the run's highest
+    p95), then what only the report says of it."""
+    bp, conv, start = s["breakpoint"], s["convergence"], s["load"]["start"]
     visits, store = s["visits"]["total"], s["store"]
-    lines = ["## Headline", "", *verdict_lines(s.get("verdict")),
-             f"- RPS stops growing with users (knee): {when(bp['knee'], start)}{machine_words(s, 'knee')}",
-             f"- First failure: {when(bp['first_failure'], start)}",
-             f"- Peak RPS: {when(bp['peak_rps'], start)}{machine_words(s, 'peak')}"]
-    if bp["p95_ceiling"]:
-        lines.append(f"- p95 ceiling (highest p95 of the run): {ms(h['p95_ceiling_ms'])} ms, first reached with "
-                     f"{bp['p95_ceiling']['users']:,} users")
-    else:
-        lines.append("- p95 ceiling: n/a")
-    lines.append(f"- Slowest function for the client (p95): {h.get('slowest_function', 'n/a')}")
+    verdict = verdict_lines(s.get("verdict"))
+    lines = ["## Headline", "", *verdict, *([""] if verdict else []), *headline_table(s["headline"]), ""]
+    moments = (("knee", "knee"), ("first failure", "first_failure"), ("peak RPS", "peak_rps"),
+               ("p95 ceiling", "p95_ceiling"))
+    lines.append("- When, into the load: " + ", ".join(
+        f"{label} {offset(bp[key]['time'], start) if bp[key] else 'not reached'}" for label, key in moments)
+        + (f" ({bp['p95_ceiling']['users']:,} users)" if bp["p95_ceiling"] else ""))
+    lines += [f"- At the {moment}: {words}" for moment in ("knee", "peak") if (words := machine_words(s, moment))]
     early = [found for found in (s.get("load_generator") or {}).get("saturated", []) if found["before_knee"]]
     if early:
         lines.append(f"- **The load generator saturated first**: {saturation_words(early[0], start)}, before "
                      "the knee: the knee may be Locust's, not the system's (see Load generator)")
-    if conv["converged"]:
-        lines.append(f"- Counters converged {fmt(conv['seconds_after_load'], 0)} s after the load ended: "
-                     f"{fmt(conv['extra_minutes_per_minute'], 2)} extra minutes per minute of load")
-    else:
+    if not conv["converged"]:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    lines.append(visits_line(visits, (s.get("audit") or {}).get("method") == "exact"))
+    extras = visits_extras(visits, (s.get("audit") or {}).get("method") == "exact")
+    if extras:
+        lines.append(f"- Visits: {extras}")
     if store:
         lines.append(f"- Store: accepted (202) {fmt(store['accepted_per_s'])}/s, stored {fmt(store['writes_per_s'])}/s "
                      f"during the load; {fmt(store['throughput_per_s'])}/s {store['throughput_of']} while backlogged; "
@@ -68,15 +67,18 @@ def headline_section(s, _plots):
     return lines + [""]
 
 
-def visits_line(visits, exact):
+def visits_extras(visits, exact):
+    """What the headline table's acked / stored / lost / dup leaves out: dead letters, and what
+    became of the visits with a 5xx or no answer."""
     landed, dead = visits["stored_unacknowledged"], visits.get("dead_lettered")
-    line = (f"- Visits: {visits['acknowledged']:,} acknowledged, {visits['stored']:,} stored, "
-            f"{visits['lost']:,} lost, {visits['duplicated']:,} duplicated" + (f", {dead:,} dead-lettered" if dead else ""))
+    words = [f"{dead:,} dead-lettered"] if dead else []
     if exact:
         unknown, landed = visits["failed"] + visits["unanswered"], landed - visits["refused_stored"]
-        return line + (f"; of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
-                       "its marker)" if unknown else "; every fate read from its marker")
-    return line + (f", {landed:,} stored after a 5xx or no answer (ambiguous, not duplicated)" if landed else "")
+        words.append(f"of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
+                     "its marker)" if unknown else "every fate read from its marker")
+    elif landed:
+        words.append(f"{landed:,} stored after a 5xx or no answer (ambiguous, not duplicated)")
+    return "; ".join(words)
 
 
 def machine_words(s, moment):
@@ -86,13 +88,13 @@ def machine_words(s, moment):
     if not m:
         return ""
     if m["cores"] is None:
-        return f" (every part's CPU together: {m['cpu_percent']:.0f} % of one core)"
+        return f"every part's CPU together: {m['cpu_percent']:.0f} % of one core"
     of = f"{m['cpu_percent']:.0f} % of its {m['cores'] * 100} %"
     if m["busy"]:
-        return (f"; **this machine's CPU was busy** ({of}): the {moment} is the machine's as much as the "
+        return (f"**this machine's CPU was busy** ({of}): the {moment} is the machine's as much as the "
                 "system's" + (", and its place depends on how far the ramp went (docs/local-twin.md)"
                               if moment == "knee" else ""))
-    return f"; this machine's CPU had room ({of})"
+    return f"this machine's CPU had room ({of})"
 
 
 KEPT_UP_S = 10  # a backlog below this many seconds of accepted visits never made the store run flat out
@@ -131,7 +133,8 @@ def prediction_section(s, _plots):
 
 def plots_section(_s, plots):
     captions = {"load": "users, RPS, failures, p95", "server": "backlog, visits/s, queues, 429s"}
-    return [line for key in ("load", "server") if key in plots for line in (f"![{captions[key]}]({PLOTS[key]})", "")]
+    return [line for key in ("load", "server") if key in plots
+            for line in (f"![{captions[key]}]({results.PLOTS[key]})", "")]
 
 
 def percentiles_section(s, _plots):
@@ -186,7 +189,7 @@ def resources_section(s, plots):
         costliest = max(per_request, key=per_request.get)
         lines += ["", f"Most CPU per request: {costliest} ({fmt(per_request[costliest], 2)} ms)."]
     if "resources" in plots:
-        lines += ["", f"![CPU and memory per function over time, with the load]({PLOTS['resources']})"]
+        lines += ["", f"![CPU and memory per function over time, with the load]({results.PLOTS['resources']})"]
     return lines + [""]
 
 
@@ -301,8 +304,8 @@ def platform_section(s, plots):
              "that reached an instance, so 429s refused at the maximum instance count may be missing "
              "(Locust's count is the reference).", ""]
     if "gcp" in plots:
-        lines += [f"![latency p50/p95, requests by code class, instances, backlog, Firestore writes]({PLOTS['gcp']})",
-                  ""]
+        lines += ["![latency p50/p95, requests by code class, instances, backlog, Firestore writes]"
+                  f"({results.PLOTS['gcp']})", ""]
     platform = s.get("platform")
     if platform:
         lines += ["429s: Locust's count (the client side table above) is the reference; `request_count` counts "
@@ -398,12 +401,8 @@ def errors_section(s, _plots):
 
 def run_section(s, _plots):
     lines = ["## Run", ""]
-    settings = s.get("settings") or {}
-    if settings:
-        instances = ", ".join(f"{n} {f.get('max_instances', '?')}x{f.get('concurrency', 1)}"
-                              for n, f in (settings.get("functions") or {}).items())
-        lines.append(f"- Settings: {settings.get('shards_per_page')} shards/page, get-counter cache "
-                     f"{settings.get('cache_ttl_seconds')} s; instances x concurrency: {instances}")
+    if s.get("settings_line"):
+        lines.append(f"- Settings: {s['settings_line']}")
     if s.get("shape"):
         lines.append(f"- Shape: {s['shape']}")
     profile = s.get("profile")
@@ -427,8 +426,9 @@ def run_section(s, _plots):
                      "(files in warm-up/)")
     lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
     lines += [f"- {note}" for note in s["notes"]]
-    lines.append("- Files: locust_stats.csv, locust_stats_history.csv (full history), locust.html, ledger.json, "
-                 "health.csv, per_second.csv, server-samples.jsonl, convergence.jsonl, audit.json, summary.json, "
-                 "locust.log" + (", run.conf (the options master and workers read)" if (s.get("load") or {}).get("workers")
-                                 else ""))
+    files = [results.STATS, f"{results.HISTORY} (full history)", results.LOCUST_HTML, results.LEDGER, results.HEALTH,
+             results.PER_SECOND, results.SAMPLES, results.POLLS, results.AUDIT, results.SUMMARY, results.LOCUST_LOG]
+    if (s.get("load") or {}).get("workers"):
+        files.append(f"{results.RUN_CONF} (the options master and workers read)")
+    lines.append(f"- Files: {', '.join(files)}")
     return lines

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from visitkit import analysis
-from visitkit.errors import RunError
+from visitkit.errors import RunError, SettingsError
+from visitkit.settings import parse_settings
 from visitkit.suite import OUTPUTS
 
 FORMAT_VERSION = 2
@@ -25,6 +26,8 @@ STATS, HISTORY, FAILURES = (f"{LOCUST_PREFIX}_{kind}.csv" for kind in ("stats", 
 SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
 RUN_CONF = "run.conf"  # a distributed run's Locust options, as its master and workers read them
 STACK = "stack"  # the local stack's state folder: its logs and HAProxy configuration
+# The plots beside the report, by what they show (gcp: the platform's metrics, a Google Cloud run's only).
+PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}
 
 
 @dataclass
@@ -32,6 +35,7 @@ class RunData:
     """Everything a results folder holds, parsed."""
     name: str
     run: dict
+    settings: object  # the run's settings.Settings, parsed from run.json; None if they do not parse
     ledger: dict
     stats: list  # Locust's per-endpoint rows, as analysis.percentile_table makes them
     history: list  # Locust's per-second Aggregated history
@@ -112,8 +116,14 @@ class ResultsFolder:
         run = self.run()
         samples = read_jsonl(self / SAMPLES)
         metrics_dir = self / METRICS
+        notes = _upgrade(run, samples)
+        try:
+            settings = parse_settings(run.get("settings") or {}, f"{RUN}'s settings")
+        except SettingsError as error:
+            settings = None
+            notes.append(f"Settings and cost not shown: {error}")
         return RunData(
-            name=self.name, run=run, ledger=_read_json(self / LEDGER, {}),
+            name=self.name, run=run, settings=settings, ledger=_read_json(self / LEDGER, {}),
             stats=analysis.percentile_table(read_csv(self / STATS)),
             history=analysis.aggregated_history(read_csv(self / HISTORY)),
             failures=analysis.first_failures(read_csv(self / FAILURES)),
@@ -123,7 +133,7 @@ class ResultsFolder:
             audit=_read_json(self / AUDIT),
             health=analysis.health_rows(read_csv(self / HEALTH)),
             per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},
-            notes=_upgrade(run, samples))
+            notes=notes)
 
     def save_audit(self, audit):
         (self / AUDIT).write_text(json.dumps(audit, indent=1))

@@ -23,7 +23,7 @@ from pathlib import Path
 from visitkit import audit, publish, results, settle, suite
 from visitkit.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
-from visitkit.formatting import fmt, ms, percent
+from visitkit.formatting import percent
 from visitkit.haproxy import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR, ROOT
@@ -31,6 +31,7 @@ from visitkit.progress import Progress
 from visitkit.predict import figure_to_measure, predict
 from visitkit.profile import load_profile
 from visitkit.settings import check_invokers, load_settings
+from visitkit.summary import headline_table
 from visitkit.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
@@ -844,10 +845,5 @@ def headline_lines(folder, summary):
         f"report: {folder / results.REPORT}",
         f"  verdict: {verdict.get('outcome', 'n/a')}",
         f"  users max {h['users_max']}, requests {h['requests']}, failure ratio {percent(h['failure_ratio'] or 0)}",
-        f"  knee: {fmt(h['knee_users'], 0)} users / {fmt(h['knee_rps'])} RPS; first failure: "
-        f"{fmt(h['first_failure_users'], 0)} users / {fmt(h['first_failure_rps'])} RPS; peak {fmt(h['rps_peak'])} RPS; "
-        f"p95 ceiling {ms(h['p95_ceiling_ms'])} ms; slowest: {h.get('slowest_function', 'n/a')}",
-        f"  convergence: {fmt(h['convergence_s'], 0)} s after load ({fmt(h['extra_min_per_min'], 2)} extra min per min)",
-        f"  visits: acknowledged {h['visits.acknowledged']}, stored {h['visits.stored']}, "
-        f"lost {h['visits.lost']}, duplicated {h['visits.duplicated']}",
+        *(f"  {line}" for line in headline_table(h)),
     ]

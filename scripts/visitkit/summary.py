@@ -1,9 +1,10 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
-plots' marks and compare read. Figures only; the verdict is verdict.py's, the words report.py's."""
+plots' marks and compare read. Figures, and the headline's one rendering (headline_table); the
+verdict is verdict.py's, the report's words report.py's."""
 from visitkit import analysis, audit, chaos, cost, generator, overload, resources
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
-from visitkit.errors import SettingsError
-from visitkit.settings import parse_settings
+from visitkit.formatting import fmt, ms
+from visitkit.settings import summary_line
 
 
 def summarize(data):
@@ -17,6 +18,7 @@ def summarize(data):
     summary = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
+        "settings_line": summary_line(data.settings) if data.settings else None,
         "shape": run.get("shape"), "profile": run.get("profile"), "prediction": run.get("prediction"),
         "twin": run.get("twin"), "warm_up": run.get("warm_up"),
         "load": {"start": load_start, "end": load_end,
@@ -43,7 +45,7 @@ def summarize(data):
     on_platform = summary["server_source"] == "gcp-monitoring"
     summary["platform"] = platform_figures(samples) if on_platform else None
     summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
-        samples, run.get("settings"), load_start, load_end, on_platform, run.get("region"))
+        samples, data.settings, load_start, load_end, on_platform, run.get("region"))
     summary["machine"] = machine_figures(summary["breakpoint"], samples, (run.get("machine") or {}).get("cores"),
                                          on_platform)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
@@ -74,16 +76,13 @@ def served(samples, start=None, end=None):
     return counts
 
 
-def resource_figures(samples, raw_settings, load_start, load_end, on_platform, region=None):
+def resource_figures(samples, settings, load_start, load_end, on_platform, region=None):
     """(resources per component, CPU ms per request per function, estimated cost or None).
     Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run, at
-    the prices of the run's region (runs recorded before regions were: the infra's default)."""
+    the prices of the run's region (runs recorded before regions were: the infra's default).
+    settings: the run's Settings, None if they did not parse (then no figures on Google Cloud)."""
     if not samples:
         return {}, {}, None
-    try:
-        settings = parse_settings(raw_settings or {}, "the run's settings")
-    except SettingsError:
-        settings = None
     if not on_platform:
         figures = resources.summarize(samples, load_start, load_end)
         return figures, resources.cpu_ms_per_request(figures, served(samples, load_start, load_end)), None
@@ -212,3 +211,16 @@ def headline(summary):
         if not key.endswith(("_time", "_of")):
             figures[f"store.{key}"] = value
     return figures
+
+
+def headline_table(h):
+    """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
+    visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
+    return [
+        "| knee (users / RPS) | first failure (users / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
+        "| extra min per min | acked / stored / lost / dup |",
+        "|---|---|---:|---:|---|---:|---:|---|",
+        f"| {fmt(h['knee_users'], 0)} / {fmt(h['knee_rps'])} | {fmt(h['first_failure_users'], 0)} / "
+        f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {ms(h['p95_ceiling_ms'])} ms | "
+        f"{h.get('slowest_function', 'n/a')} | {fmt(h['convergence_s'], 0)} s | {fmt(h['extra_min_per_min'], 2)} | "
+        f"{visits} |"]

@@ -1,0 +1,42 @@
+"""The run's headline, rendered once and shown by the terminal and the report, and the run's
+settings read back through the settings parser."""
+import json
+
+from test_report import make_results
+from visitkit import publish, runner
+from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
+from visitkit.settings import load_settings, summary_line
+from visitkit.summary import headline_table
+
+
+def test_the_headline_table_reads_missing_figures_as_n_a():
+    figures = {"knee_users": 1183, "knee_rps": 944.0, "first_failure_users": None, "first_failure_rps": None,
+               "rps_peak": 950.0, "p95_ceiling_ms": 10000.0, "convergence_s": 152.0, "extra_min_per_min": 1.494,
+               "visits.acknowledged": 2642, "visits.stored": 2642, "visits.lost": 0, "visits.duplicated": 0}
+    header, _, row = headline_table(figures)
+    assert header.count("|") == row.count("|")
+    assert row == "| 1,183 / 944.0 | n/a / n/a | 950.0 | 10,000 ms | n/a | 152 s | 1.49 | 2,642 / 2,642 / 0 / 0 |"
+
+
+def test_the_terminal_and_the_report_show_the_same_headline(tmp_path):
+    folder = make_results(tmp_path / "iteration-1")
+    summary = publish.publish(folder)
+    table = headline_table(summary["headline"])
+    assert "\n".join(table) in (folder / "report.md").read_text()
+    assert [line.strip() for line in runner.headline_lines(folder, summary)[-3:]] == table
+
+
+def test_the_settings_line_is_the_parsed_settings(tmp_path):
+    folder = make_results(tmp_path / "iteration-1")
+    run = json.loads((folder / "run.json").read_text())
+    settings = load_settings(ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE)
+    (folder / "run.json").write_text(json.dumps({**run, "settings": settings.raw}))
+    publish.publish(folder)
+    assert f"- Settings: {summary_line(settings)}\n" in (folder / "report.md").read_text()
+
+
+def test_settings_that_do_not_parse_are_named_not_shown(tmp_path):
+    folder = make_results(tmp_path / "iteration-1")  # its settings name no function
+    summary = publish.publish(folder)
+    assert summary["settings_line"] is None
+    assert "Settings and cost not shown: run.json's settings: functions must have" in (folder / "report.md").read_text()
