@@ -5,7 +5,7 @@ For each settings file: start the local stack, publish N visits straight into th
 the drain rate, store-inc-counter's service time, the most store requests HAProxy saw in flight,
 and each rate as a ratio of the first one.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
 (FORMAT), summary.md, and per settings file a copy of it and <iteration>-drain.csv (seconds since
 publishing began, visits stored, store requests in flight; every 0.2 s while it drained).
 """
@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from visitkit import benchmarks
+from visitkit import benchfolder
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.profile import load_profile
@@ -74,11 +74,11 @@ def measure(settings, visits, profile=None):
         stack.down()
 
 
-def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_root=benchmarks.BENCHMARKS_DIR,
+def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_root=benchfolder.BENCHMARKS_DIR,
               now=datetime.datetime.now):
     """Drains a backlog with each settings file in turn; returns (results folder, record)."""
     profile = profile or load_profile()
-    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+    with benchfolder.new_folder(KIND, out_root, now()) as folder:
         runs = []
         for path in map(Path, paths):
             settings, name = load_settings(path), path.parent.name
@@ -92,13 +92,13 @@ def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_r
             runs.append({"settings": name, "instances": store.max_instances, "concurrency": store.concurrency,
                          "drained_per_s": round(rate, 1), "service_ms": service_ms, "most_in_flight": in_flight})
         record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
-                  "machine": benchmarks.machine(), "visits": visits, "profile": profile.describe(), "runs": runs}
-        benchmarks.write(folder, record, summary_lines(record, folder.name))
+                  "machine": benchfolder.machine(), "visits": visits, "profile": profile.describe(), "runs": runs}
+        benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
 
 
 def load(folder):
-    return benchmarks.load(folder, KIND, FORMAT)
+    return benchfolder.load(folder, KIND, FORMAT)
 
 
 def render(record):

@@ -7,7 +7,7 @@ starts a Firestore emulator of its own, stores markers as store-inc-counter does
 aggregation query (the one get-counter and the runner's totals make) at each number of markers, then
 once more after deleting every document.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
 (FORMAT), summary.md, and queries.csv, every query's time.
 """
 import csv
@@ -16,7 +16,7 @@ import hashlib
 import tempfile
 import time
 
-from visitkit import benchmarks
+from visitkit import benchfolder
 from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
@@ -88,9 +88,9 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
             stack.down()
 
 
-def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchmarks.BENCHMARKS_DIR, now=datetime.datetime.now):
+def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
     """Times the read at each number of markers; returns (results folder, record)."""
-    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+    with benchfolder.new_folder(KIND, out_root, now()) as folder:
         rows = measure(steps, queries)
         with open(folder / "queries.csv", "w", newline="") as f:
             writer = csv.writer(f)
@@ -99,9 +99,9 @@ def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchmarks.BENCHMAR
                              for stored, times in rows for ms in times)
         means = [{"markers": stored, "mean_ms": round(sum(times) / len(times), 3)} for stored, times in rows]
         record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
-                  "machine": benchmarks.machine(), "queries": queries, "steps": means,
+                  "machine": benchfolder.machine(), "queries": queries, "steps": means,
                   "ms_per_1000_markers": growth(means)}
-        benchmarks.write(folder, record, summary_lines(record, folder.name))
+        benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
 
 
@@ -115,7 +115,7 @@ def growth(steps):
 
 
 def load(folder):
-    return benchmarks.load(folder, KIND, FORMAT)
+    return benchfolder.load(folder, KIND, FORMAT)
 
 
 def render(record):

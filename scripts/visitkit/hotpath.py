@@ -4,7 +4,7 @@ functions-framework function on the same machine, in one run, side by side. Repo
 CPU milliseconds per request per function, and whether the store kept up: its backlog when the
 load ended and how long the counters took to converge after it.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
 (FORMAT), summary.md, Locust's CSV files of each run (stack-locust_*.csv, noop-locust_*.csv), and
 the samples the CPU and store figures come from (stack-samples.json, noop-samples.json).
 """
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from visitkit import benchmarks, resources
+from visitkit import benchfolder, resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
@@ -120,21 +120,21 @@ def measure_noop(users, seconds, folder, threads=THREADS):
         server.wait()
 
 
-def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchmarks.BENCHMARKS_DIR,
+def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR,
               now=datetime.datetime.now):
     """The whole stack, then the no-op function, under the same load; returns (results folder, record)."""
-    with benchmarks.new_folder(KIND, out_root, now()) as folder:
+    with benchfolder.new_folder(KIND, out_root, now()) as folder:
         stack = measure_stack(users, seconds, folder)
         noop = measure_noop(users, seconds, folder)
         record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
-                  "machine": benchmarks.machine(), "locust": importlib.metadata.version("locust"),
+                  "machine": benchfolder.machine(), "locust": importlib.metadata.version("locust"),
                   "users": users, "seconds": seconds, "threads": THREADS, "stack": stack, "noop": noop}
-        benchmarks.write(folder, record, summary_lines(record, folder.name))
+        benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
 
 
 def load(folder):
-    return benchmarks.load(folder, KIND, FORMAT)
+    return benchfolder.load(folder, KIND, FORMAT)
 
 
 def render(record):

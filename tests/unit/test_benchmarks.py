@@ -1,4 +1,4 @@
-"""The hot-path, store-path and emulator-scan benchmarks' results folders (visitkit.benchmarks):
+"""The hot-path, store-path and emulator-scan benchmarks' results folders (visitkit.benchfolder):
 naming, the format check, and each record's table (pure logic; the measuring is stubbed)."""
 import csv
 import datetime
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit import bench, benchmarks, emulatorscan, hotpath
+from visitkit import bench, benchfolder, emulatorscan, hotpath
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -14,16 +14,16 @@ MACHINE = {"cores": 2, "processor": "AMD EPYC", "python": "3.11.7"}
 
 
 def test_a_folder_is_named_by_its_benchmark_and_start():
-    assert benchmarks.folder_name("hot-path", STARTED) == "hot-path-20261123-135950"
+    assert benchfolder.folder_name("hot-path", STARTED) == "hot-path-20261123-135950"
 
 
 def test_a_failed_run_leaves_no_folder_and_a_whole_one_stays(tmp_path):
     with pytest.raises(RuntimeError):
-        with benchmarks.new_folder("store-path", tmp_path, STARTED) as folder:
+        with benchfolder.new_folder("store-path", tmp_path, STARTED) as folder:
             (folder / "half.csv").write_text("x")
             raise RuntimeError("the stack did not start")
     assert list(tmp_path.iterdir()) == []
-    with benchmarks.new_folder("store-path", tmp_path, STARTED) as folder:
+    with benchfolder.new_folder("store-path", tmp_path, STARTED) as folder:
         pass
     assert folder == tmp_path / "store-path-20261123-135950" and folder.is_dir()
 
@@ -137,20 +137,20 @@ def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatc
     assert folder == tmp_path / "hot-path-20261123-135950" and hotpath.load(folder) == written
     assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
     assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
-    assert benchmarks.render_folder(folder) == hotpath.render(written)  # the docs' table, from the record alone
+    assert benchfolder.render(folder) == hotpath.render(written)  # the docs' table, from the record alone
 
 
 def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tmp_path):
-    table = benchmarks.render_folder(benchmarks.BENCHMARKS_DIR / "loadgen-20261123-135950")
+    table = benchfolder.render(benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950")
     assert table[0].startswith("| scenario | users |") and len(table) == 4  # header, rule, its two scenarios
     (tmp_path / "benchmark.json").write_text(json.dumps({"format": 1, "benchmark": "fuzz"}))
     with pytest.raises(VisitkitError, match="does not know"):
-        benchmarks.render_folder(tmp_path)
+        benchfolder.render(tmp_path)
 
 
 @pytest.mark.parametrize("module", [hotpath, bench, emulatorscan])
 def test_the_committed_folders_load_and_render(module):
-    folders = sorted(benchmarks.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
+    folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"
     record = module.load(folders[-1])
     assert module.render(record)[0] in (folders[-1] / "summary.md").read_text()

@@ -3,8 +3,9 @@ benchmarks/<benchmark>-<YYYYmmdd-HHMMSS>/ holding its record (benchmark.json, wh
 reader checks), summary.md, and the raw files its figures come from.
 
 The hot-path, store-path and emulator-scan benchmarks write theirs with these helpers; each keeps its
-own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. `render_folder(folder)`
-is any committed folder's table from its record alone, as `visitkit docs` writes it into a doc.
+own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module's
+`render(folder)` is any committed folder's table from its record alone, as `visitkit docs` writes it
+into a doc.
 """
 import contextlib
 import json
@@ -60,7 +61,7 @@ def load(folder, kind, fmt):
     return record
 
 
-def render_folder(folder):
+def render(folder):
     """The table of a results folder of any benchmark, from its benchmark.json alone."""
     from visitkit import bench, emulatorscan, hotpath, loadgen
 
