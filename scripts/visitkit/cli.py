@@ -11,8 +11,6 @@
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
-
-The only place that turns the kit's errors into one-line messages and exit codes.
 """
 import argparse
 import json
@@ -336,6 +334,7 @@ def interrupted(signum, frame):
 
 
 def main(argv=None):
+    """The only place that turns the kit's errors into one-line messages and exit codes."""
     args = parser().parse_args(argv)
     # `kill` stops a run as Ctrl-C does: the stack it started is stopped on the way out.
     signal.signal(signal.SIGTERM, interrupted)
