@@ -215,7 +215,7 @@ def headline(summary):
 
 def headline_table(h):
     """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
-    visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
+    visits = " / ".join(str(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
     return [
         "| knee (users / RPS) | first failure (users / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
         "| extra min per min | acked / stored / lost / dup |",

@@ -3,7 +3,7 @@ settings read back through the settings parser."""
 import json
 
 from test_report import make_results
-from visitkit import publish, runner
+from visitkit import publish, readme, runner
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.settings import load_settings, summary_line
 from visitkit.summary import headline_table
@@ -15,15 +15,16 @@ def test_the_headline_table_reads_missing_figures_as_n_a():
                "visits.acknowledged": 2642, "visits.stored": 2642, "visits.lost": 0, "visits.duplicated": 0}
     header, _, row = headline_table(figures)
     assert header.count("|") == row.count("|")
-    assert row == "| 1,183 / 944.0 | n/a / n/a | 950.0 | 10,000 ms | n/a | 152 s | 1.49 | 2,642 / 2,642 / 0 / 0 |"
+    assert row == "| 1,183 / 944.0 | n/a / n/a | 950.0 | 10,000 ms | n/a | 152 s | 1.49 | 2642 / 2642 / 0 / 0 |"
 
 
-def test_the_terminal_and_the_report_show_the_same_headline(tmp_path):
+def test_the_terminal_the_report_and_the_readme_show_the_same_headline(tmp_path):
     folder = make_results(tmp_path / "iteration-1")
     summary = publish.publish(folder)
     table = headline_table(summary["headline"])
     assert "\n".join(table) in (folder / "report.md").read_text()
     assert [line.strip() for line in runner.headline_lines(folder, summary)[-3:]] == table
+    assert "\n".join(table) in readme.run_table(summary, "results/x")
 
 
 def test_the_settings_line_is_the_parsed_settings(tmp_path):
