@@ -3,7 +3,8 @@ that the runner points at each new run, and `visitkit docs` writes from that run
 import re
 from pathlib import Path
 
-from visitkit.formatting import fmt, ms
+from visitkit import results
+from visitkit.summary import headline_table
 
 SECTION = "## Latest local run"
 START = "<!-- figures run: {link} -->"
@@ -13,19 +14,11 @@ BLOCK = re.compile(r"<!-- figures run: [^\n]*-->\n.*?" + re.escape(END), re.S)
 
 def run_table(summary, link):
     """A run's headline as Markdown, its links relative to the doc that shows it (`link`: the results folder)."""
-    h = summary["headline"]
     return "\n".join([
-        f"[{summary['test']} {summary['results_dir']}]({link}/report.md) — verdict: **{summary['verdict']['outcome']}**",
-        "",
-        "| knee (users / RPS) | first failure (users / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
-        "| extra min per min | acked / stored / lost / dup |",
-        "|---|---|---:|---:|---|---:|---:|---|",
-        f"| {fmt(h['knee_users'], 0)} / {fmt(h['knee_rps'])} | {fmt(h['first_failure_users'], 0)} / "
-        f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {ms(h['p95_ceiling_ms'])} ms | "
-        f"{h.get('slowest_function', 'n/a')} | {fmt(h['convergence_s'], 0)} s | {fmt(h['extra_min_per_min'], 2)} | "
-        f"{h['visits.acknowledged']} / {h['visits.stored']} / {h['visits.lost']} / {h['visits.duplicated']} |",
-        "",
-        f"![load]({link}/load.png)"])
+        f"[{summary['test']} {summary['results_dir']}]({link}/{results.REPORT}) — verdict: "
+        f"**{summary['verdict']['outcome']}**", "",
+        *headline_table(summary["headline"]), "",
+        f"![load]({link}/{results.PLOTS['load']})"])
 
 
 def latest_block(summary):

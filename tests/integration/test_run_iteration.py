@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from visitkit import runner
+from visitkit import docs, runner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,8 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     assert "/inc-counter?visit_type=jobs" in endpoints and "Aggregated" in endpoints
     assert summary["server_source"] == "local-haproxy"
     assert summary["verdict"]["outcome"] == "supported"
-    assert "latest-local-results" in (iteration / "README.md").read_text()
+    assert f"<!-- figures run: results/{results.name} -->" in (iteration / "README.md").read_text()
+    assert docs.check([iteration / "README.md"])[0] == []  # the block the runner wrote is what docs writes
     assert "| Function | client mean" in (results / "report.md").read_text()
 
 
