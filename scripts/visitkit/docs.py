@@ -323,10 +323,20 @@ def broken_links(doc):
     text = blank(FENCE, blank(COMMENT, doc.read_text()))
     for number, line in enumerate(text.split("\n"), 1):
         for target in LINK.findall(line):
-            if re.match(r"[a-z]+:|#", target):
+            if re.match(r"[a-z]+:", target):
                 continue
-            if not (doc.parent / target.split("#")[0]).exists():
+            path, _, anchor = target.partition("#")
+            found = (doc.parent / path) if path else doc
+            if not found.exists():
                 yield f"{shown(doc)}:{number}: the link {target} leads nowhere"
+            elif anchor and found.suffix == ".md" and anchor not in anchors(found):
+                yield f"{shown(doc)}:{number}: the link {target} names no heading of {found.name}"
+
+
+def anchors(doc):
+    """The anchors GitHub gives a doc's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", blank(FENCE, doc.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
 
 
 def write(docs):

@@ -120,3 +120,11 @@ def test_the_committed_docs_match_their_results():
     messages, count = docs.check(list(docs.doc_files()))
     assert messages == [] and count > 10
 
+
+
+def test_a_link_to_a_heading_that_is_not_there_is_named(tmp_path):
+    (tmp_path / "twin.md").write_text("# The twin\n\n## Where it stands: the model, the twin and the study\n")
+    doc = tmp_path / "README.md"
+    doc.write_text("[ok](twin.md#where-it-stands-the-model-the-twin-and-the-study) [here](#readme)\n"
+                   "# Readme\n[gone](twin.md#where-it-stood)\n")
+    assert docs.check([doc])[0] == [f"{doc}:3: the link twin.md#where-it-stood names no heading of twin.md"]
