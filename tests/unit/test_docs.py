@@ -93,7 +93,7 @@ def test_a_template_may_only_read_figures(iteration, expression):
 def test_links_that_lead_nowhere_are_named_but_not_in_templates_or_code(iteration):
     docs.write([iteration])
     with iteration.open("a") as doc:
-        doc.write("[fine](results/breakpoint-20260101-000000/report.md#knee) [web](https://example.com)\n"
+        doc.write("[fine](results/breakpoint-20260101-000000/report.md#report) [web](https://example.com)\n"
                   "[gone](results/breakpoint-20250101-000000/report.md)\n```\n[example](nowhere.md)\n```\n")
     messages, _ = docs.check([iteration])
     assert messages == [f"{iteration}:17: the link results/breakpoint-20250101-000000/report.md leads nowhere"]
