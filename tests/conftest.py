@@ -13,6 +13,7 @@ import locust  # noqa: E402,F401
 
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
+from visitkit import haproxy  # noqa: E402
 from visitkit.catalogue import FUNCTIONS  # noqa: E402
 from visitkit.settings import load_settings  # noqa: E402
 from visitkit.stack import LocalStack  # noqa: E402
@@ -20,6 +21,7 @@ from visitkit.stack import LocalStack  # noqa: E402
 # From this file, not the working directory: pytest may be started from anywhere.
 ROOT = Path(__file__).resolve().parents[1]
 ITERATION_0 = ROOT / "iterations" / "iteration-0" / "settings.tfvars.json"
+ITERATION_3 = ROOT / "iterations" / "iteration-3" / "settings.tfvars.json"
 
 
 def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):
@@ -47,3 +49,18 @@ def stack(tmp_path_factory):
     """The local stack with iteration 0's settings, shared by the tests that only read deltas."""
     with running_stack(tmp_path_factory.mktemp("stack")) as local:
         yield local
+
+
+@pytest.fixture
+def haproxy_config(tmp_path):
+    """HAProxy's configuration for iteration 3's settings (four store instances of concurrency 1), as
+    the stack renders it: haproxy_config(queue_timeout=...) -> its text; the 429 page is tmp_path's."""
+    settings = load_settings(ITERATION_3)
+
+    def render(queue_timeout=10.0):
+        instances = {f: [20000 + 10 * n + i for i in range(settings.functions[f].max_instances)]
+                     for n, f in enumerate(FUNCTIONS)}
+        return haproxy.render_config(public_port=18080, push_port=18081, stats_address="127.0.0.1:18082",
+                                     errorfile_path=tmp_path / "429.http", instances=instances,
+                                     settings=settings, queue_timeout=queue_timeout)
+    return render
