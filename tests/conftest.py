@@ -2,7 +2,6 @@
 import contextlib
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +14,12 @@ del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
 from visitkit import haproxy  # noqa: E402
 from visitkit.catalogue import FUNCTIONS  # noqa: E402
+from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE  # noqa: E402
 from visitkit.settings import load_settings  # noqa: E402
 from visitkit.stack import LocalStack  # noqa: E402
 
-# From this file, not the working directory: pytest may be started from anywhere.
-ROOT = Path(__file__).resolve().parents[1]
-ITERATION_0 = ROOT / "iterations" / "iteration-0" / "settings.tfvars.json"
-ITERATION_3 = ROOT / "iterations" / "iteration-3" / "settings.tfvars.json"
+ITERATION_0 = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
+ITERATION_3 = ITERATIONS_DIR / "iteration-3" / SETTINGS_FILE
 
 
 def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):

@@ -2,7 +2,6 @@
 against the real local stack: no 5xx, every answer conforms to the document, and a request that is
 refused publishes nothing, while every 202 ends up stored exactly once."""
 import uuid
-from pathlib import Path
 
 import pytest
 import schemathesis
@@ -11,10 +10,11 @@ from schemathesis import GenerationMode, checks
 
 from helpers import relay_figures, settle
 from visitkit.catalogue import PAGES, PUBLIC_PATHS, visits
+from visitkit.paths import FUNCTIONS_DIR
 
 is_visit_id = visits.is_visit_id
 
-DOCUMENT = Path(__file__).resolve().parents[2] / "functions" / "openapi.yaml"
+DOCUMENT = FUNCTIONS_DIR / "openapi.yaml"
 schema = schemathesis.openapi.from_path(DOCUMENT)
 EXAMPLES = 25  # per operation: bounded, so CI stays short
 CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,

@@ -3,11 +3,9 @@ Pub/Sub frozen, the push delivery killed, while Locust keeps the system busy. Wh
 acknowledged visit is lost and none is counted twice, every visit's fate is known from its id, and
 the report says what was done when."""
 import shutil
-from pathlib import Path
 
 from visitkit import runner
-
-ROOT = Path(__file__).resolve().parents[2]
+from visitkit.paths import ROOT
 
 
 def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):

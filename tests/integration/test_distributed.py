@@ -8,15 +8,13 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 from helpers import wait_for
 
 from visitkit import audit, runner
 from visitkit.net import free_port
+from visitkit.paths import ROOT
 from visitkit.summary import ledger_figures
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -16,8 +15,8 @@ from fake_google import FakeGoogle, Scenario, unsigned_jwt, unverified_claims
 
 from visitkit import credentials as google_credentials
 from visitkit import idtoken
+from visitkit.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 EMAIL = "loadgen@visitkit-fake.iam.gserviceaccount.com"
 FUNCTIONS = {"/app": EMAIL, "/inc-counter": EMAIL, "/get-counter": EMAIL}
 

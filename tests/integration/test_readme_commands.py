@@ -6,11 +6,11 @@ import os
 import re
 import shlex
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from visitkit.paths import ROOT
+
 DOCS = [ROOT / "README.md", *sorted(ROOT.glob("iterations/*/README.md")), *sorted(ROOT.glob("docs/*.md"))]
 LINES = [line.strip() for doc in DOCS for line in re.sub(r"\\\n\s*", "", doc.read_text()).splitlines()]
 COMMANDS = [line for line in LINES if line.startswith("scripts/run-iteration") and "--target gcp" in line]

@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from visitkit import docs, runner
-
-ROOT = Path(__file__).resolve().parents[2]
+from visitkit.paths import ROOT
 
 
 def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):

@@ -5,11 +5,11 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from visitkit.paths import ROOT
+
 SCRIPT = ROOT / "scripts" / "run-iteration"
 INFRA = ROOT / "infra"
 

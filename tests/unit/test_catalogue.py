@@ -1,12 +1,10 @@
 """The one catalogue of functions and pages: everything that names them reads it."""
 import ast
 import re
-from pathlib import Path
 
 import locustfile
 from visitkit import catalogue, haproxy, monitoring
-
-ROOT = Path(__file__).resolve().parents[2]
+from visitkit.paths import ROOT
 
 
 def test_the_visitor_visits_exactly_the_catalogue_pages():

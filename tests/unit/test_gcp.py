@@ -3,18 +3,17 @@ Google, and `dry_run_plan` (what `run-iteration --target gcp --dry-run` prints) 
 import base64
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from visitkit import cost, gcp, monitoring, runner, settle
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.idtoken import IdTokens, audience_of
+from visitkit.paths import ROOT
 from visitkit.settings import load_settings
 from visitkit.steps import run_steps
 from fakes import FakeClock
 
-ROOT = Path(__file__).resolve().parents[2]
 ITERATION_1 = ROOT / "iterations" / "iteration-1"
 INFRA = ROOT / "infra"
 BASE = "https://us-central1-p1.cloudfunctions.net"

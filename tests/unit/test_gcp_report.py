@@ -5,15 +5,15 @@ import csv
 import json
 
 import pytest
-from pathlib import Path
 
 from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
 from test_report import assert_plot, make_results
 from visitkit import cost as visitkit_cost
 from visitkit import compare, gcp, monitoring, plots, publish
+from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 
-ITERATION_1 = Path(__file__).resolve().parents[2] / "iterations" / "iteration-1"
+ITERATION_1 = ITERATIONS_DIR / "iteration-1"
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LOAD_OFFSET = T0 + 30 - 1000  # make_results' load runs from 1000 to 1054: move it to T0+30..T0+84

@@ -7,7 +7,6 @@ backlog. Expected figures below are worked out by hand from those files.
 """
 import csv
 import datetime as dt
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from google.cloud import monitoring_v3  # parses fixtures only; no client is bui
 
 from visitkit import monitoring
 from visitkit.catalogue import FUNCTIONS
+from visitkit.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
 T0 = int(dt.datetime(2025, 11, 22, 10, 0, tzinfo=dt.timezone.utc).timestamp())
 MINUTE = 60

@@ -1,13 +1,11 @@
 """The capacity model against numbers worked out by hand (docs/local-twin.md shows the same sums)."""
-from pathlib import Path
-
 import pytest
 
+from visitkit.paths import ROOT
 from visitkit.predict import instance_rate, predict, report_lines
 from visitkit.profile import Profile
 from visitkit.settings import parse_settings
 
-ROOT = Path(__file__).resolve().parents[2]
 
 STUDY_TIMES = Profile("hand", {}, {"serve-page": 20, "get-counter": 150, "inc-counter": 37,
                                    "store-inc-counter": 130}, cache_hit_ms=2)

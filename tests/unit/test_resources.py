@@ -3,10 +3,10 @@ against hand-worked numbers (sampling real processes: integration/test_process_s
 import pytest
 
 from visitkit import cost, resources
+from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
-from pathlib import Path
 
-ITERATION_1 = Path(__file__).resolve().parents[2] / "iterations" / "iteration-1"
+ITERATION_1 = ITERATIONS_DIR / "iteration-1"
 
 
 def test_instances_add_up_to_their_function():

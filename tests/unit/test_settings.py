@@ -1,15 +1,14 @@
 """Iteration settings: the files in iterations/ load, and nonsense is refused."""
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import SettingsError
+from visitkit.paths import ROOT
 from visitkit.settings import MESSAGES, check_invokers, function_environment, load_settings, parse_settings
 
-ROOT = Path(__file__).resolve().parents[2]
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
 VARIABLES_TF = (ROOT / "infra" / "variables.tf").read_text()
 MAIN_TF = (ROOT / "infra" / "main.tf").read_text()
