@@ -1,4 +1,4 @@
-"""Small helpers for the integration tests: HTTP calls, push bodies, polling, one function server,
+"""Small helpers for the integration tests: HTTP calls, push bodies, one function server,
 a port nothing listens on, and waiting for the store to settle."""
 import base64
 import contextlib
@@ -6,15 +6,14 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
 from visitkit import haproxy
 from visitkit.catalogue import CATALOGUE
-from visitkit.net import free_port, http_status
-from visitkit.stack import FUNCTIONS_SOURCE
+from visitkit.net import free_port, http_status, wait_until
+from visitkit.stack import PROJECT, SUBSCRIPTION, function_command
 
 
 def call(url, method="GET", body=None, headers=None, timeout=30):
@@ -32,19 +31,9 @@ def push_body(page, message_id, data=None):
     """What the Pub/Sub emulator POSTs to a push endpoint for one message."""
     if data is None:
         data = base64.b64encode(json.dumps({"visit_type": page}).encode()).decode()
-    return json.dumps({"subscription": "projects/demo-visit-counter/subscriptions/store-inc-counter",
+    return json.dumps({"subscription": f"projects/{PROJECT}/subscriptions/{SUBSCRIPTION}",
                        "message": {"data": data, "attributes": {"visit_type": page},
                                    "messageId": message_id, "publishTime": "2026-11-22T00:00:00Z"}}).encode()
-
-
-def wait_for(condition, timeout=120, interval=0.5):
-    """Polls until condition() is truthy; returns its last value (assert it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 @contextlib.contextmanager
@@ -123,17 +112,16 @@ def settle(stack, low, high=None, timeout=180, hold=HOLD_SECONDS):
 
 
 @contextlib.contextmanager
-def function_server(target, **env):
-    """One real functions-framework server of a function, with the environment given."""
+def function_server(function, **env):
+    """One real functions-framework server of a function (say "inc-counter"), started as the stack
+    starts an instance, with the environment given."""
     port = free_port()
-    command = [sys.executable, "-m", "functions_framework", "--target", target,
-               "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, env={**os.environ, "GOOGLE_CLOUD_PROJECT": "demo-visit-counter",
-                                             "THREADS": "1", **env},
+    process = subprocess.Popen(function_command(function, port),
+                               env={**os.environ, "GOOGLE_CLOUD_PROJECT": PROJECT, "THREADS": "1", **env},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
-        assert wait_for(lambda: http_status(url) is not None, timeout=30, interval=0.2), f"{target} did not start"
+        assert wait_until(lambda: http_status(url) is not None, timeout=30), f"{function} did not start"
         yield url
     finally:
         process.kill()

@@ -10,7 +10,9 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import function_server, wait_for
+from helpers import function_server
+
+from visitkit.net import wait_until
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
@@ -51,14 +53,14 @@ def test_a_page_opened_twice_shows_its_count_rise(stack, browser):
 
     assert browser.title == "Offices · Institute for Public Research"
     assert browser.find_element(By.TAG_NAME, "h1").text == "Our offices"
-    first = wait_for(lambda: displayed_count(browser), timeout=20, interval=0.2)
+    first = wait_until(lambda: displayed_count(browser), timeout=20, interval=0.2)
     assert first is not None and first >= before
-    assert wait_for(lambda: stack.totals()["about_offices"] == before + 1, timeout=30)  # the visit was counted
+    assert wait_until(lambda: stack.totals()["about_offices"] == before + 1, timeout=30)  # the visit was counted
 
     browser.get(url)
     # The page shows the total it read after registering its visit, then refreshes it.
-    assert wait_for(lambda: (displayed_count(browser) or 0) > first, timeout=20, interval=0.2)
-    assert wait_for(lambda: stack.totals()["about_offices"] == before + 2, timeout=30)
+    assert wait_until(lambda: (displayed_count(browser) or 0) > first, timeout=20, interval=0.2)
+    assert wait_until(lambda: stack.totals()["about_offices"] == before + 2, timeout=30)
 
 
 @contextlib.contextmanager
@@ -95,10 +97,10 @@ def flaky_inc_counter(first_answer):
 @pytest.mark.parametrize("first_answer", [503, "hang"])
 def test_a_visit_with_an_unknown_fate_is_posted_once_more_with_the_same_id(stack, browser, first_answer):
     with flaky_inc_counter(first_answer) as (inc_url, posts), function_server(
-            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter",
+            "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter",
             VISIT_TIMEOUT_SECONDS="1") as page_url:
         browser.get(f"{page_url}/?view=jobs")
-        assert wait_for(lambda: len(posts) >= 2, timeout=20, interval=0.2), posts
+        assert wait_until(lambda: len(posts) >= 2, timeout=20, interval=0.2), posts
         time.sleep(1.5)  # no third attempt
     assert len(posts) == 2
     [first_id], [second_id] = posts[0]["visit_id"], posts[1]["visit_id"]
@@ -108,12 +110,12 @@ def test_a_visit_with_an_unknown_fate_is_posted_once_more_with_the_same_id(stack
 
 def test_a_refused_visit_is_not_posted_again(stack, browser):
     with flaky_inc_counter(429) as (inc_url, posts), function_server(
-            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
+            "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
         browser.get(f"{page_url}/?view=jobs")
-        assert wait_for(lambda: posts, timeout=20, interval=0.2)
+        assert wait_until(lambda: posts, timeout=20, interval=0.2)
         from selenium.webdriver.common.by import By
 
-        assert wait_for(lambda: "HTTP 429" in browser.find_element(By.ID, "visit-status").text, timeout=10)
+        assert wait_until(lambda: "HTTP 429" in browser.find_element(By.ID, "visit-status").text, timeout=10)
         time.sleep(2)
     assert len(posts) == 1
 
@@ -121,9 +123,9 @@ def test_a_refused_visit_is_not_posted_again(stack, browser):
 def test_the_page_makes_its_id_and_its_timeout_without_randomuuid_or_abortsignal_timeout(stack, browser):
     """Older browsers, and pages served over plain http off localhost, lack one or both."""
     with flaky_inc_counter(202) as (inc_url, posts), function_server(
-            "serve_page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
+            "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
         browser.get(f"{page_url}/?view=home")
-        assert wait_for(lambda: posts, timeout=20, interval=0.2)
+        assert wait_until(lambda: posts, timeout=20, interval=0.2)
         visit_id, aborted, reason = browser.execute_async_script("""
             const done = arguments[arguments.length - 1];
             crypto.randomUUID = undefined;

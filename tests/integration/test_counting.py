@@ -56,7 +56,7 @@ def test_simultaneous_redeliveries_of_one_message_count_once(stack):
     stack's Firestore, must add exactly one visit. A check-then-write count would add several."""
     copies, messages = 24, 5
     before = stack.totals()["about_legals"]
-    with function_server("store_inc_counter", FIRESTORE_EMULATOR_HOST=stack.state()["firestore"],
+    with function_server("store-inc-counter", FIRESTORE_EMULATOR_HOST=stack.state()["firestore"],
                          THREADS=str(copies)) as url, ThreadPoolExecutor(max_workers=copies) as pool:
         for _ in range(messages):
             body = push_body("about_legals", str(uuid.uuid4()))

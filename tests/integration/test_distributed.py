@@ -9,10 +9,8 @@ import signal
 import subprocess
 import time
 
-from helpers import wait_for
-
 from visitkit import audit, runner
-from visitkit.net import free_port
+from visitkit.net import free_port, wait_until
 from visitkit.paths import ROOT
 from visitkit.summary import ledger_figures
 
@@ -69,7 +67,7 @@ def test_a_killed_worker_leaves_the_ledger_incomplete_and_named(stack, tmp_path)
     master, worker = load.node_commands(conf, tmp_path, free_port(), processes=1, expect_workers=2)
     with nodes(master, worker, worker) as started:
         history = tmp_path / "locust_stats_history.csv"
-        wait_for(lambda: history.exists() and len(history.read_text().splitlines()) > 16, timeout=60)
+        wait_until(lambda: history.exists() and len(history.read_text().splitlines()) > 16, timeout=60)
         os.killpg(started[2].pid, signal.SIGKILL)  # one worker dies mid-run, with visits under way
         assert started[0].wait(90) == 0
     ledger = json.loads((tmp_path / "ledger.json").read_text())

@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import running_stack
-from helpers import (call, closed_address, function_server, platform_figures, push_body, settle, store_activity,
-                     wait_for)
+from helpers import call, closed_address, function_server, platform_figures, push_body, settle, store_activity
+
+from visitkit.net import wait_until
 
 PUBLISH_TIMEOUT = 10  # inc-counter's PUBLISH_TIMEOUT_SECONDS in the local stack (its default)
 WRITE_TIMEOUT = 10  # store-inc-counter's WRITE_TIMEOUT_SECONDS
@@ -25,7 +26,7 @@ def timed_call(*args, **kwargs):
 
 
 def test_inc_counter_answers_503_when_pubsub_is_down():
-    with closed_address() as closed, function_server("inc_counter", PUBSUB_EMULATOR_HOST=closed,
+    with closed_address() as closed, function_server("inc-counter", PUBSUB_EMULATOR_HOST=closed,
                                                      PUBLISH_TIMEOUT_SECONDS="3") as url:
         status, reply, took = timed_call(f"{url}/?visit_type=home", "POST")
     assert status == 503
@@ -34,7 +35,7 @@ def test_inc_counter_answers_503_when_pubsub_is_down():
 
 
 def test_get_counter_answers_503_when_firestore_is_down():
-    with closed_address() as closed, function_server("get_counter", FIRESTORE_EMULATOR_HOST=closed) as url:
+    with closed_address() as closed, function_server("get-counter", FIRESTORE_EMULATOR_HOST=closed) as url:
         status, reply, took = timed_call(f"{url}/?visit_type=home")
     assert status == 503
     assert "unavailable" in reply["error"]
@@ -44,7 +45,7 @@ def test_get_counter_answers_503_when_firestore_is_down():
 def test_store_inc_counter_answers_500_when_firestore_is_down():
     # A 500 is a nack: Pub/Sub delivers the message again. That the redelivery then counts the
     # visit once is checked on a whole stack below (Firestore frozen).
-    with closed_address() as closed, function_server("store_inc_counter", FIRESTORE_EMULATOR_HOST=closed) as url:
+    with closed_address() as closed, function_server("store-inc-counter", FIRESTORE_EMULATOR_HOST=closed) as url:
         status, _, took = timed_call(url, "POST", push_body("home", str(uuid.uuid4())),
                                      {"Content-Type": "application/json"})
     assert status == 500
@@ -98,8 +99,8 @@ def test_visits_published_while_firestore_hangs_are_stored_once_it_is_back(stack
     try:
         statuses = post_visits(stack.base_url, "about", 40)
         # Hold it until store-inc-counter has given up on some writes (its write deadline).
-        failed = wait_for(lambda: platform_figures(stack)["store-inc-counter"]["responses_5xx"] > failed_before,
-                          timeout=WRITE_TIMEOUT * 4, interval=0.5)
+        failed = wait_until(lambda: platform_figures(stack)["store-inc-counter"]["responses_5xx"] > failed_before,
+                            timeout=WRITE_TIMEOUT * 4, interval=0.5)
     finally:
         os.killpg(firestore, signal.SIGCONT)
     assert failed, "no delivery failed while Firestore was frozen"
@@ -115,7 +116,7 @@ def test_a_crashed_store_instance_loses_no_visit(stack):
     backlog_before = stack.sample()["store"]["backlog"]
     with ThreadPoolExecutor(max_workers=1) as pool:
         burst = pool.submit(post_visits, stack.base_url, "home", 600)
-        assert wait_for(lambda: stack.sample()["store"]["backlog"] > backlog_before + 20, timeout=60, interval=0.1)
+        assert wait_until(lambda: stack.sample()["store"]["backlog"] > backlog_before + 20, timeout=60, interval=0.1)
         os.killpg(pid_of(stack, "store-inc-counter-0"), signal.SIGKILL)
         statuses = burst.result()
     acknowledged, failed = statuses.count(202), sum(1 for s in statuses if s >= 500)
@@ -129,8 +130,8 @@ def test_a_crashed_inc_instance_loses_no_acknowledged_visit(stack):
     with ThreadPoolExecutor(max_workers=1) as pool:
         burst = pool.submit(post_visits, stack.base_url, "jobs", 400)
         # killed mid-burst: once this burst (not an earlier test) has had 50 visits accepted
-        assert wait_for(lambda: stack.sample()["functions"]["inc-counter"]["responses_2xx"] > accepted_before + 50,
-                        timeout=60, interval=0.1)
+        assert wait_until(lambda: stack.sample()["functions"]["inc-counter"]["responses_2xx"] > accepted_before + 50,
+                          timeout=60, interval=0.1)
         os.killpg(pid_of(stack, "inc-counter-0"), signal.SIGKILL)
         statuses = burst.result()
     acknowledged, failed = statuses.count(202), len(statuses) - statuses.count(202)

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import running_stack, write_settings
-from helpers import call, platform_figures, wait_for
+from helpers import call, platform_figures
 
-from visitkit.net import port_is_open
+from visitkit.net import port_is_open, wait_until
 from visitkit.stack import group_alive
 
 QUEUE_TIMEOUT = 1.0
@@ -41,7 +41,7 @@ def held_instance(stack, path="/inc-counter?visit_type=home"):
     host, port = stack.base_url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:  # bounds every recv below
         sock.sendall(f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\n\r\n".encode())
-        assert wait_for(lambda: inc_figures(stack)["in_flight"] == 1, timeout=10, interval=0.1), "not held"
+        assert wait_until(lambda: inc_figures(stack)["in_flight"] == 1, timeout=10, interval=0.1), "not held"
 
         def release():
             sock.sendall(b"{}")
@@ -75,7 +75,7 @@ def test_a_queued_request_is_served_once_the_instance_frees_in_time(limited):
     before = inc_figures(limited)
     with held_instance(limited) as release, ThreadPoolExecutor(max_workers=1) as pool:
         queued = pool.submit(timed_visit, limited)
-        assert wait_for(lambda: inc_figures(limited)["queued"] == 1, timeout=QUEUE_TIMEOUT / 2, interval=0.05)
+        assert wait_until(lambda: inc_figures(limited)["queued"] == 1, timeout=QUEUE_TIMEOUT / 2, interval=0.05)
         assert release() == 202  # the slot frees inside the queue timeout
         status, _, waited = queued.result()
     assert status == 202 and waited < QUEUE_TIMEOUT
@@ -88,9 +88,9 @@ def test_get_counter_serves_from_its_cache_until_the_ttl_ends(limited):
     asked = time.monotonic()
     first = call(url)[1]["count"]  # cached by the instance at some moment after `asked`
     assert call(f"{limited.base_url}/inc-counter?visit_type=jobs", "POST")[0] == 202
-    assert wait_for(lambda: limited.totals()["jobs"] == first + 1, timeout=CACHE_TTL / 3, interval=0.1)
+    assert wait_until(lambda: limited.totals()["jobs"] == first + 1, timeout=CACHE_TTL / 3, interval=0.1)
     assert call(url)[1]["count"] == first  # stored, but the cached total is served until the TTL ends
-    assert wait_for(lambda: call(url)[1]["count"] == first + 1, timeout=CACHE_TTL + 5, interval=0.2)
+    assert wait_until(lambda: call(url)[1]["count"] == first + 1, timeout=CACHE_TTL + 5, interval=0.2)
     assert time.monotonic() - asked >= CACHE_TTL  # not refreshed before its TTL
 
 

@@ -6,7 +6,9 @@ import base64
 import json
 import uuid
 
-from helpers import call, wait_for
+from helpers import call
+
+from visitkit.net import wait_until
 
 
 def google_push_body(page, message_id, attempt, visit_id=None):
@@ -35,7 +37,7 @@ def test_googles_push_envelope_is_counted_once_however_often_it_comes(stack):
     for attempt in (1, 2, 5):  # a first delivery, then redeliveries of the same message
         status, _ = call(push_url, "POST", google_push_body("about_offices", "google-envelope-1", attempt), HEADERS)
         assert 200 <= status < 300, status
-    assert wait_for(lambda: stack.totals()["about_offices"] == before + 1, timeout=10)
+    assert wait_until(lambda: stack.totals()["about_offices"] == before + 1, timeout=10)
     assert stack.totals()["about_offices"] == before + 1
 
 
@@ -47,7 +49,7 @@ def test_two_messages_of_one_visit_in_googles_envelope_count_once(stack):
     for message_id in ("google-envelope-3", "google-envelope-4"):
         status, _ = call(push_url, "POST", google_push_body("about", message_id, 1, visit_id), HEADERS)
         assert 200 <= status < 300, status
-    assert wait_for(lambda: stack.totals()["about"] == before + 1, timeout=10)
+    assert wait_until(lambda: stack.totals()["about"] == before + 1, timeout=10)
     assert stack.totals()["about"] == before + 1
 
 

@@ -17,9 +17,9 @@ import urllib.request
 import pytest
 
 from conftest import running_stack
-from helpers import call, wait_for
+from helpers import call
 from visitkit.catalogue import FUNCTIONS, PAGES
-from visitkit.net import http_status
+from visitkit.net import http_status, wait_until
 from visitkit.profile import load_profile
 
 STUDY = load_profile("study")
@@ -76,7 +76,7 @@ def test_push_window_grows_shrinks_on_429_and_counts_exactly(twin):
     visits = 120
     publish(twin, visits)
     # one store instance at ~150 ms behind a 1 s queue: the window outgrows what it can queue, 429s follow
-    assert wait_for(lambda: sum(twin.totals().values()) - before >= visits, timeout=180), twin.sample()["push"]
+    assert wait_until(lambda: sum(twin.totals().values()) - before >= visits, timeout=180), twin.sample()["push"]
     time.sleep(3)  # a late redelivery would show now
     assert sum(twin.totals().values()) - before == visits
     figures = twin.sample()
@@ -93,8 +93,8 @@ def test_a_crashed_instance_is_restarted(twin):
     pid = twin.instance_pid(name)
     port = next(p["port"] for p in twin.state()["processes"] if p["name"] == name)
     os.kill(pid, signal.SIGKILL)  # the server itself dies; its supervisor stays
-    assert wait_for(lambda: twin.restarts().get("get-counter") == 1, timeout=30)
-    assert wait_for(lambda: http_status(f"http://127.0.0.1:{port}/") is not None, timeout=30)
+    assert wait_until(lambda: twin.restarts().get("get-counter") == 1, timeout=30)
+    assert wait_until(lambda: http_status(f"http://127.0.0.1:{port}/") is not None, timeout=30)
     assert twin.instance_pid(name) != pid
     assert twin.sample()["functions"]["get-counter"]["restarts"] == 1
 
@@ -106,7 +106,7 @@ def test_undeliverable_visits_are_dead_lettered_after_max_attempts(twin):
     store = next(p["pid"] for p in state["processes"] if p["name"] == "store-inc-counter-0")
     os.killpg(store, signal.SIGKILL)  # instance and supervisor: nothing answers the push any more
     publish(twin, 3)
-    assert wait_for(lambda: twin.sample()["push"]["dead_lettered"] - start["dead_lettered"] >= 3, timeout=90)
+    assert wait_until(lambda: twin.sample()["push"]["dead_lettered"] - start["dead_lettered"] >= 3, timeout=90)
     pull = (f"http://{state['pubsub']}/v1/projects/{state['project']}/subscriptions/"
             f"{state['dead_letter_topic']}:pull")
     request = urllib.request.Request(pull, data=json.dumps({"maxMessages": 10}).encode(), method="POST",

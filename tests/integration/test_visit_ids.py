@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from conftest import running_stack
-from helpers import call, relay_figures, settle, wait_for
+from helpers import call, relay_figures, settle
 
 from visitkit import toxiproxy
+from visitkit.net import wait_until
 from visitkit.profile import Profile
 
 STUDY_VISITOR = Path(__file__).resolve().parents[1] / "fixtures" / "locust" / "study_visitor.py"
@@ -115,8 +116,8 @@ def test_a_publish_retried_after_its_answer_was_cut_counts_once(proxied_stack):
         poster = threading.Thread(target=lambda: answers.append(post(stack, "about_legals", visit_id)))
         poster.start()
         # The first message lands although its publish failed: the store counts it.
-        assert wait_for(lambda: stack.totals()["about_legals"] == before["about_legals"] + 1, timeout=30,
-                        interval=0.1)
+        assert wait_until(lambda: stack.totals()["about_legals"] == before["about_legals"] + 1, timeout=30,
+                          interval=0.1)
     finally:
         proxies.remove_toxic("pubsub", "cut_answers")
     poster.join(60)
