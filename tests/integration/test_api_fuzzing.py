@@ -3,7 +3,6 @@ against the real local stack: no 5xx, every answer conforms to the document, and
 refused publishes nothing, while every 202 ends up stored exactly once."""
 import uuid
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode, checks

@@ -15,7 +15,7 @@ from fake_google import FakeGoogle, Scenario, unsigned_jwt, unverified_claims
 
 from visitkit import credentials as google_credentials
 from visitkit import idtoken
-from visitkit.paths import ROOT
+from visitkit.paths import LOCUST_DIR, ROOT
 
 EMAIL = "loadgen@visitkit-fake.iam.gserviceaccount.com"
 FUNCTIONS = {"/app": EMAIL, "/inc-counter": EMAIL, "/get-counter": EMAIL}
@@ -56,7 +56,7 @@ def test_a_service_account_key_mints_one_token_per_function_for_its_url(fake):
 def test_locust_sends_a_valid_token_on_every_request(fake, tmp_path):
     env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": os.environ["GOOGLE_APPLICATION_CREDENTIALS"]}
     result = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "locust" / "locustfile.py"), "--headless", "--host", fake.url,
+        [sys.executable, "-m", "locust", "-f", str(LOCUST_DIR / "locustfile.py"), "--headless", "--host", fake.url,
          "-u", "4", "-r", "4", "--run-time", "4s", "--think-time", "0", "--auth", "id-token", "--only-summary",
          "--csv", str(tmp_path / "locust"), "--stop-timeout", "2"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)

@@ -3,7 +3,6 @@ posted twice, ten times at once, or published twice by a publish retried after a
 Pub/Sub path (Toxiproxy) counts once; a visit answered 503 may be posted again safely; the study's
 own visitor, which sends no id, still runs without a failure."""
 import csv
-import json
 import subprocess
 import sys
 import threading

@@ -1,8 +1,8 @@
-"""Resource figures: the aggregation per function, Cloud Run's figures, and the cost arithmetic
-against hand-worked numbers (sampling real processes: integration/test_process_sampler.py)."""
+"""Resource figures: the aggregation per function and over the load, Cloud Run's figures, and the
+machine's CPU at a moment (sampling real processes: integration/test_process_sampler.py)."""
 import pytest
 
-from visitkit import cost, resources
+from visitkit import resources
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 
