@@ -215,12 +215,13 @@ def headline(summary):
 
 def headline_table(h):
     """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
-    visits = " / ".join(str(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
+    visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
+    unit = lambda text, suffix: text if text == "n/a" else f"{text} {suffix}"  # noqa: E731 (no "n/a ms")
     return [
         "| knee (users / RPS) | first failure (users / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
         "| extra min per min | acked / stored / lost / dup |",
         "|---|---|---:|---:|---|---:|---:|---|",
         f"| {fmt(h['knee_users'], 0)} / {fmt(h['knee_rps'])} | {fmt(h['first_failure_users'], 0)} / "
-        f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {ms(h['p95_ceiling_ms'])} ms | "
-        f"{h.get('slowest_function', 'n/a')} | {fmt(h['convergence_s'], 0)} s | {fmt(h['extra_min_per_min'], 2)} | "
+        f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {unit(ms(h['p95_ceiling_ms']), 'ms')} | "
+        f"{h.get('slowest_function', 'n/a')} | {unit(fmt(h['convergence_s'], 0), 's')} | {fmt(h['extra_min_per_min'], 2)} | "
         f"{visits} |"]

@@ -12,10 +12,12 @@ from visitkit.summary import headline_table
 def test_the_headline_table_reads_missing_figures_as_n_a():
     figures = {"knee_users": 1183, "knee_rps": 944.0, "first_failure_users": None, "first_failure_rps": None,
                "rps_peak": 950.0, "p95_ceiling_ms": 10000.0, "convergence_s": 152.0, "extra_min_per_min": 1.494,
-               "visits.acknowledged": 2642, "visits.stored": 2642, "visits.lost": 0, "visits.duplicated": 0}
+               "visits.acknowledged": 12150, "visits.stored": 12150, "visits.lost": 0, "visits.duplicated": 0}
     header, _, row = headline_table(figures)
     assert header.count("|") == row.count("|")
-    assert row == "| 1,183 / 944.0 | n/a / n/a | 950.0 | 10,000 ms | n/a | 152 s | 1.49 | 2642 / 2642 / 0 / 0 |"
+    assert row == "| 1,183 / 944.0 | n/a / n/a | 950.0 | 10,000 ms | n/a | 152 s | 1.49 | 12,150 / 12,150 / 0 / 0 |"
+    _, _, row = headline_table({**figures, "p95_ceiling_ms": None, "convergence_s": None})
+    assert "| 950.0 | n/a | n/a | n/a | 1.49 |" in row  # a missing figure has no unit
 
 
 def test_the_terminal_the_report_and_the_readme_show_the_same_headline(tmp_path):
