@@ -62,42 +62,14 @@ class MetricQuery:
     metric_type: str
     aligner: str
     reducer: str
+    accumulator: object  # an Accumulator: what its rows add to the samples
     group_by: tuple = ()
     resource_type: str = ""
     scope: str = ""  # "services", "subscription" or "database": which label the filter narrows
     log_metric: str = ""  # the key of a log-based metric's name in LOG_METRIC_OUTPUTS
 
 
-QUERIES = (
-    MetricQuery("request_count", "run.googleapis.com/request_count", "ALIGN_DELTA", "REDUCE_SUM",
-                (SERVICE, "metric.label.response_code"), "cloud_run_revision", "services"),
-    MetricQuery("request_latencies", "run.googleapis.com/request_latencies", "ALIGN_DELTA", "REDUCE_SUM",
-                (SERVICE,), "cloud_run_revision", "services"),
-    MetricQuery("instance_count", "run.googleapis.com/container/instance_count", "ALIGN_MAX", "REDUCE_SUM",
-                (SERVICE, "metric.label.state"), "cloud_run_revision", "services"),
-    MetricQuery("undelivered_messages", "pubsub.googleapis.com/subscription/num_undelivered_messages",
-                "ALIGN_MAX", "REDUCE_SUM", (), "pubsub_subscription", "subscription"),
-    MetricQuery("oldest_unacked_age", "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
-                "ALIGN_MAX", "REDUCE_MAX", (), "pubsub_subscription", "subscription"),
-    MetricQuery("firestore_writes", "firestore.googleapis.com/document/write_count",
-                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
-    MetricQuery("billable_instance_time", "run.googleapis.com/container/billable_instance_time", "ALIGN_DELTA",
-                "REDUCE_SUM", (SERVICE,), "cloud_run_revision", "services"),
-    MetricQuery("cpu_utilizations", "run.googleapis.com/container/cpu/utilizations", "ALIGN_DELTA", "REDUCE_SUM",
-                (SERVICE,), "cloud_run_revision", "services"),
-    MetricQuery("memory_utilizations", "run.googleapis.com/container/memory/utilizations", "ALIGN_DELTA",
-                "REDUCE_SUM", (SERVICE,), "cloud_run_revision", "services"),
-    MetricQuery("firestore_reads", "firestore.googleapis.com/document/read_count",
-                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
-    MetricQuery("firestore_deletes", "firestore.googleapis.com/document/delete_count",
-                "ALIGN_DELTA", "REDUCE_SUM", (), "firestore.googleapis.com/Database", "database"),
-    MetricQuery("dead_lettered", "pubsub.googleapis.com/subscription/dead_letter_message_count",
-                "ALIGN_DELTA", "REDUCE_SUM", (), "pubsub_subscription", "subscription"),
-    MetricQuery("requests_429_logged", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
-                ("metric.label.service_name",), "cloud_run_revision", log_metric="requests_429"),
-    MetricQuery("store_deliveries", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
-                ("metric.label.outcome",), "cloud_run_revision", log_metric="store_deliveries"),
-)
+# The queries, QUERIES, are defined under "samples", after the Accumulators they hold.
 # terraform output names of the log-based metrics, by MetricQuery.log_metric.
 LOG_METRIC_OUTPUTS = {"requests_429": "requests_429_metric_name", "store_deliveries": "store_deliveries_metric_name"}
 DATABASE = "(default)"  # the Firestore database the functions use
@@ -309,23 +281,48 @@ class Accumulator:
     running: bool = True  # kept from the window's start (a counter), else the minute's own (a gauge)
 
 
-# One per query; a figure of a service that is not ours (its function None) is dropped.
-ACCUMULATORS = {
-    "request_count": Accumulator(_responses),
-    "billable_instance_time": Accumulator(_function("billable_instance_s", lambda row: float(row["value"]))),
-    "requests_429_logged": Accumulator(_function("responses_429_logged")),
-    "store_deliveries": Accumulator(_deliveries),
-    "dead_lettered": Accumulator(_store("dead_lettered")),
-    "firestore_writes": Accumulator(_store("firestore_writes")),
-    "firestore_reads": Accumulator(_store("firestore_reads")),
-    "firestore_deletes": Accumulator(_store("firestore_deletes")),
-    "request_latencies": Accumulator(_distribution("service_ms", "p50"), _set, running=False),
-    "cpu_utilizations": Accumulator(_distribution("cpu_utilization", "mean"), _set, running=False),
-    "memory_utilizations": Accumulator(_distribution("memory_utilization", "mean"), _set, running=False),
-    "instance_count": Accumulator(_function("instances"), running=False),  # active + idle
-    "undelivered_messages": Accumulator(_store("backlog"), _max, running=False),
-    "oldest_unacked_age": Accumulator(_store("oldest_unacked_s"), _max, running=False),
-}
+# One per metric read: what to ask the API and what its rows add to the samples; a figure of a
+# service that is not ours (its function None) is dropped.
+QUERIES = (
+    MetricQuery("request_count", "run.googleapis.com/request_count", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_responses), (SERVICE, "metric.label.response_code"), "cloud_run_revision", "services"),
+    MetricQuery("request_latencies", "run.googleapis.com/request_latencies", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_distribution("service_ms", "p50"), _set, running=False),
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("instance_count", "run.googleapis.com/container/instance_count", "ALIGN_MAX", "REDUCE_SUM",
+                Accumulator(_function("instances"), running=False),  # active + idle
+                (SERVICE, "metric.label.state"), "cloud_run_revision", "services"),
+    MetricQuery("undelivered_messages", "pubsub.googleapis.com/subscription/num_undelivered_messages",
+                "ALIGN_MAX", "REDUCE_SUM", Accumulator(_store("backlog"), _max, running=False),
+                (), "pubsub_subscription", "subscription"),
+    MetricQuery("oldest_unacked_age", "pubsub.googleapis.com/subscription/oldest_unacked_message_age",
+                "ALIGN_MAX", "REDUCE_MAX", Accumulator(_store("oldest_unacked_s"), _max, running=False),
+                (), "pubsub_subscription", "subscription"),
+    MetricQuery("firestore_writes", "firestore.googleapis.com/document/write_count", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_store("firestore_writes")), (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("billable_instance_time", "run.googleapis.com/container/billable_instance_time", "ALIGN_DELTA",
+                "REDUCE_SUM", Accumulator(_function("billable_instance_s", lambda row: float(row["value"]))),
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("cpu_utilizations", "run.googleapis.com/container/cpu/utilizations", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_distribution("cpu_utilization", "mean"), _set, running=False),
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("memory_utilizations", "run.googleapis.com/container/memory/utilizations", "ALIGN_DELTA",
+                "REDUCE_SUM", Accumulator(_distribution("memory_utilization", "mean"), _set, running=False),
+                (SERVICE,), "cloud_run_revision", "services"),
+    MetricQuery("firestore_reads", "firestore.googleapis.com/document/read_count", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_store("firestore_reads")), (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("firestore_deletes", "firestore.googleapis.com/document/delete_count", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_store("firestore_deletes")), (), "firestore.googleapis.com/Database", "database"),
+    MetricQuery("dead_lettered", "pubsub.googleapis.com/subscription/dead_letter_message_count",
+                "ALIGN_DELTA", "REDUCE_SUM", Accumulator(_store("dead_lettered")),
+                (), "pubsub_subscription", "subscription"),
+    MetricQuery("requests_429_logged", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_function("responses_429_logged")),
+                ("metric.label.service_name",), "cloud_run_revision", log_metric="requests_429"),
+    MetricQuery("store_deliveries", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_deliveries), ("metric.label.outcome",), "cloud_run_revision", log_metric="store_deliveries"),
+)
+ACCUMULATORS = {query.name: query.accumulator for query in QUERIES}
 
 
 def samples_from_rows(rows_by_query, service_names=None):
