@@ -22,10 +22,12 @@ forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a ru
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder).
 """
 import ast
+import difflib
 import json
 import operator
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from visitkit.errors import VisitkitError
@@ -33,7 +35,9 @@ from visitkit.paths import ROOT
 
 END = "<!-- /figures -->"
 # Either `<!-- figures KIND: FOLDER [TITLE] -->` on one line, or `<!-- figures` alone, then sources and template.
-BLOCK = re.compile(r"<!-- figures(?: (?P<head>[^\n]*?) -->|\n(?P<spec>.*?)-->)\n(?P<body>.*?)" + re.escape(END), re.S)
+BLOCK = re.compile(r"^<!-- figures(?: (?P<head>[^\n]*?) -->|[ \t]*\n(?P<spec>.*?)-->)[ \t]*\n"
+                   r"(?P<body>(?:(?!<!-- figures).)*?)^" + re.escape(END), re.S | re.M)
+MARKER = re.compile(r"^<!-- /?figures", re.M)  # at a line's start: one in a sentence is prose
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -111,22 +115,26 @@ def evaluate(expression, sources):
         if isinstance(node, ast.UnaryOp) and type(node.op) in OPERATORS:
             operand = value(node.operand)
             return None if operand is None else OPERATORS[type(node.op)](operand)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
+                and not node.keywords):
             args = [value(arg) for arg in node.args]
             args = [arg.value if isinstance(arg, Data) else arg for arg in args]
-            return FUNCTIONS[node.func.id](*args)
+            return None if None in args else FUNCTIONS[node.func.id](*args)
         raise DocsError(f"{{{expression}}}: not allowed in a template: {ast.dump(node)[:60]}")
 
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError:
         raise DocsError(f"{{{expression}}} is not an expression") from None
-    return value(tree.body)
+    try:
+        return value(tree.body)
+    except (ArithmeticError, TypeError, ValueError, AttributeError) as error:
+        raise DocsError(f"{{{expression}}}: {type(error).__name__}: {error}") from None
 
 
 def split_spec(placeholder):
-    """'expr:spec' -> (expr, spec), the spec after the last colon outside brackets and quotes."""
-    depth, quote, cut = 0, None, None
+    """'expr:spec' -> (expr, spec), the spec after the first colon outside brackets and quotes (Python's rule)."""
+    depth, quote = 0, None
     for i, char in enumerate(placeholder):
         if quote:
             quote = None if char == quote else quote
@@ -137,8 +145,8 @@ def split_spec(placeholder):
         elif char in "])":
             depth -= 1
         elif char == ":" and depth == 0:
-            cut = i
-    return (placeholder, "") if cut is None else (placeholder[:cut], placeholder[cut + 1:])
+            return placeholder[:i], placeholder[i + 1:]
+    return placeholder, ""
 
 
 def fill(line, sources):
@@ -179,19 +187,28 @@ class Block:
         return folder
 
     def template_and_sources(self):
-        kind, _, argument = self.head.partition(":")
-        if kind in WHOLE_TABLES:
+        if self.head:
+            kind, _, argument = self.head.partition(":")
+            if kind not in WHOLE_TABLES:
+                raise DocsError(f"{self.where()}: unknown kind {kind!r} (known: {', '.join(WHOLE_TABLES)})")
             relative, _, title = argument.strip().partition(" ")
             return None, (kind, self.folder(relative), title)
-        if "---" not in self.spec.split("\n"):
-            raise DocsError(f"{self.where()}: a figures block needs its sources, a line '---', then its template")
         lines = self.spec.split("\n")
+        if "---" not in lines:
+            raise DocsError(f"{self.where()}: a figures block needs its sources, a line '---', then its template")
         cut = lines.index("---")
         sources = {}
         for declaration in filter(str.strip, lines[:cut]):
-            alias, _, relative = declaration.partition(":")
-            sources[alias.strip()] = Source(alias.strip(), self.folder(relative), self.doc.parent)
+            alias, colon, relative = (part.strip() for part in declaration.partition(":"))
+            if not (colon and relative and alias.isidentifier()) or alias in sources:
+                raise DocsError(f"{self.where()}: a source reads 'alias: folder', each alias once: {declaration!r}")
+            sources[alias] = Source(alias, self.folder(relative), self.doc.parent)
         return "\n".join(lines[cut + 1:]).rstrip("\n") + "\n", sources
+
+    def folders(self):
+        """The results folders (or iteration folders) the block reads."""
+        template, sources = self.template_and_sources()
+        return [sources[1]] if template is None else [source.folder for source in sources.values()]
 
     def render(self):
         """(the block's text from its results, [(template line, [(placeholder, value)])])."""
@@ -247,10 +264,13 @@ def predict_output(iteration, _link, arguments):
     from visitkit.cli import main
 
     output = io.StringIO()
-    with contextlib.redirect_stdout(output):
-        code = main(["predict", str(iteration), *shlex.split(arguments)])
+    try:
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(io.StringIO()) as errors:
+            code = main(["predict", str(iteration), *shlex.split(arguments)])
+    except SystemExit as stop:  # argparse refused the arguments
+        raise DocsError(f"scripts/predict {iteration.name} {arguments}: {errors.getvalue().strip()}") from None
     if code:
-        raise DocsError(f"scripts/predict {iteration.name} {arguments} exited with {code}")
+        raise DocsError(f"scripts/predict {iteration.name} {arguments}: {errors.getvalue().strip()}")
     return "```\n" + output.getvalue() + "```\n"
 
 
@@ -267,21 +287,35 @@ WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmar
 
 
 def differences(block, rendered, lines):
-    """What differs between a block's text and its results, one message per figure (or per line)."""
+    """What differs between a block's text and its results, one message per figure (or per stretch of lines
+    added or lost), the lines aligned first so that one line more does not make all the rest differ."""
     have, want = block.body.split("\n"), rendered.split("\n")
     messages = []
-    for number, (old, new) in enumerate(zip(have, want)):
-        if old == new:
+    for change, start, end, want_start, want_end in difflib.SequenceMatcher(a=have, b=want, autojunk=False).get_opcodes():
+        where = f"{shown(block.doc)}:{block.body_line + start}"
+        if change == "equal":
             continue
-        where = f"{shown(block.doc)}:{block.body_line + number}"
-        template, figures = lines[number] if number < len(lines) else (None, [])
-        read = read_figures(template, old) if template is not None else None
-        named = [f"{where}: {{{placeholder}}} reads {doc!r}, its results give {value!r}"
-                 for (placeholder, value), doc in zip(figures, read or []) if doc != value]
-        messages += named or [f"{where}: the doc has {old!r}, its results give {new!r}"]
-    if len(have) != len(want):
-        messages.append(f"{block.where()}: the block has {len(have) - 1} lines, its results give {len(want) - 1}")
+        paired = min(end - start, want_end - want_start) if change == "replace" else 0
+        for offset in range(paired):  # a line changed in place: name its figures
+            messages += line_differences(f"{shown(block.doc)}:{block.body_line + start + offset}",
+                                         have[start + offset], want[want_start + offset],
+                                         lines[want_start + offset] if want_start + offset < len(lines) else None)
+        if end - start > paired:
+            messages.append(f"{shown(block.doc)}:{block.body_line + start + paired}: the doc has line(s) "
+                            f"{have[start + paired:end]!r} that its results do not give")
+        if want_end - want_start > paired:
+            messages.append(f"{where}: its results give line(s) {want[want_start + paired:want_end]!r} "
+                            "that the doc does not have")
     return messages
+
+
+def line_differences(where, old, new, template_line):
+    """One message per figure that differs on a line, or one for the line when its words differ too."""
+    template, figures = template_line or (None, [])
+    read = read_figures(template, old) if template is not None else None
+    named = [f"{where}: {{{placeholder}}} reads {doc!r}, its results give {value!r}"
+             for (placeholder, value), doc in zip(figures, read or []) if doc != value]
+    return named or [f"{where}: the doc has {old!r}, its results give {new!r}"]
 
 
 def read_figures(template, line):
@@ -302,7 +336,8 @@ def doc_files(root=ROOT):
         yield path
 
 
-FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+# A fenced code block: ``` or ~~~ (three or more), indented up to 3 spaces, closed by the same fence.
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1", re.S | re.M)
 
 
 def blank(pattern, text):
@@ -311,14 +346,25 @@ def blank(pattern, text):
 
 
 def blocks(doc):
-    """The doc's blocks of figures; one shown in a code fence is an example, not a block."""
+    """The doc's blocks of figures; one shown in a code fence is an example, not a block. A marker that
+    opens or closes no block (a missing end, a malformed start) is an error, not text to skip."""
     text = doc.read_text()
     fenced = [found.span() for found in FENCE.finditer(text)]
-    return [Block(doc, match) for match in BLOCK.finditer(text)
-            if not any(start <= match.start() < end for start, end in fenced)]
+
+    def in_fence(at):
+        return any(start <= at < end for start, end in fenced)
+
+    found = [Block(doc, match) for match in BLOCK.finditer(text) if not in_fence(match.start())]
+    paired = {at for block in found for at in (block.match.start(), block.match.end() - len(END))}
+    for marker in MARKER.finditer(text):
+        if marker.start() not in paired and not in_fence(marker.start()):
+            line = text.count("\n", 0, marker.start()) + 1
+            raise DocsError(f"{shown(doc)}:{line}: a figures marker that opens or closes no block "
+                            f"(each block is '<!-- figures ...' then '{END}')")
+    return found
 
 
-def broken_links(doc):
+def broken_links(doc, tracked=None):
     # A template's links are checked once written, and a code fence holds no links.
     text = blank(FENCE, blank(COMMENT, doc.read_text()))
     for number, line in enumerate(text.split("\n"), 1):
@@ -329,6 +375,8 @@ def broken_links(doc):
             found = (doc.parent / path) if path else doc
             if not found.exists():
                 yield f"{shown(doc)}:{number}: the link {target} leads nowhere"
+            elif not is_tracked(found, tracked):
+                yield f"{shown(doc)}:{number}: the link {target} leads to a file git does not track"
             elif anchor and found.suffix == ".md" and anchor not in anchors(found):
                 yield f"{shown(doc)}:{number}: the link {target} names no heading of {found.name}"
 
@@ -354,14 +402,40 @@ def write(docs):
     return changed
 
 
-def check(docs):
-    """Every figure that differs from its results and every link that leads nowhere, as messages."""
+def check(docs, tracked=None):
+    """Every figure that differs from its results, every link that leads nowhere and, in a git checkout,
+    every cited folder or file git does not track (a clone would not have it), as messages."""
+    tracked = tracked_files() if tracked is None else tracked
     messages, count = [], 0
     for doc in docs:
         for block in blocks(doc):
             count += 1
-            rendered, lines = block.render()
+            try:
+                rendered, lines = block.render()
+            except DocsError as error:
+                messages.append(str(error))
+                continue
             if rendered != block.body:
                 messages += differences(block, rendered, lines)
-        messages += broken_links(doc)
+            messages += [f"{block.where()}: cites {shown(folder)}, which git does not track: commit it, or cite a "
+                         "committed one" for folder in block.folders() if not is_tracked(folder, tracked)]
+        messages += broken_links(doc, tracked)
     return messages, count
+
+
+def tracked_files(root=ROOT):
+    """The checkout's tracked files, as absolute paths, or None outside a git checkout."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {root / name for name in listed.decode().split("\0") if name}
+
+
+def is_tracked(path, tracked):
+    """True outside a git checkout or outside ROOT (nothing to tell), else whether git tracks the file, or
+    any file in the folder."""
+    if tracked is None or not path.resolve().is_relative_to(ROOT):
+        return True
+    path = path.resolve()
+    return path in tracked or any(name.is_relative_to(path) for name in tracked if path.is_dir())

@@ -79,8 +79,8 @@ def test_a_missing_figure_or_source_is_named(iteration):
     with pytest.raises(docs.DocsError, match=r"README.md:3: r.summary.headline has no 'knee_user'"):
         docs.write([iteration])
     iteration.write_text(TEMPLATE.replace("r: results/", "r: gone/"))
-    with pytest.raises(docs.DocsError, match="no results folder gone/"):
-        docs.check([iteration])
+    messages, _ = docs.check([iteration])  # the check goes on past a block it cannot write, naming it
+    assert len(messages) == 1 and messages[0].endswith("README.md:3: no results folder gone/breakpoint-20260101-000000")
 
 
 @pytest.mark.parametrize("expression", ["__import__('os')", "r.summary.__class__", "open('x')", "[x for x in r]"])
@@ -101,7 +101,7 @@ def test_links_that_lead_nowhere_are_named_but_not_in_templates_or_code(iteratio
 
 def test_an_example_in_a_code_fence_is_not_a_block(tmp_path):
     doc = tmp_path / "guide.md"
-    doc.write_text("```\n<!-- figures\nr: results/none\n---\n{r.summary.x}\n-->\n<!-- /figures -->\n```\n"
+    doc.write_text("~~~\n<!-- figures\nr: results/none\n---\n{r.summary.x}\n-->\n<!-- /figures -->\n~~~\n"
                    "Inline, `<!-- figures run: results/X -->` is prose.\n")
     assert docs.check([doc]) == ([], 0)
 
@@ -122,3 +122,72 @@ def test_a_link_to_a_heading_that_is_not_there_is_named(tmp_path):
     doc.write_text("[ok](twin.md#where-it-stands-the-model-the-twin-and-the-study) [here](#readme)\n"
                    "# Readme\n[gone](twin.md#where-it-stood)\n")
     assert docs.check([doc])[0] == [f"{doc}:3: the link twin.md#where-it-stood names no heading of twin.md"]
+
+
+def test_a_cited_folder_git_does_not_track_is_named(iteration):
+    docs.write([iteration])
+    folder = iteration.parent / "results" / SUMMARY["results_dir"]
+    tracked = {iteration, *folder.iterdir()}
+    assert docs.check([iteration], tracked)[0] == []
+    from visitkit import paths
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(docs, "ROOT", iteration.parent)
+        patch.setattr(paths, "ROOT", iteration.parent)
+        messages, _ = docs.check([iteration], {iteration})
+    assert messages[0].endswith(f"cites {folder.relative_to(iteration.parent)}, which git does not track: "
+                                "commit it, or cite a committed one")
+    assert any("the link results/breakpoint-20260101-000000/report.md leads to a file git does not track" in message
+               for message in messages)
+
+
+@pytest.mark.parametrize("broken, error", [
+    ("<!-- /figures -->\n", "a figures marker that opens or closes no block"),  # the end lost
+    ("<!-- figures\nr: results/breakpoint-20260101-000000\n", "a figures marker that opens or closes no block"),
+])
+def test_a_marker_that_opens_or_closes_no_block_is_an_error(iteration, broken, error):
+    iteration.write_text(TEMPLATE.replace("<!-- /figures -->\n", "") if broken.startswith("<!-- /")
+                         else broken + TEMPLATE)
+    with pytest.raises(docs.DocsError, match=error):
+        docs.blocks(iteration)
+
+
+@pytest.mark.parametrize("placeholder, message", [
+    ("{round(r.summary.store.throughput_per_s, ndigits=1)}", "not allowed"),
+    ("{r.summary.headline.knee_users / 0}", "ZeroDivisionError"),
+    ("{r.report.x}", "AttributeError"),
+])
+def test_a_template_error_names_its_placeholder(iteration, placeholder, message):
+    iteration.write_text(TEMPLATE.replace("{r.summary.headline.first_failure_users}", placeholder))
+    messages, _ = docs.check([iteration])
+    assert len(messages) == 1 and placeholder in messages[0] and message in messages[0]
+
+
+def test_a_function_of_a_missing_figure_reads_n_a(iteration):
+    iteration.write_text(TEMPLATE.replace("{r.summary.headline.first_failure_users}",
+                                          "{max(r.summary.headline.first_failure_users, 1)}"))
+    docs.write([iteration])
+    assert "| first failure | n/a |" in iteration.read_text()
+
+
+@pytest.mark.parametrize("sources, message", [("r results/x", "alias: folder"), ("r: .\nr: .", "each alias once"),
+                                              ("1r: .", "alias: folder")])
+def test_a_malformed_source_is_refused(iteration, sources, message):
+    iteration.write_text(TEMPLATE.replace("r: results/breakpoint-20260101-000000", sources))
+    with pytest.raises(docs.DocsError, match=message):
+        docs.write([iteration])
+
+
+def test_an_unknown_kind_is_named(iteration):
+    iteration.write_text("<!-- figures benchmarks: results -->\n<!-- /figures -->\n")
+    with pytest.raises(docs.DocsError, match="unknown kind 'benchmarks'"):
+        docs.write([iteration])
+
+
+def test_one_line_more_is_one_message_not_one_per_line_after_it(iteration):
+    docs.write([iteration])
+    iteration.write_text(iteration.read_text().replace("| drain |", "| extra |\n| drain |", 1)
+                         .replace("| knee | 210 users", "| knee | 215 users"))
+    messages, _ = docs.check([iteration])
+    assert len(messages) == 2 and "reads '215', its results give '210'" in messages[0]
+    assert "['| extra |']" in messages[1]
