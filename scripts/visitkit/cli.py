@@ -67,7 +67,7 @@ def run_command(args):
     config = runner.RunConfig.build(
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
         stages=args.stages, processes=args.processes, workers=args.workers, worker_type=args.worker_type,
-        keep_fleet=args.keep_fleet,
+        keep_fleet=args.keep_fleet, update_readme=args.update_readme,
         convergence_timeout=args.convergence_timeout,
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
@@ -230,6 +230,8 @@ def parser():
     run.add_argument("--queue-timeout", type=float, default=QUEUE_TIMEOUT_S,
                      help="local: seconds in HAProxy's queue before a 429")
     run.add_argument("--keep-up", action="store_true", help="local: leave the stack running afterwards")
+    run.add_argument("--update-readme", action="store_true",
+                     help="local: point the iteration README's 'Latest local run' block at this run (then commit both)")
     run.add_argument("--project", help="gcp: the Google Cloud project")
     run.add_argument("--region", help="gcp: region (default: the infra's)")
     run.add_argument("--destroy", action="store_true", help="gcp: destroy the deployment afterwards")

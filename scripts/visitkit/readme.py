@@ -1,15 +1,11 @@
 """The "Latest local run" block of an iteration's README: a `<!-- figures run: ... -->` block (visitkit.docs)
 that the runner points at each new run, and `visitkit docs` writes from that run's summary.json."""
-import re
 from pathlib import Path
 
-from visitkit import results
+from visitkit import docs, results
 from visitkit.summary import headline_table
 
 SECTION = "## Latest local run"
-START = "<!-- figures run: {link} -->"
-END = "<!-- /figures -->"
-BLOCK = re.compile(r"<!-- figures run: [^\n]*-->\n.*?" + re.escape(END), re.S)
 
 
 def run_table(summary, link):
@@ -23,15 +19,21 @@ def run_table(summary, link):
 
 def latest_block(summary):
     link = f"results/{summary['results_dir']}"
-    return f"{START.format(link=link)}\n{run_table(summary, link)}\n{END}"
+    return f"<!-- figures run: {link} -->\n{run_table(summary, link)}\n{docs.END}"
 
 
 def update_readme(readme_path, block):
-    """Points the README's latest-run block at a new run (or appends the section)."""
+    """Points the run block under the README's SECTION at a new run (the section is added if missing)."""
     path = Path(readme_path)
     text = path.read_text() if path.exists() else ""
-    if BLOCK.search(text):
-        text = BLOCK.sub(lambda _: block, text, count=1)
+    at = text.find(SECTION)
+    if at < 0:
+        path.write_text(text.rstrip("\n") + f"\n\n{SECTION}\n\n{block}\n")
+        return
+    latest = [found for found in docs.blocks(path) if found.head.startswith("run:") and found.match.start() > at]
+    if latest:
+        start, end = latest[0].match.span()
     else:
-        text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{block}\n"
-    path.write_text(text)
+        start = end = text.find("\n", at) + 1 or len(text)
+        block = f"\n{block}\n"
+    path.write_text(text[:start] + block + text[end:])

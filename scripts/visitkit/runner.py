@@ -239,6 +239,7 @@ class RunConfig:
     audit: str = "auto"  # how every visit is audited after convergence: visitkit.audit.METHODS
     worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
+    update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
     prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
@@ -702,7 +703,7 @@ def write_report(state):
     if not state.config.keep_up:  # the stack is down: its files may lose this machine's paths
         results.without_machine_paths(state.folder.path)
     # A run with injected faults is cited on its own, never as the iteration's latest run.
-    state.summary = publish.publish(state.folder, update_readme=state.target.updates_readme and not state.config.chaos)
+    state.summary = publish.publish(state.folder, update_readme=readme_updated(state.config, state.target))
 
 
 # ---- the plan ------------------------------------------------------------------------------------
@@ -742,8 +743,13 @@ def plan(config, folder, target, fleet=None):
         steps.append(stop)
     steps.append(Step("write the report", [
         f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
-        + (" and the iteration README's latest-results block" if target.updates_readme else "")], write_report))
+        + (" and the iteration README's latest-run block" if readme_updated(config, target) else "")], write_report))
     return steps
+
+
+def readme_updated(config, target):
+    """Only when asked: a run that rewrote a tracked doc would leave every clone's tree changed."""
+    return config.update_readme and target.updates_readme and not config.chaos
 
 
 def fleet_steps(config, folder, target, fleet):

@@ -191,3 +191,12 @@ def test_one_line_more_is_one_message_not_one_per_line_after_it(iteration):
     messages, _ = docs.check([iteration])
     assert len(messages) == 2 and "reads '215', its results give '210'" in messages[0]
     assert "['| extra |']" in messages[1]
+
+
+def test_the_latest_run_block_is_the_one_under_its_section(iteration):
+    iteration.write_text("# It\n\n## On the twin\n\n<!-- figures run: results/breakpoint-20260101-000000 -->\n"
+                         "<!-- /figures -->\n\n## Latest local run\n\nNone yet.\n")
+    readme.update_readme(iteration, readme.latest_block({**SUMMARY, "results_dir": "breakpoint-20260102-000000"}))
+    text = iteration.read_text()
+    assert text.count("## Latest local run") == 1 and text.count("<!-- figures run:") == 2
+    assert text.index("breakpoint-20260101-000000") < text.index("## Latest local run") < text.index("20260102")
