@@ -18,11 +18,31 @@ class Function:
     entry_point: str  # in functions/main.py
     service: str  # the deployed Cloud Run service, also its URL path under the base URL
     public: bool  # reached by browsers; otherwise only by the Pub/Sub push subscription
-    role: str  # page, reader, publisher or store (see ROLES)
+    role: str  # one of ROLE_NAMES
 
     @property
     def path(self):
         return f"/{self.service}"
+
+
+# What only one function does: serve the page, read the counts through a cache, publish visits
+# (its 202s are the accepted ones), store them (only Pub/Sub's push reaches it, so it is not public).
+ROLE_NAMES = ("page", "reader", "publisher", "store")
+
+
+def roles(functions):
+    """{role: function name} of a catalogue's functions (catalogue.json's "functions"), or
+    ValueError unless each role is exactly one function and only the store is not public."""
+    named = {role: [name for name, spec in functions.items() if spec["role"] == role] for role in ROLE_NAMES}
+    problems = [f"{name}'s role {spec['role']!r} is not one of them" for name, spec in functions.items()
+                if spec["role"] not in ROLE_NAMES]
+    problems += [f"{len(names)} functions have role {role}" for role, names in named.items() if len(names) != 1]
+    problems += [f"{names[0]} ({role}) is {'' if role == 'store' else 'not '}public" for role, names in named.items()
+                 if len(names) == 1 and functions[names[0]]["public"] == (role == "store")]
+    if problems:
+        raise ValueError(f"{CATALOGUE_FILE}: each of the roles {', '.join(ROLE_NAMES)} needs exactly one function, "
+                         f"and only the store's is not public: {'; '.join(problems)}")
+    return {role: names[0] for role, names in named.items()}
 
 
 def _functions_module(name):
@@ -38,11 +58,8 @@ PAGES = tuple(_DATA["pages"])
 CATALOGUE = {name: Function(name, **spec) for name, spec in _DATA["functions"].items()}
 FUNCTIONS = tuple(CATALOGUE)
 PUBLIC_PATHS = {f.path: f.name for f in CATALOGUE.values() if f.public}  # URL path -> function
-# The functions by role, for what only one of them does: serve the page, read the counts through
-# a cache, publish visits (its 202s are the accepted ones), store them (only Pub/Sub's push reaches it).
-ROLES = {f.role: f.name for f in CATALOGUE.values()}
-PAGE_FUNCTION, READER_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION = (
-    ROLES[role] for role in ("page", "reader", "publisher", "store"))
+ROLES = roles(_DATA["functions"])  # checked at import: every role's function, by role
+PAGE_FUNCTION, READER_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION = (ROLES[role] for role in ROLE_NAMES)
 FIRESTORE = _DATA["firestore"]
 
 

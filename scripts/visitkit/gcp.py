@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from visitkit import cost, firstrun, monitoring, preflight
-from visitkit.catalogue import CATALOGUE, FIRESTORE, PAGES, PUBLIC_PATHS, stored_totals, stored_visits
+from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBLIC_PATHS, PUBLISHER_FUNCTION,
+                                PUSH_FUNCTION, READER_FUNCTION, stored_totals, stored_visits)
 from visitkit.errors import GcpError
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
@@ -114,9 +115,9 @@ def wait_until_answering(base_url, status=status_of, timeout=READY_TIMEOUT_SECON
 
 def visit(base_url, page, status=status_of):
     """One visitor task, as the Locust visitor does it; True when the visit was recorded (202)."""
-    status(f"{base_url}{CATALOGUE['serve-page'].path}?view={page}", "GET")
-    recorded = status(f"{base_url}{CATALOGUE['inc-counter'].path}?visit_type={page}", "POST") == 202
-    status(f"{base_url}{CATALOGUE['get-counter'].path}?visit_type={page}", "GET")
+    status(f"{base_url}{CATALOGUE[PAGE_FUNCTION].path}?view={page}", "GET")
+    recorded = status(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_type={page}", "POST") == 202
+    status(f"{base_url}{CATALOGUE[READER_FUNCTION].path}?visit_type={page}", "GET")
     return recorded
 
 
@@ -127,10 +128,10 @@ def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, lo
     since the visit (its request logs); a refusal is said at once, and the wait goes on, since
     Pub/Sub retries the push for up to its maximum backoff."""
     baseline = totals()
-    answer = status(f"{base_url}{CATALOGUE['inc-counter'].path}?visit_type={PAGES[0]}", "POST")
+    answer = status(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_type={PAGES[0]}", "POST")
     if answer != 202:
-        raise GcpError(f"inc-counter did not accept a visit (HTTP {answer}): see `gcloud functions logs read "
-                       f"{CATALOGUE['inc-counter'].service}`")
+        raise GcpError(f"{PUBLISHER_FUNCTION} did not accept a visit (HTTP {answer}): see `gcloud functions logs read "
+                       f"{CATALOGUE[PUBLISHER_FUNCTION].service}`")
     deadline, refused = now() + timeout, False
     while sum(totals().values()) <= sum(baseline.values()):
         if not refused and refusals():
@@ -141,7 +142,7 @@ def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, lo
                 raise GcpError(f"{PUSH_REFUSED}, and the first visit was still not stored after {timeout} s: run the "
                                "same command again in a few minutes (the deployment stays; without --destroy)")
             raise GcpError(f"the first visit was not stored after {timeout} s: see `gcloud functions logs read "
-                           f"{CATALOGUE['store-inc-counter'].service}` and the subscription's backlog")
+                           f"{CATALOGUE[PUSH_FUNCTION].service}` and the subscription's backlog")
         sleep(interval)
 
 
@@ -150,7 +151,7 @@ def push_refusals(session, project, since, endpoint=None):
     from its request logs (Cloud Logging's entries:list); 0 when the logs cannot be read."""
     log_filter = " AND ".join([
         'resource.type="cloud_run_revision"',
-        f'resource.labels.service_name="{CATALOGUE["store-inc-counter"].service}"',
+        f'resource.labels.service_name="{CATALOGUE[PUSH_FUNCTION].service}"',
         f'logName="projects/{project}/logs/run.googleapis.com%2Frequests"',
         "httpRequest.status=403", f'timestamp>="{since}"'])
     try:
@@ -329,7 +330,7 @@ class GcpTarget:
         if self.id_tokens is None:
             self.id_tokens = idtoken.IdTokens(idtoken.minter(signer()))
         self.id_tokens.token(idtoken.audience_of(f"https://{self.region or 'region'}-{self.project}.cloudfunctions.net"
-                                                 f"{CATALOGUE['serve-page'].path}"))
+                                                 f"{CATALOGUE[PAGE_FUNCTION].path}"))
 
     def _tokens_as_service_account(self, service_account):
         from visitkit import idtoken
@@ -345,7 +346,7 @@ class GcpTarget:
             raise GcpError("the deployment names no load_generator_service_account: run the same command again so "
                            "that Terraform creates it")
         self.id_tokens = self._tokens_as(self.impersonate)
-        audience = f"{self.base_url}{CATALOGUE['serve-page'].path}"
+        audience = f"{self.base_url}{CATALOGUE[PAGE_FUNCTION].path}"
         deadline = self._now() + timeout
         while True:
             try:

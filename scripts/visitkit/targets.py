@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 from visitkit import push, resources
-from visitkit.catalogue import CATALOGUE, PAGES, stored_visits
+from visitkit.catalogue import CATALOGUE, PAGES, READER_FUNCTION, stored_visits
 from visitkit.haproxy import QUEUE_TIMEOUT_S
 from visitkit.steps import Step
 
@@ -116,9 +116,9 @@ class UrlTarget:
 
     def __init__(self, base_url, settings):
         self.base_url = base_url.rstrip("/")
-        self.totals_source = (f"{self.base_url}{CATALOGUE['get-counter'].path} (its cache delays them by up to "
+        self.totals_source = (f"{self.base_url}{CATALOGUE[READER_FUNCTION].path} (its cache delays them by up to "
                               f"one TTL)")
-        self.notes = [f"Totals read through get-counter, whose in-process cache ({settings.cache_ttl_seconds} s "
+        self.notes = [f"Totals read through {READER_FUNCTION}, whose in-process cache ({settings.cache_ttl_seconds} s "
                       "TTL, per instance) delays convergence by up to one TTL and can show different totals per "
                       "instance."]
 
@@ -128,7 +128,7 @@ class UrlTarget:
     def totals(self):
         totals = {}
         for page in PAGES:
-            url = f"{self.base_url}{CATALOGUE['get-counter'].path}?visit_type={page}"
+            url = f"{self.base_url}{CATALOGUE[READER_FUNCTION].path}?visit_type={page}"
             with urllib.request.urlopen(url, timeout=30) as reply:
                 totals[page] = int(json.load(reply)["count"])
         return totals

@@ -1,10 +1,13 @@
 """The one catalogue of functions and pages: everything that names them reads it."""
 import ast
+import json
 import re
+
+import pytest
 
 import locustfile
 from visitkit import catalogue, haproxy, monitoring
-from visitkit.paths import ROOT
+from visitkit.paths import CATALOGUE_FILE, ROOT
 
 
 def test_the_visitor_visits_exactly_the_catalogue_pages():
@@ -51,7 +54,23 @@ def test_each_role_is_one_function_and_the_kit_names_them_by_role():
     assert sorted(catalogue.ROLES) == ["page", "publisher", "reader", "store"]
     assert len(catalogue.ROLES) == len(catalogue.CATALOGUE)
     assert not catalogue.CATALOGUE[catalogue.PUSH_FUNCTION].public  # only Pub/Sub's push reaches the store
-    for module in ("monitoring", "haproxy", "profile", "predict", "summary", "settings", "compare"):
+    for module in ("monitoring", "haproxy", "profile", "predict", "summary", "settings", "compare", "gcp", "targets"):
         tree = ast.parse((ROOT / "scripts" / "visitkit" / f"{module}.py").read_text())
         named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} & set(catalogue.FUNCTIONS)
         assert not named, f"{module}.py spells out {named}"
+
+
+def test_a_catalogue_whose_roles_are_not_one_function_each_or_whose_store_is_public_is_refused():
+    functions = json.loads(CATALOGUE_FILE.read_text())["functions"]
+    assert catalogue.roles(functions) == catalogue.ROLES
+
+    def changed(name, **fields):  # the catalogue with one function changed, or one more
+        return {**functions, name: {**functions["get-counter"], **functions.get(name, {}), **fields}}
+
+    for bad, problem in ((changed("get-counter", role="page"), "2 functions have role page"),
+                         (changed("get-counter", role="cache"), "0 functions have role reader"),
+                         (changed("extra", role="cache"), "extra's role 'cache'"),
+                         (changed("get-counter", public=False), "get-counter (reader) is not public"),
+                         (changed("store-inc-counter", public=True), "store-inc-counter (store) is public")):
+        with pytest.raises(ValueError, match=re.escape(problem)):
+            catalogue.roles(bad)
