@@ -1,9 +1,9 @@
-"""The results folders the kit's benchmarks write, as scripts/benchmark-loadgen does (visitkit.loadgen):
-benchmarks/<benchmark>-<YYYYmmdd-HHMMSS>/ holding its record (benchmark.json, whose `format` every
-reader checks), summary.md, and the raw files its figures come from.
+"""The results folders the kit's benchmarks write: benchmarks/<benchmark>-<YYYYmmdd-HHMMSS>/ holding
+its record (benchmark.json, whose `format` every reader checks), summary.md, and the raw files its
+figures come from.
 
-The hot-path, store-path and emulator-scan benchmarks write theirs with these helpers; each keeps its
-own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module's
+The hot-path, store-path, emulator-scan and loadgen benchmarks write theirs with these helpers; each
+keeps its own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module's
 `render(folder)` is any committed folder's table from its record alone, as `visitkit docs` writes it
 into a doc.
 """
@@ -67,10 +67,7 @@ def render(folder):
 
     folder = Path(folder)
     kind = read(folder).get("benchmark")
-    if kind == loadgen.KIND:  # loadgen has no render of its own: its table is its summary's table lines
-        record = load(folder, loadgen.KIND, loadgen.FORMAT)
-        return [line for line in loadgen.summary_lines(record, folder.name) if line.startswith("|")]
-    module = {module.KIND: module for module in (hotpath, bench, emulatorscan)}.get(kind)
+    module = {module.KIND: module for module in (hotpath, bench, emulatorscan, loadgen)}.get(kind)
     if module is None:
         raise VisitkitError(f"{folder / RECORD}: a benchmark this kit does not know ({kind})")
     return module.render(module.load(folder))

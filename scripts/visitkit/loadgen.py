@@ -4,28 +4,25 @@ own CPU, measured here, and what a planned rate of visits then needs on Google C
 `benchmark(...)` runs SCENARIOS in turn from one master and one worker (locust/node.py, as on a
 fleet's VMs) against a no-op functions-framework function on this machine, reads the worker's
 CPU every second (health.csv) and Locust's exact per-second counts, and writes a results folder
-under benchmarks/: benchmark.json (FORMAT), summary.md, and each scenario's health.csv and
-per_second.csv. `fleet_plan(...)` reads the latest such folder.
+under benchmarks/ (visitkit.benchfolder): benchmark.json (FORMAT), summary.md, and each scenario's
+health.csv and per_second.csv. `fleet_plan(...)` reads the latest such folder.
 """
 import csv
 import datetime
-import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from visitkit import fleet as fleets, results, suite
+from visitkit import benchfolder, fleet as fleets, results, suite
 from visitkit.errors import VisitkitError
 from visitkit.hotpath import NOOP_SOURCE
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import ROOT
 
 FORMAT = 1
-BENCHMARKS_DIR = ROOT / "benchmarks"
 KIND = "loadgen"
 PLANNED_CPU = 0.7  # plan each worker process at 70 % of a core: headroom under Locust's 90 % warning
 REQUESTS_PER_VISIT = 3  # the study's visitor: the page, the visit, the counter
@@ -38,10 +35,21 @@ SCENARIOS = ({"name": "flat-out", "users": 64, "think_time": "0"},
 PLANNING_SCENARIO = "study-visitor"  # what a fleet is sized by
 
 
-def benchmark(seconds=DEFAULT_SECONDS, out_root=BENCHMARKS_DIR, now=datetime.datetime.now, scenarios=SCENARIOS):
+def benchmark(seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now,
+              scenarios=SCENARIOS):
     """Runs each scenario in turn against one no-op server; returns (results folder, record)."""
-    folder = Path(out_root) / f"{KIND}-{now().strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(parents=True)
+    with benchfolder.new_folder(KIND, out_root, now()) as folder:
+        measured = measure(folder, seconds, scenarios)
+        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+                  "machine": benchfolder.machine(), "locust": locust_version(), "seconds": seconds,
+                  "target": "no-op functions-framework function on the same machine", "planned_cpu": PLANNED_CPU,
+                  "scenarios": measured, "planning_scenario": PLANNING_SCENARIO}
+        benchfolder.write(folder, record, summary_lines(record, folder.name))
+    return folder, record
+
+
+def measure(folder, seconds, scenarios):
+    """Each scenario's figures, its files kept in `folder`."""
     port = free_port()
     # gunicorn's own limit of 1,000 open connections would refuse a crowd of kept-alive users
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
@@ -62,14 +70,7 @@ def benchmark(seconds=DEFAULT_SECONDS, out_root=BENCHMARKS_DIR, now=datetime.dat
     finally:
         server.kill()
         server.wait()
-    record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
-              "machine": {"cores": os.cpu_count(), "processor": processor(), "python": platform.python_version()},
-              "locust": locust_version(), "seconds": seconds,
-              "target": "no-op functions-framework function on the same machine", "planned_cpu": PLANNED_CPU,
-              "scenarios": measured, "planning_scenario": PLANNING_SCENARIO}
-    (folder / "benchmark.json").write_text(json.dumps(record, indent=2) + "\n")
-    (folder / "summary.md").write_text("\n".join(summary_lines(record, folder.name)) + "\n")
-    return folder, record
+    return measured
 
 
 def run_one_worker(url, scenario, seconds, run_dir):
@@ -118,16 +119,6 @@ def figures(folder, scenario):
             "requests_per_core_second": round(rps / (cpu_percent / 100), 1)}
 
 
-def processor():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def locust_version():
     import importlib.metadata
 
@@ -145,17 +136,27 @@ def planned_users(record):
     return plan["requests_per_core_second"] * record["planned_cpu"] * plan["users"] / plan["rps"]
 
 
+def load(folder):
+    return benchfolder.load(folder, KIND, FORMAT)
+
+
+def render(record):
+    """The Markdown table of a record: one row per scenario, each rate per core-second also as a
+    multiple of the first (flat out)'s."""
+    first = record["scenarios"][0]["requests_per_core_second"]
+    lines = ["| scenario | users | think time (s) | requests/s | worker CPU (% of a core) | requests per core-second "
+             "| vs flat out |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {s['name']} | {s['users']:,} | {s['think_time']} | {s['rps']:,.0f} | {s['worker_cpu_percent']:.0f} "
+              f"| {s['requests_per_core_second']:,.0f} | {s['requests_per_core_second'] / first:.2f}x |"
+              for s in record["scenarios"]]
+    return lines
+
+
 def summary_lines(record, name):
-    scenarios = record["scenarios"]
     lines = [f"# Load generator sizing ({name})", "",
              f"One Locust worker process against {record['target']} ({record['machine']['processor']}, "
              f"{record['machine']['cores']} cores; Locust {record['locust']}), {record['seconds']} s per scenario, "
-             "read from its steady part (after the last user spawned).", "",
-             "| scenario | users | think time (s) | requests/s | worker CPU (% of a core) | requests per core-second "
-             "| vs flat out |", "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {s['name']} | {s['users']:,} | {s['think_time']} | {s['rps']:,.0f} | {s['worker_cpu_percent']:.0f} "
-              f"| {s['requests_per_core_second']:,.0f} | {s['requests_per_core_second'] / scenarios[0]['requests_per_core_second']:.2f}x |"
-              for s in scenarios]
+             "read from its steady part (after the last user spawned).", "", *render(record)]
     plan = planning(record)
     lines += ["", f"A fleet is sized by {plan['name']}, at {record['planned_cpu']:.0%} of a core: "
                   f"{plan['requests_per_core_second'] * record['planned_cpu']:,.0f} requests/s per worker process "
@@ -168,15 +169,12 @@ def summary_lines(record, name):
     return lines
 
 
-def latest(out_root=BENCHMARKS_DIR):
-    """The newest committed sizing benchmark: (folder, record)."""
-    folders = sorted(Path(out_root).glob(f"{KIND}-*/benchmark.json"))
+def latest(out_root=benchfolder.BENCHMARKS_DIR):
+    """The newest sizing benchmark: (folder, record)."""
+    folders = sorted(Path(out_root).glob(f"{KIND}-*/{benchfolder.RECORD}"))
     if not folders:
         raise VisitkitError(f"no load-generator benchmark in {out_root}: run scripts/benchmark-loadgen")
-    record = json.loads(folders[-1].read_text())
-    if record.get("format") != FORMAT:
-        raise VisitkitError(f"{folders[-1]}: format {record.get('format')}, this kit reads {FORMAT}")
-    return folders[-1].parent, record
+    return folders[-1].parent, load(folders[-1].parent)
 
 
 def fleet_plan(visits_per_s, worker_type=fleets.DEFAULT_WORKER_TYPE, region=None, record=None, prices=None):

@@ -1,4 +1,4 @@
-"""The hot-path, store-path and emulator-scan benchmarks' results folders (visitkit.benchfolder):
+"""The benchmarks' results folders (visitkit.benchfolder):
 naming, the format check, and each record's table (pure logic; the measuring is stubbed)."""
 import csv
 import datetime
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit import bench, benchfolder, emulatorscan, hotpath
+from visitkit import bench, benchfolder, emulatorscan, hotpath, loadgen
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -148,7 +148,7 @@ def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tm
         benchfolder.render(tmp_path)
 
 
-@pytest.mark.parametrize("module", [hotpath, bench, emulatorscan])
+@pytest.mark.parametrize("module", [hotpath, bench, emulatorscan, loadgen])
 def test_the_committed_folders_load_and_render(module):
     folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"

@@ -1,9 +1,10 @@
 """Sizing a Locust fleet (visitkit.loadgen) from a benchmark's files (pure logic)."""
+import datetime
 import json
 
 import pytest
 
-from visitkit import loadgen
+from visitkit import benchfolder, loadgen
 from visitkit.errors import VisitkitError
 
 
@@ -41,7 +42,7 @@ def test_a_fleet_is_sized_by_the_planning_scenario_at_70_percent_of_a_core():
 def test_the_latest_benchmark_is_read_and_its_format_checked(tmp_path):
     for name, fmt in (("loadgen-20260101-000000", 1), ("loadgen-20260202-000000", 99)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "benchmark.json").write_text(json.dumps({"format": fmt}))
+        (tmp_path / name / "benchmark.json").write_text(json.dumps({"format": fmt, "benchmark": "loadgen"}))
     with pytest.raises(VisitkitError, match="format 99"):
         loadgen.latest(tmp_path)
     with pytest.raises(VisitkitError, match="scripts/benchmark-loadgen"):
@@ -52,3 +53,34 @@ def test_the_committed_benchmark_reads_and_sizes_a_fleet():
     folder, record = loadgen.latest()
     assert loadgen.planning(record)["requests_per_core_second"] > 0
     assert loadgen.fleet_plan(1000, record=record)["worker_vms"] >= 1
+
+
+def test_the_committed_benchmark_renders_its_table():
+    folder = benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950"
+    table = [
+        "| scenario | users | think time (s) | requests/s | worker CPU (% of a core) | requests per core-second "
+        "| vs flat out |", "|---|---:|---:|---:|---:|---:|---:|",
+        "| flat-out | 64 | 0 | 3,258 | 53 | 6,110 | 1.00x |",
+        "| study-visitor | 2,000 | 3-5 | 1,499 | 53 | 2,851 | 0.47x |"]
+    assert loadgen.render(loadgen.load(folder)) == benchfolder.render(folder) == table
+    assert "\n".join(table) in (folder / "summary.md").read_text()
+
+
+def test_a_run_writes_a_folder_its_loader_reads_back_and_a_failed_one_leaves_none(tmp_path, monkeypatch):
+    started = datetime.datetime(2026, 11, 23, 13, 59, 50)
+    scenarios = [{"name": "flat-out", "users": 64, "think_time": "0", "rps": 3000.0, "worker_cpu_percent": 50.0,
+                  "requests_per_core_second": 6000.0},
+                 {"name": "study-visitor", "users": 2000, "think_time": "3-5", "rps": 1500.0,
+                  "worker_cpu_percent": 50.0, "requests_per_core_second": 3000.0}]
+    monkeypatch.setattr(loadgen, "measure", lambda folder, seconds, scenarios_: scenarios)
+    folder, record = loadgen.benchmark(10, out_root=tmp_path, now=lambda: started)
+    assert folder == tmp_path / "loadgen-20261123-135950" and loadgen.load(folder) == record
+    assert (folder / "summary.md").read_text() == "\n".join(loadgen.summary_lines(record, folder.name)) + "\n"
+
+    def fails(*_):
+        raise RuntimeError("the no-op server did not start")
+
+    monkeypatch.setattr(loadgen, "measure", fails)
+    with pytest.raises(RuntimeError):
+        loadgen.benchmark(10, out_root=tmp_path / "failed", now=lambda: started)
+    assert not list((tmp_path / "failed").iterdir())
