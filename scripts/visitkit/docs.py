@@ -13,7 +13,8 @@ the lines after the comment, up to `<!-- /figures -->`, are what `visitkit docs`
     <!-- /figures -->
 
 A source is a results folder, relative to the doc: `a.summary` is its summary.json (any JSON file by its
-stem: `a.run`, `a.benchmark`), `a.report` the link to its report.md, `a.dir` the link to the folder. A
+stem: `a.run`, `a.benchmark`), `a.name` its name, `a.report` the link to its report.md, `a.dir` the link
+to the folder; the doc's check names a cited folder git does not track. A
 placeholder is `{expression}` or `{expression:format}`, the expression made of sources, attributes,
 `[keys]`, numbers, arithmetic and the functions in FUNCTIONS; a value of null reads "n/a". Short
 forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
