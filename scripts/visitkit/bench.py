@@ -78,7 +78,8 @@ def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_r
               now=datetime.datetime.now):
     """Drains a backlog with each settings file in turn; returns (results folder, record)."""
     profile = profile or load_profile()
-    with benchfolder.new_folder(KIND, out_root, now()) as folder:
+    started = now()  # the folder's name and the record's "when"
+    with benchfolder.new_folder(KIND, out_root, started) as folder:
         runs = []
         for path in map(Path, paths):
             settings, name = load_settings(path), path.parent.name
@@ -91,7 +92,7 @@ def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_r
             store = settings.functions[PUSH_FUNCTION]
             runs.append({"settings": name, "instances": store.max_instances, "concurrency": store.concurrency,
                          "drained_per_s": round(rate, 1), "service_ms": service_ms, "most_in_flight": in_flight})
-        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+        record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "visits": visits, "profile": profile.describe(), "runs": runs}
         benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record

@@ -90,7 +90,8 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
 
 def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
     """Times the read at each number of markers; returns (results folder, record)."""
-    with benchfolder.new_folder(KIND, out_root, now()) as folder:
+    started = now()  # the folder's name and the record's "when"
+    with benchfolder.new_folder(KIND, out_root, started) as folder:
         rows = measure(steps, queries)
         with open(folder / "queries.csv", "w", newline="") as f:
             writer = csv.writer(f)
@@ -98,7 +99,7 @@ def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchfolder.BENCHMA
             writer.writerows([DELETED if stored is None else stored, f"{ms:.3f}"]
                              for stored, times in rows for ms in times)
         means = [{"markers": stored, "mean_ms": round(sum(times) / len(times), 3)} for stored, times in rows]
-        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+        record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "queries": queries, "steps": means,
                   "ms_per_1000_markers": growth(means)}
         benchfolder.write(folder, record, summary_lines(record, folder.name))

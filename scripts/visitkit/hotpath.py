@@ -123,10 +123,11 @@ def measure_noop(users, seconds, folder, threads=THREADS):
 def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR,
               now=datetime.datetime.now):
     """The whole stack, then the no-op function, under the same load; returns (results folder, record)."""
-    with benchfolder.new_folder(KIND, out_root, now()) as folder:
+    started = now()  # the folder's name and the record's "when"
+    with benchfolder.new_folder(KIND, out_root, started) as folder:
         stack = measure_stack(users, seconds, folder)
         noop = measure_noop(users, seconds, folder)
-        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+        record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "locust": importlib.metadata.version("locust"),
                   "users": users, "seconds": seconds, "threads": THREADS, "stack": stack, "noop": noop}
         benchfolder.write(folder, record, summary_lines(record, folder.name))

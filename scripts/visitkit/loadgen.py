@@ -38,9 +38,10 @@ PLANNING_SCENARIO = "study-visitor"  # what a fleet is sized by
 def benchmark(seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now,
               scenarios=SCENARIOS):
     """Runs each scenario in turn against one no-op server; returns (results folder, record)."""
-    with benchfolder.new_folder(KIND, out_root, now()) as folder:
+    started = now()  # the folder's name and the record's "when"
+    with benchfolder.new_folder(KIND, out_root, started) as folder:
         measured = measure(folder, seconds, scenarios)
-        record = {"format": FORMAT, "benchmark": KIND, "when": now().isoformat(timespec="seconds"),
+        record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "locust": locust_version(), "seconds": seconds,
                   "target": "no-op functions-framework function on the same machine", "planned_cpu": PLANNED_CPU,
                   "scenarios": measured, "planning_scenario": PLANNING_SCENARIO}

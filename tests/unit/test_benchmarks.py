@@ -13,6 +13,11 @@ STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
 MACHINE = {"cores": 2, "processor": "AMD EPYC", "python": "3.11.7"}
 
 
+def clock():
+    """Each call a minute later, from STARTED: a benchmark that read it twice would show it."""
+    return iter(STARTED + datetime.timedelta(minutes=n) for n in range(100)).__next__
+
+
 def test_a_folder_is_named_by_its_benchmark_and_start():
     assert benchfolder.folder_name("hot-path", STARTED) == "hot-path-20261123-135950"
 
@@ -67,8 +72,8 @@ def test_the_emulator_scan_table_and_its_growth_per_1000_documents():
 def test_the_emulator_scan_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
     monkeypatch.setattr(emulatorscan, "measure", lambda steps, queries: [(0, [3.0, 5.0]), (1000, [6.0, 6.0]),
                                                                          (None, [7.0, 7.0])])
-    folder, record = emulatorscan.benchmark([0, 1000], queries=2, out_root=tmp_path, now=lambda: STARTED)
-    assert folder.name == "emulator-scan-20261123-135950"
+    folder, record = emulatorscan.benchmark([0, 1000], queries=2, out_root=tmp_path, now=clock())
+    assert folder.name == "emulator-scan-20261123-135950" and record["when"] == "2026-11-23T13:59:50"
     assert emulatorscan.load(folder) == record
     assert [step["mean_ms"] for step in record["steps"]] == [4.0, 6.0, 7.0]
     with open(folder / "queries.csv", newline="") as f:
@@ -96,8 +101,9 @@ def test_the_store_path_writes_each_settings_file_and_its_drain(tmp_path, monkey
         name: {"max_instances": 3, "concurrency": 1} for name in ("serve-page", "get-counter", "inc-counter",
                                                                   "store-inc-counter")}}))
     monkeypatch.setattr(bench, "measure", lambda settings, visits, profile: (50.0, 12.0, 3, [(0.2, 0, 1), (2.0, 100, 3)]))
-    folder, record = bench.benchmark([settings], 100, out_root=tmp_path / "out", now=lambda: STARTED)
+    folder, record = bench.benchmark([settings], 100, out_root=tmp_path / "out", now=clock())
     assert folder.name == "store-path-20261123-135950" and bench.load(folder) == record
+    assert record["when"] == "2026-11-23T13:59:50"  # the start, as the folder's name
     assert record["runs"] == [{"settings": "iteration-9", "instances": 3, "concurrency": 1, "drained_per_s": 50.0,
                                "service_ms": 12.0, "most_in_flight": 3}]
     assert (folder / "iteration-9-settings.tfvars.json").read_text() == settings.read_text()
@@ -133,8 +139,9 @@ def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatc
     record = hot_path_record()
     monkeypatch.setattr(hotpath, "measure_stack", lambda users, seconds, folder: record["stack"])
     monkeypatch.setattr(hotpath, "measure_noop", lambda users, seconds, folder: record["noop"])
-    folder, written = hotpath.benchmark(32, 30, out_root=tmp_path, now=lambda: STARTED)
+    folder, written = hotpath.benchmark(32, 30, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "hot-path-20261123-135950" and hotpath.load(folder) == written
+    assert written["when"] == "2026-11-23T13:59:50"
     assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
     assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
     assert benchfolder.render(folder) == hotpath.render(written)  # the docs' table, from the record alone

@@ -73,8 +73,10 @@ def test_a_run_writes_a_folder_its_loader_reads_back_and_a_failed_one_leaves_non
                  {"name": "study-visitor", "users": 2000, "think_time": "3-5", "rps": 1500.0,
                   "worker_cpu_percent": 50.0, "requests_per_core_second": 3000.0}]
     monkeypatch.setattr(loadgen, "measure", lambda folder, seconds, scenarios_: scenarios)
-    folder, record = loadgen.benchmark(10, out_root=tmp_path, now=lambda: started)
+    clock = iter([started, started + datetime.timedelta(minutes=5)]).__next__  # a second reading would differ
+    folder, record = loadgen.benchmark(10, out_root=tmp_path, now=clock)
     assert folder == tmp_path / "loadgen-20261123-135950" and loadgen.load(folder) == record
+    assert record["when"] == "2026-11-23T13:59:50"  # the start, as the folder's name
     assert (folder / "summary.md").read_text() == "\n".join(loadgen.summary_lines(record, folder.name)) + "\n"
 
     def fails(*_):
