@@ -23,7 +23,6 @@ from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
 
 DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 RAW = argparse.RawDescriptionHelpFormatter
-HOT_PATH_USERS, HOT_PATH_SECONDS = 32, 30
 PROFILE_HELP = ("latency profile: none (default: no added latency), study (calibrated on the study's Google "
                 "Cloud figures), or a profile file (docs/local-twin.md)")
 
@@ -102,26 +101,31 @@ def report_command(args):
     return 0
 
 
+def given(**options):
+    """The options given on the command line: the others keep the benchmark's own defaults."""
+    return {name: value for name, value in options.items() if value not in (None, [])}
+
+
 def bench_command(args):
     # Each benchmark writes a results folder in benchmarks/ and prints its summary but the title.
     if args.benchmark == "emulator-scan":
         from visitkit import emulatorscan as module
 
-        folder, record = module.benchmark(args.markers or module.DEFAULT_STEPS)
+        folder, record = module.benchmark(**given(steps=args.markers))
     elif args.benchmark == "loadgen":
         from visitkit import loadgen as module
 
-        folder, record = module.benchmark(args.seconds if args.seconds != HOT_PATH_SECONDS else module.DEFAULT_SECONDS)
+        folder, record = module.benchmark(**given(seconds=args.seconds))
     elif args.benchmark == "hot-path":
         from visitkit import hotpath as module
 
-        folder, record = module.benchmark(args.users, args.seconds)
+        folder, record = module.benchmark(**given(users=args.users, seconds=args.seconds))
     else:
         from visitkit import bench as module
         from visitkit.profile import load_profile
 
-        folder, record = module.benchmark(args.settings or module.DEFAULT_SETTINGS, args.visits,
-                                          load_profile(args.profile))
+        folder, record = module.benchmark(**given(paths=args.settings, visits=args.visits),
+                                          profile=load_profile(args.profile))
     print("\n".join(module.summary_lines(record, folder.name)[2:]))
     print(f"written: {folder}")
     return 0
@@ -182,6 +186,7 @@ def predict_command(args):
 
 
 def parser():
+    from visitkit import bench as store_path, emulatorscan, hotpath, loadgen
     from visitkit.haproxy import QUEUE_TIMEOUT_S
     from visitkit.runner import TESTS
 
@@ -285,13 +290,17 @@ def parser():
         "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
         "predict --fleet). Each writes a results folder benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
     bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen"])
-    bench.add_argument("--users", type=int, default=HOT_PATH_USERS, help="hot-path: Locust users, no think time (default 32)")
-    bench.add_argument("--seconds", type=int, default=HOT_PATH_SECONDS,
-                       help="hot-path, loadgen: seconds of load (default 30; loadgen 40 per scenario)")
+    bench.add_argument("--users", type=int,
+                       help=f"hot-path: Locust users, no think time (default {hotpath.DEFAULT_USERS})")
+    bench.add_argument("--seconds", type=int, help=f"hot-path, loadgen: seconds of load (default "
+                                                   f"{hotpath.DEFAULT_SECONDS}; loadgen {loadgen.DEFAULT_SECONDS} "
+                                                   "per scenario)")
     bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
-    bench.add_argument("--visits", type=int, default=3000)
+    bench.add_argument("--visits", type=int,
+                       help=f"store-path: visits published at once (default {store_path.DEFAULT_VISITS:,})")
     bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")],
-                       help="emulator-scan: marker documents to time the read at, rising (default 0,10000,30000,60000)")
+                       help="emulator-scan: marker documents to time the read at, rising (default "
+                            f"{','.join(map(str, emulatorscan.DEFAULT_STEPS))})")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
     docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(
