@@ -171,7 +171,8 @@ def predict_command(args):
         from visitkit import cost
 
         prices = cost.load_prices()
-        estimate = cost.hourly_at(settings, args.cost_at, prices, args.region)
+        estimate = cost.hourly_at(settings, args.cost_at, prices, args.region,
+                                  get_counter_reads_per_s=predict.counter_reads_per_s(settings, args.cost_at))
         print(f"cost of one hour at {args.cost_at:g} visits/s in {args.region} (Cloud Run Tier {estimate['tier']}; an "
               f"upper bound from list prices of {estimate['as_of']}: every instance billed all hour, no free tier):")
         print("\n".join(f"  {item:32} {usage:60} {usd:10,.2f} {estimate['currency']}"

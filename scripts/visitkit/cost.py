@@ -69,11 +69,12 @@ def estimate(usage, settings, prices, region=DEFAULT_REGION):
             "left_out": [f"{item}: {text}" for item, text in prices["left_out"].items()]}
 
 
-def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, get_counter_reads_per_s=0.0):
+def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, *, get_counter_reads_per_s):
     """An upper bound of the cost of one hour at a steady `visits_per_s`: every instance the
     settings allow billed all hour; each visit 3 public requests (page, inc-counter, get-counter) and
     one push delivery; two document writes per visit (the shard and the dedup marker) and, 7 days
-    later, one TTL delete; one published and one delivered message per visit."""
+    later, one TTL delete; one published and one delivered message per visit; get-counter's
+    Firestore reads as given (predict.counter_reads_per_s: its cache spares most)."""
     # every function gets one request per visit: the three public ones from the page, store-inc-counter
     # one push delivery
     per_function = {name: {"billable_instance_s": spec.max_instances * HOUR, "requests": int(visits_per_s * HOUR)}

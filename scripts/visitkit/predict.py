@@ -48,6 +48,16 @@ def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None, pages=len(PAGES
     return misses + (concurrency - misses * service_ms / 1000) / (hit_ms / 1000)
 
 
+def counter_reads_per_s(settings, pages_per_s):
+    """get-counter's Firestore reads per second when the visitors view `pages_per_s` pages a second
+    (one get-counter request each): one per request without a cache; with one, at most one per page
+    and TTL per instance, the requests spread over all its instances."""
+    ttl = settings.cache_ttl_seconds
+    if ttl <= 0:
+        return pages_per_s
+    return min(pages_per_s, settings.functions[READER_FUNCTION].max_instances * len(PAGES) / ttl)
+
+
 def cpu_rate(spec, cpu_ms):
     """Requests per second an instance's vCPUs allow (infinite when the CPU cost is not known)."""
     return float(spec.effective_cpu) * 1000 / cpu_ms if cpu_ms else float("inf")
@@ -89,14 +99,11 @@ def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAU
                 for name, spec in settings.functions.items()}
     limited_by = min(PUBLIC, key=lambda name: capacity[name])
     bottleneck = capacity[limited_by]
-    response, reads_per_page = {}, 1.0  # reads_per_page: get-counter's Firestore reads per page served
-    for name in PUBLIC:
-        # each public function gets the bottleneck's rate; a cached one misses pages/TTL of it per instance
-        per_instance = bottleneck / settings.functions[name].max_instances
-        misses = min(1.0, len(PAGES) / ttl[name] / per_instance) if ttl[name] else 1.0
-        response[name] = hit + (service[name] - hit) * misses if ttl[name] else service[name]
-        if name == READER_FUNCTION:
-            reads_per_page = misses
+    # each public function gets the bottleneck's rate; get-counter reads Firestore on a share of it
+    reads_per_page = counter_reads_per_s(settings, bottleneck) / bottleneck
+    response = {name: service[name] for name in PUBLIC}
+    if ttl[READER_FUNCTION]:
+        response[READER_FUNCTION] = hit + (service[READER_FUNCTION] - hit) * reads_per_page
     cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
     publish, drain = bottleneck, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)

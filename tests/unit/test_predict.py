@@ -2,7 +2,7 @@
 import pytest
 
 from visitkit.paths import ROOT
-from visitkit.predict import instance_rate, predict, report_lines
+from visitkit.predict import counter_reads_per_s, instance_rate, predict, report_lines
 from visitkit.profile import Profile
 from visitkit.settings import parse_settings
 
@@ -130,3 +130,10 @@ def test_a_machine_with_cpu_to_spare_leaves_the_knee_where_it_was():
     assert p.machine_limited_by == "get-counter"
     assert p.machine_knee_users == pytest.approx(p.knee_users)
     assert not any(line.startswith("knee on this machine") for line in report_lines(p, settings()))
+
+
+def test_get_counter_reads_firestore_per_request_or_once_per_page_and_ttl_per_instance():
+    assert counter_reads_per_s(settings(), 100) == 100  # no cache: every request
+    # 2 instances x 5 pages / 10 s = 1 read/s at most, however many requests
+    assert counter_reads_per_s(settings(ttl=10), 100) == pytest.approx(1.0)
+    assert counter_reads_per_s(settings(ttl=10), 0.4) == pytest.approx(0.4)  # fewer requests than that: each one
