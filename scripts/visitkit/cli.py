@@ -164,7 +164,7 @@ def predict_command(args):
     if args.fleet is not None:
         from visitkit import loadgen
 
-        folder, record = loadgen.latest()
+        folder, record = loadgen.chosen(args.loadgen)
         print("\n".join(loadgen.fleet_lines(loadgen.fleet_plan(args.fleet, args.worker_type, args.region, record),
                                             folder)))
     if args.cost_at is not None:
@@ -330,7 +330,10 @@ def parser():
                               "southamerica-east1)")
     predict.add_argument("--fleet", type=float, metavar="VISITS_PER_S",
                          help="also print the Locust fleet this many visits per second need (worker processes and VMs, "
-                              "from the latest benchmarks/loadgen-*) and its cost per hour")
+                              "from a loadgen benchmark: --loadgen) and its cost per hour")
+    predict.add_argument("--loadgen", metavar="FOLDER",
+                         help="with --fleet: the sizing benchmark to read, a folder or its name in benchmarks/ "
+                              "(default: the newest benchmarks/loadgen-*)")
     predict.add_argument("--worker-type", default="e2-standard-4",
                          help="with --fleet: the worker VMs' machine type (default e2-standard-4)")
     predict.add_argument("--write-profile", action="store_true",

@@ -178,6 +178,15 @@ def latest(out_root=benchfolder.BENCHMARKS_DIR):
     return folders[-1].parent, load(folders[-1].parent)
 
 
+def chosen(folder=None, out_root=benchfolder.BENCHMARKS_DIR):
+    """A sizing benchmark, (folder, record): `folder` (a path, or a folder's name in out_root), by
+    default the newest; naming one keeps what predict prints from following a newer local run."""
+    if folder is None:
+        return latest(out_root)
+    path = Path(folder) if Path(folder).exists() else Path(out_root) / folder
+    return path, load(path)
+
+
 def fleet_plan(visits_per_s, worker_type=fleets.DEFAULT_WORKER_TYPE, region=None, record=None, prices=None):
     """What `visits_per_s` visits a second need: Locust worker processes, worker VMs of `worker_type`
     (one process per vCPU), the fleet's cost per hour."""
@@ -195,11 +204,13 @@ def fleet_plan(visits_per_s, worker_type=fleets.DEFAULT_WORKER_TYPE, region=None
 
 
 def fleet_lines(plan, folder):
+    folder = Path(folder).resolve()
+    shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder  # benchmarks/... or elsewhere
     return [f"a Locust fleet for {plan['visits_per_s']:,g} visits/s ({plan['rps']:,.0f} requests/s, "
             f"{REQUESTS_PER_VISIT} per visit):",
             f"  one worker process sends {plan['per_process_rps']:,.0f} requests/s at {PLANNED_CPU:.0%} of a core "
-            f"(benchmarks/{Path(folder).name}, measured on this kit's machines; a cloud vCPU is a hyperthread, "
-            "so check the run's Load generator section)",
+            f"({shown}, measured on this kit's machines; a cloud vCPU is a hyperthread, so check the run's Load "
+            "generator section)",
             f"  {plan['processes']} worker processes = {plan['worker_vms']} x {plan['worker_type']} "
             f"({plan['vcpus']} vCPUs each) and a master {fleets.MASTER_TYPE}, in {plan['region']}",
             f"  about {plan['usd_per_hour']:.2f} USD per hour (VMs and the NAT gateway at list prices; "

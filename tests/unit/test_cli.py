@@ -1,7 +1,8 @@
 """The kit's command line (visitkit.cli): what it hands the modules (their work stubbed)."""
+import json
 from pathlib import Path
 
-from visitkit import hotpath, loadgen
+from visitkit import benchfolder, hotpath, loadgen
 from visitkit.cli import main
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.predict import counter_reads_per_s
@@ -25,3 +26,18 @@ def test_the_cost_at_a_rate_counts_get_counters_firestore_reads_through_its_cach
     settings = load_settings(ITERATIONS_DIR / "iteration-5")
     assert settings.cache_ttl_seconds > 0  # a cache: far fewer reads than the 100 requests a second
     assert f" {round(counter_reads_per_s(settings, 100) * 3600):,} " in reads and " 0 " not in reads
+
+
+def test_predict_sizes_a_fleet_from_the_loadgen_benchmark_named(tmp_path, capsys):
+    committed = benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950"
+    record = json.loads((committed / "benchmark.json").read_text())
+    for scenario in record["scenarios"]:
+        scenario["requests_per_core_second"] = 1000.0  # 700 requests/s per process at 70 % of a core
+    local = tmp_path / "loadgen-20991231-235959"
+    local.mkdir()
+    (local / "benchmark.json").write_text(json.dumps(record))
+    iteration = str(ITERATIONS_DIR / "iteration-0")
+    assert main(["predict", iteration, "--fleet", "100", "--loadgen", committed.name]) == 0
+    assert "sends 1,996 requests/s at 70% of a core (benchmarks/loadgen-20261123-135950," in capsys.readouterr().out
+    assert main(["predict", iteration, "--fleet", "100", "--loadgen", str(local)]) == 0
+    assert f"sends 700 requests/s at 70% of a core ({local}," in capsys.readouterr().out

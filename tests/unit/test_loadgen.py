@@ -86,3 +86,15 @@ def test_a_run_writes_a_folder_its_loader_reads_back_and_a_failed_one_leaves_non
     with pytest.raises(RuntimeError):
         loadgen.benchmark(10, out_root=tmp_path / "failed", now=lambda: started)
     assert not list((tmp_path / "failed").iterdir())
+
+
+def test_a_benchmark_is_chosen_by_path_or_by_name_and_by_default_the_newest(tmp_path):
+    for name, rate in (("loadgen-20260101-000000", 1000), ("loadgen-20260202-000000", 2000)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "benchmark.json").write_text(json.dumps({"format": 1, "benchmark": "loadgen", "rate": rate}))
+    assert loadgen.chosen(out_root=tmp_path)[1]["rate"] == 2000
+    assert loadgen.chosen("loadgen-20260101-000000", tmp_path) == (tmp_path / "loadgen-20260101-000000",
+                                                                   {"format": 1, "benchmark": "loadgen", "rate": 1000})
+    assert loadgen.chosen(tmp_path / "loadgen-20260101-000000")[1]["rate"] == 1000
+    with pytest.raises(VisitkitError, match="no benchmark.json"):
+        loadgen.chosen("loadgen-20990101-000000", tmp_path)
