@@ -194,9 +194,10 @@ def resources_section(s, plots):
 
 
 def offset(moment, load_start):
+    """Seconds into the load of a moment that came ("-" if it did not); its time unknown without the load's start."""
     if moment is None:
         return "-"
-    return f"{moment - load_start:.0f} s" if load_start is not None else "yes"
+    return f"{moment - load_start:.0f} s" if load_start is not None else "time unknown"
 
 
 def saturation_words(found, load_start):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from visitkit import compare, publish, readme, verdict
+from visitkit import compare, publish, readme, report, verdict
 
 PERCENTILES = ["50%", "60%", "70%", "80%", "90%", "95%", "99%", "100%"]
 
@@ -101,6 +101,14 @@ def test_report_has_headline_table_and_consistent_visits(iteration):
     assert summary["headline"]["first_failure_users"] == 42
     assert summary["convergence"]["seconds_after_load"] == pytest.approx(16)  # load ends at 1054, polled at 1070
     assert "a note" in text and json.loads((results / "summary.json").read_text())["test"] == "breakpoint"
+
+
+def test_without_the_loads_start_the_moments_have_no_time_into_it(iteration):
+    summary = publish.publish(make_results(iteration))
+    when = lambda s: next(line for line in report.headline_section(s, {}) if line.startswith("- When"))  # noqa: E731
+    assert when(summary).startswith("- When, into the load: knee 8 s, first failure 41 s,")
+    assert when({**summary, "load": {**summary["load"], "start": None}}).startswith(
+        "- When, into the load: knee time unknown, first failure time unknown,")  # not "knee yes"
 
 
 def test_verdict_compares_with_the_other_iterations_latest_run(iteration):
