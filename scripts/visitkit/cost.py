@@ -3,6 +3,7 @@ Firestore reads/writes/deletes and Pub/Sub volume, at the list prices of the run
 prices.json (dated, with sources); what it leaves out (egress, Cloud Build, Logging) is named with
 an order of magnitude. An estimate, and the report says so."""
 import json
+import math
 from pathlib import Path
 
 from visitkit.errors import VisitkitError
@@ -74,15 +75,22 @@ def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, *, get_coun
     settings allow billed all hour; each visit 3 public requests (page, inc-counter, get-counter) and
     one push delivery; two document writes per visit (the shard and the dedup marker) and, 7 days
     later, one TTL delete; one published and one delivered message per visit; get-counter's
-    Firestore reads as given (predict.counter_reads_per_s: its cache spares most)."""
+    Firestore reads as given (predict.counter_reads_per_s: its cache spares most), each an
+    aggregation query billed one read per batch of up to 1,000 index entries (its page's shards)."""
     # every function gets one request per visit: the three public ones from the page, store-inc-counter
     # one push delivery
     per_function = {name: {"billable_instance_s": spec.max_instances * HOUR, "requests": int(visits_per_s * HOUR)}
                     for name, spec in settings.functions.items()}
     usage = {"functions": per_function, "firestore_writes": int(2 * visits_per_s * HOUR),
-             "firestore_deletes": int(visits_per_s * HOUR), "firestore_reads": int(get_counter_reads_per_s * HOUR),
+             "firestore_deletes": int(visits_per_s * HOUR), "firestore_reads": int(get_counter_reads_per_s * billed_reads_per_query(settings) * HOUR),
              "pubsub_messages": int(2 * visits_per_s * HOUR)}
     return estimate(usage, settings, prices, region)
+
+
+def billed_reads_per_query(settings):
+    """Firestore bills an aggregation query one document read per batch of up to 1,000 index entries it
+    matches (at least one): get-counter's sum over a page's shards."""
+    return max(1, math.ceil(settings.shards_per_page / 1000))
 
 
 def idle_hourly(settings, prices, region=DEFAULT_REGION):

@@ -77,3 +77,11 @@ def test_every_region_has_a_tier_and_firestore_prices_and_the_file_is_dated_and_
     assert set(prices["cloud_run"]["region_tiers"]) == set(prices["firestore"]["regions"])
     assert set(prices["cloud_run"]["region_tiers"].values()) <= set(prices["cloud_run"]["tiers"])
     assert cost.DEFAULT_REGION in prices["cloud_run"]["region_tiers"]
+
+
+@pytest.mark.parametrize("shards, billed", [(2, 1), (1000, 1), (1001, 2), (5000, 5)])
+def test_an_aggregation_read_is_billed_per_thousand_shards_it_sums(prices, shards, billed):
+    settings = parse_settings({**json.loads(json.dumps(ROOT_SETTINGS)), "shards_per_page": shards})
+    estimate = cost.hourly_at(settings, 100, prices, get_counter_reads_per_s=10)
+    reads = next(line for line in estimate["lines"] if line[0] == "Firestore document reads")
+    assert reads[1].startswith(f"{10 * billed * 3600:,}")
