@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests: a local stack on free ports, with its own state folder."""
+"""Fixtures shared by the tests: a local stack on free ports, with its own state folder, and HAProxy's
+configuration as the stack renders it; and the unit tests' timeout. The layout: README.md here."""
 import contextlib
 import json
 import os
@@ -20,6 +21,13 @@ from visitkit.stack import LocalStack  # noqa: E402
 
 ITERATION_0 = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 ITERATION_3 = ITERATIONS_DIR / "iteration-3" / SETTINGS_FILE
+UNIT_TIMEOUT = 60  # seconds: a unit test is pure logic, done in a second or two; one still running is hung
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.parent.name == "unit" and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT))
 
 
 def write_settings(path, *, shards=2, ttl=0, instances=2, concurrency=1):

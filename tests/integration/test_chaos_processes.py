@@ -5,7 +5,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from visitkit import chaos
+
+pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 
 
 class FakeStack:

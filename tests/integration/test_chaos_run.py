@@ -4,8 +4,12 @@ acknowledged visit is lost and none is counted twice, every visit's fate is know
 the report says what was done when."""
 import shutil
 
+import pytest
+
 from visitkit import runner
 from visitkit.paths import ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):

@@ -4,7 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from visitkit.paths import ROOT
+
+pytestmark = pytest.mark.timeout(120)  # seconds: two dry runs, ~1 s each
 
 LOCAL_ONLY = ("functions_framework", "google.cloud.pubsub", "google.cloud.pubsub_v1", "selenium", "schemathesis")
 

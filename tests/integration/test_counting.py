@@ -33,6 +33,7 @@ def bounds(before, acknowledged, ambiguous):
     return low, {page: low[page] + ambiguous.get(page, 0) for page in PAGES}
 
 
+@pytest.mark.slow
 def test_every_acknowledged_visit_is_counted_exactly_once(stack):
     stack.reset_counts()
     before = {page: 0 for page in PAGES}

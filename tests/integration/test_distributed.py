@@ -9,12 +9,15 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from visitkit import audit, runner
 from visitkit.net import free_port, wait_until
 from visitkit.paths import ROOT
 from visitkit.summary import ledger_figures
 
 
+@pytest.mark.slow
 def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):
     iteration = tmp_path / "iteration-0"
     iteration.mkdir()
@@ -60,6 +63,7 @@ def nodes(*commands):
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_leaves_the_ledger_incomplete_and_named(stack, tmp_path):
     load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=16,quit_wait_s=3", workers=2)
     conf = tmp_path / "run.conf"

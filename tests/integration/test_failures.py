@@ -90,6 +90,7 @@ def test_a_visit_answered_503_while_pubsub_hangs_counts_once_when_posted_again(s
     settle(stack, *only(before, "about_offices", before["about_offices"] + 1))
 
 
+@pytest.mark.slow
 def test_visits_published_while_firestore_hangs_are_stored_once_it_is_back(stack):
     before = stack.totals()
     failed_before = platform_figures(stack)["store-inc-counter"]["responses_5xx"]

@@ -6,6 +6,8 @@ import pytest
 
 from visitkit import haproxy
 
+pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
+
 
 @pytest.mark.skipif(not shutil.which("haproxy"), reason="haproxy is not installed")
 def test_haproxy_accepts_the_configuration(tmp_path, haproxy_config):

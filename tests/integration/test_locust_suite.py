@@ -3,12 +3,15 @@ stored, visit id by visit id (in distributed mode: test_distributed.py)."""
 import json
 import subprocess
 
+import pytest
+
 from helpers import settle
 
 from visitkit import audit, runner
 from visitkit.catalogue import stored_visits
 
 
+@pytest.mark.slow
 def test_the_ledger_matches_what_was_stored(stack, tmp_path):
     before = stack.totals()
     load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2")

@@ -8,6 +8,8 @@ from google.oauth2.credentials import Credentials
 from visitkit import preflight
 from visitkit.errors import GcpError
 
+pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
+
 PROJECT = "visitkit-fake"
 READ_APIS = preflight.READ_APIS
 

@@ -9,6 +9,8 @@ import pytest
 
 from visitkit import resources
 
+pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
+
 
 @pytest.fixture
 def processes():

@@ -11,6 +11,8 @@ import pytest
 
 from visitkit.paths import ROOT
 
+pytestmark = pytest.mark.timeout(120)  # seconds: one dry run, ~1 s
+
 DOCS = [ROOT / "README.md", *sorted(ROOT.glob("iterations/*/README.md")), *sorted(ROOT.glob("docs/*.md"))]
 LINES = [line.strip() for doc in DOCS for line in re.sub(r"\\\n\s*", "", doc.read_text()).splitlines()]
 COMMANDS = [line for line in LINES if line.startswith("scripts/run-iteration") and "--target gcp" in line]

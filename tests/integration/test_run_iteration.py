@@ -7,10 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from visitkit import docs, runner
 from visitkit.paths import ROOT
 
 
+@pytest.mark.slow
 def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     iteration = tmp_path / "iteration-0"
     iteration.mkdir()

@@ -10,6 +10,8 @@ import pytest
 
 from visitkit.paths import ROOT
 
+pytestmark = pytest.mark.timeout(120)  # seconds: a dry run or two, each ~1 s
+
 SCRIPT = ROOT / "scripts" / "run-iteration"
 INFRA = ROOT / "infra"
 

@@ -5,7 +5,11 @@ import sys
 import threading
 import time
 
+import pytest
+
 from visitkit.supervisor import supervise
+
+pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 
 
 def test_a_crashed_child_is_started_again_and_counted(tmp_path):

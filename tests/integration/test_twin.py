@@ -70,6 +70,7 @@ def test_the_profile_adds_its_latency_to_a_function(twin, stack):
     assert twin.state()["profile"]["name"] == "study"
 
 
+@pytest.mark.slow
 def test_push_window_grows_shrinks_on_429_and_counts_exactly(twin):
     before = sum(twin.totals().values())
     start = twin.sample()["push"]
