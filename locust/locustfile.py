@@ -47,7 +47,7 @@ probes = []  # the master's or the only process's health.Probe (a worker ships i
 health_samples = []  # the master's: every worker's samples
 asked = set()  # the master's: workers asked for their final ledger
 locust_environment = []  # set at init: the `quit` event does not pass it
-id_tokens = []  # set at init with --auth id-token: one visitkit.idtoken.IdTokens per process
+id_tokens = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
 RETRIED_OUTCOMES = ("failed", "unanswered")
 
 
@@ -125,7 +125,7 @@ class Visitor(FastHttpUser):
 
 
 def make_id_tokens(impersonate=None, quota_project=None):
-    from visitkit import credentials as google_credentials, idtoken  # the kit, installed with the suite
+    from visitkit.cloud import credentials as google_credentials, idtoken  # the kit, installed with the suite
 
     credentials = google_credentials.default_credentials(quota_project)
     if impersonate:

@@ -13,11 +13,11 @@ import locust  # noqa: E402,F401
 
 del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
 
-from visitkit import haproxy  # noqa: E402
+from visitkit.twin import haproxy  # noqa: E402
 from visitkit.catalogue import FUNCTIONS  # noqa: E402
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE  # noqa: E402
 from visitkit.settings import load_settings  # noqa: E402
-from visitkit.stack import LocalStack  # noqa: E402
+from visitkit.twin.stack import LocalStack  # noqa: E402
 
 ITERATION_0 = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 ITERATION_3 = ITERATIONS_DIR / "iteration-3" / SETTINGS_FILE

@@ -29,11 +29,11 @@ PROFILE_HELP = ("latency profile: none (default: no added latency), study (calib
 
 def local_command(args):
     from visitkit.settings import load_settings
-    from visitkit.stack import LocalStack
+    from visitkit.twin.stack import LocalStack
 
     stack = LocalStack(args.state_dir)
     if args.action == "up":
-        from visitkit.profile import load_profile
+        from visitkit.twin.profile import load_profile
 
         profile = load_profile(args.profile)
         base_url = stack.up(load_settings(args.settings), port=args.port, queue_timeout=args.queue_timeout,
@@ -61,7 +61,7 @@ def local_command(args):
 
 
 def run_command(args):
-    from visitkit import runner
+    from visitkit.runs import runner
 
     config = runner.RunConfig.build(
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
@@ -77,7 +77,7 @@ def run_command(args):
         return 0
     folder, summary = runner.run(config)
     print("\n".join(runner.headline_lines(folder, summary)))
-    from visitkit import study
+    from visitkit.reports import study
 
     found = study.load(folder.iteration_dir)
     if found:
@@ -86,14 +86,15 @@ def run_command(args):
 
 
 def compare_command(args):
-    from visitkit.compare import compare_table
+    from visitkit.reports.compare import compare_table
 
     print(compare_table(args.paths or sorted(ITERATIONS_DIR.glob("iteration-*")), args.target, args.test))
     return 0
 
 
 def report_command(args):
-    from visitkit import publish, results, runner
+    from visitkit.reports import publish, results
+    from visitkit.runs import runner
 
     folder = results.ResultsFolder(args.results_dir)
     summary = publish.publish(folder, update_readme=args.update_readme)
@@ -109,20 +110,20 @@ def given(**options):
 def bench_command(args):
     # Each benchmark writes a results folder in benchmarks/ and prints its summary but the title.
     if args.benchmark == "emulator-scan":
-        from visitkit import emulatorscan as module
+        from visitkit.benchmarks import emulatorscan as module
 
         folder, record = module.benchmark(**given(steps=args.markers))
     elif args.benchmark == "loadgen":
-        from visitkit import loadgen as module
+        from visitkit.benchmarks import loadgen as module
 
         folder, record = module.benchmark(**given(seconds=args.seconds))
     elif args.benchmark == "hot-path":
-        from visitkit import hotpath as module
+        from visitkit.benchmarks import hotpath as module
 
         folder, record = module.benchmark(**given(users=args.users, seconds=args.seconds))
     else:
-        from visitkit import bench as module
-        from visitkit.profile import load_profile
+        from visitkit.benchmarks import bench as module
+        from visitkit.twin.profile import load_profile
 
         folder, record = module.benchmark(**given(paths=args.settings, visits=args.visits),
                                           profile=load_profile(args.profile))
@@ -132,7 +133,7 @@ def bench_command(args):
 
 
 def docs_command(args):
-    from visitkit import docs
+    from visitkit.reports import docs
 
     files = [Path(path).resolve() for path in args.files] or list(docs.doc_files())
     if args.check:
@@ -152,7 +153,7 @@ def docs_command(args):
 
 def predict_command(args):
     from visitkit import predict
-    from visitkit.profile import load_profile, write_profile
+    from visitkit.twin.profile import load_profile, write_profile
     from visitkit.settings import load_settings
 
     if args.write_profile:
@@ -162,13 +163,13 @@ def predict_command(args):
     prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
     print("\n".join(predict.report_lines(prediction, settings)))
     if args.fleet is not None:
-        from visitkit import loadgen
+        from visitkit.benchmarks import loadgen
 
         folder, record = loadgen.chosen(args.loadgen)
         print("\n".join(loadgen.fleet_lines(loadgen.fleet_plan(args.fleet, args.worker_type, args.region, record),
                                             folder)))
     if args.cost_at is not None:
-        from visitkit import cost
+        from visitkit.cloud import cost
 
         prices = cost.load_prices()
         estimate = cost.hourly_at(settings, args.cost_at, prices, args.region,
@@ -187,9 +188,9 @@ def predict_command(args):
 
 
 def parser():
-    from visitkit import bench as store_path, emulatorscan, hotpath, loadgen
-    from visitkit.haproxy import QUEUE_TIMEOUT_S
-    from visitkit.runner import TESTS
+    from visitkit.benchmarks import bench as store_path, emulatorscan, hotpath, loadgen
+    from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
+    from visitkit.runs.runner import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
     commands = top.add_subparsers(dest="command", required=True)

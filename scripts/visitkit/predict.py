@@ -30,7 +30,7 @@ machine comes there instead (`machine_*` figures).
 from dataclasses import asdict, dataclass
 
 from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, READER_FUNCTION
-from visitkit.haproxy import QUEUE_TIMEOUT_S
+from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page

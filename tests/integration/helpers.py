@@ -10,10 +10,10 @@ import time
 import urllib.error
 import urllib.request
 
-from visitkit import haproxy
+from visitkit.twin import haproxy
 from visitkit.catalogue import CATALOGUE
 from visitkit.net import free_port, http_status, wait_until
-from visitkit.stack import PROJECT, SUBSCRIPTION, function_command
+from visitkit.twin.stack import PROJECT, SUBSCRIPTION, function_command
 
 
 def call(url, method="GET", body=None, headers=None, timeout=30):

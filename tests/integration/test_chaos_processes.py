@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from visitkit import chaos
+from visitkit.twin import chaos
 
 pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 

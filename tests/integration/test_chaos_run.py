@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from visitkit import runner
+from visitkit.runs import runner
 from visitkit.paths import ROOT
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """The emulator-scan benchmark on a real Firestore emulator: it stores what it says and leaves nothing running."""
 import pytest
 
-from visitkit import emulatorscan
+from visitkit.benchmarks import emulatorscan
 from visitkit.errors import StackError
 from visitkit.net import port_is_open
 

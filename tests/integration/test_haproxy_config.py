@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from visitkit import haproxy
+from visitkit.twin import haproxy
 
 pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_google import FakeGoogle, Scenario, unsigned_jwt, unverified_claims
 
-from visitkit import credentials as google_credentials
-from visitkit import idtoken
+from visitkit.cloud import credentials as google_credentials
+from visitkit.cloud import idtoken
 from visitkit.paths import LOCUST_DIR, ROOT
 
 EMAIL = "loadgen@visitkit-fake.iam.gserviceaccount.com"

@@ -13,7 +13,7 @@ from conftest import running_stack, write_settings
 from helpers import call, platform_figures
 
 from visitkit.net import port_is_open, wait_until
-from visitkit.stack import group_alive
+from visitkit.twin.stack import group_alive
 
 QUEUE_TIMEOUT = 1.0
 # Long enough that storing a visit and reading the counter again fit inside it on a slow machine.

@@ -7,7 +7,8 @@ import pytest
 
 from helpers import settle
 
-from visitkit import audit, runner
+from visitkit.reports import audit
+from visitkit.runs import runner
 from visitkit.catalogue import stored_visits
 
 

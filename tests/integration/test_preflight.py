@@ -5,7 +5,7 @@ import pytest
 from fake_google import FakeGoogle, Scenario
 from google.oauth2.credentials import Credentials
 
-from visitkit import preflight
+from visitkit.cloud import preflight
 from visitkit.errors import GcpError
 
 pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two

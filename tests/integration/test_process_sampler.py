@@ -1,4 +1,4 @@
-"""Resource figures sampled from real processes (visitkit.resources.ProcessSampler): a busy one shows
+"""Resource figures sampled from real processes (visitkit.twin.resources.ProcessSampler): a busy one shows
 CPU, an idle one does not, and a watched process counts its children's."""
 import os
 import subprocess
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from visitkit import resources
+from visitkit.twin import resources
 
 pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 

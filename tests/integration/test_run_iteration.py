@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from visitkit import docs, runner
+from visitkit.reports import docs
+from visitkit.runs import runner
 from visitkit.paths import ROOT
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from visitkit.supervisor import supervise
+from visitkit.twin.supervisor import supervise
 
 pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 

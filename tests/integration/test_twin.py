@@ -20,7 +20,7 @@ from conftest import running_stack
 from helpers import call
 from visitkit.catalogue import FUNCTIONS, PAGES
 from visitkit.net import http_status, wait_until
-from visitkit.profile import load_profile
+from visitkit.twin.profile import load_profile
 
 STUDY = load_profile("study")
 

@@ -15,9 +15,9 @@ import pytest
 from conftest import running_stack
 from helpers import call, relay_figures, settle
 
-from visitkit import toxiproxy
+from visitkit.twin import toxiproxy
 from visitkit.net import wait_until
-from visitkit.profile import Profile
+from visitkit.twin.profile import Profile
 
 STUDY_VISITOR = Path(__file__).resolve().parents[1] / "fixtures" / "locust" / "study_visitor.py"
 

@@ -1,4 +1,4 @@
-"""The benchmarks' results folders (visitkit.benchfolder):
+"""The benchmarks' results folders (visitkit.benchmarks.benchfolder):
 naming, the format check, and each record's table (pure logic; the measuring is stubbed)."""
 import csv
 import datetime
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit import bench, benchfolder, emulatorscan, hotpath, loadgen
+from visitkit.benchmarks import bench, benchfolder, emulatorscan, hotpath, loadgen
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)

@@ -2,7 +2,7 @@
 out from the series (its actions on real processes: integration/test_chaos_processes.py)."""
 import pytest
 
-from visitkit import chaos
+from visitkit.twin import chaos
 from visitkit.errors import RunError
 
 

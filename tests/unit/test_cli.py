@@ -2,9 +2,9 @@
 import json
 from pathlib import Path
 
-from visitkit import benchfolder, hotpath, loadgen
+from visitkit.benchmarks import benchfolder, hotpath, loadgen
 from visitkit.cli import main
-from visitkit.cost import billed_reads_per_query
+from visitkit.cloud.cost import billed_reads_per_query
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.predict import counter_reads_per_s
 from visitkit.settings import load_settings

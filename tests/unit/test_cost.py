@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from visitkit import cost
+from visitkit.cloud import cost
 from visitkit.errors import VisitkitError
 from visitkit.settings import parse_settings
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from visitkit import docs, readme
+from visitkit.reports import docs, readme
 from visitkit.cli import main
 
 SUMMARY = {"test": "breakpoint", "results_dir": "breakpoint-20260101-000000", "verdict": {"outcome": "supported"},

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from visitkit import firstrun
+from visitkit.cloud import firstrun
 from visitkit.errors import GcpError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "terraform"

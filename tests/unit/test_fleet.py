@@ -1,15 +1,16 @@
-"""The Locust fleet on Google Cloud (visitkit.fleet), offline: terraform and the bucket are fakes."""
+"""The Locust fleet on Google Cloud (visitkit.cloud.fleet), offline: terraform and the bucket are fakes."""
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from visitkit import fleet as fleets, runner
+from visitkit.cloud import fleet as fleets
+from visitkit.runs import runner
 from visitkit.errors import GcpError
-from visitkit.results import ResultsFolder
-from visitkit.steps import run_steps
-from visitkit.targets import UrlTarget
+from visitkit.reports.results import ResultsFolder
+from visitkit.runs.steps import run_steps
+from visitkit.runs.targets import UrlTarget
 from fakes import FakeClock
 
 
@@ -83,7 +84,7 @@ def test_the_stage_holds_the_suite_the_modules_it_imports_its_options_and_the_ki
     load = runner.LoadPlan.build("endurance", stages=str(stages), workers=3, local=False)
     staged = fleet.stage(load, "https://system")
     for name in ("locust/node.py", "locust/locustfile.py", "locust/ledger.py", "locust/health.py", "locust/shapes.py",
-                 "visitkit/idtoken.py", "visitkit/credentials.py", "stages.csv", "requirements.txt", "run.conf"):
+                 "visitkit/cloud/idtoken.py", "visitkit/cloud/credentials.py", "stages.csv", "requirements.txt", "run.conf"):
         assert (staged / name).is_file(), name
     assert not list(staged.rglob("__pycache__"))
     conf = (staged / "run.conf").read_text()

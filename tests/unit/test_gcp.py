@@ -6,12 +6,13 @@ import subprocess
 
 import pytest
 
-from visitkit import cost, gcp, monitoring, runner, settle
+from visitkit.cloud import cost, gcp, monitoring
+from visitkit.runs import runner, settle
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
-from visitkit.idtoken import IdTokens, audience_of
+from visitkit.cloud.idtoken import IdTokens, audience_of
 from visitkit.paths import ROOT
 from visitkit.settings import load_settings
-from visitkit.steps import run_steps
+from visitkit.runs.steps import run_steps
 from fakes import FakeClock
 
 ITERATION_1 = ROOT / "iterations" / "iteration-1"

@@ -8,8 +8,9 @@ import pytest
 
 from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
 from test_report import assert_plot, make_results
-from visitkit import cost as visitkit_cost
-from visitkit import compare, gcp, monitoring, plots, publish
+from visitkit.cloud import cost as visitkit_cost
+from visitkit.reports import compare, plots, publish
+from visitkit.cloud import gcp, monitoring
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 

@@ -1,7 +1,8 @@
-"""The load generator's health (visitkit.generator) and the distributed run's files (pure logic)."""
+"""The load generator's health (visitkit.reports.generator) and the distributed run's files (pure logic)."""
 import pytest
 
-from visitkit import analysis, generator, report, runner, suite
+from visitkit.reports import analysis, generator, report
+from visitkit.runs import runner, suite
 
 
 def rows(process, cpu, lag=1.0, start=100.0, users=10):

@@ -1,6 +1,6 @@
 """The local platform's HAProxy configuration and the reading of its statistics (haproxy itself
 checking the configuration: integration/test_haproxy_config.py)."""
-from visitkit import haproxy
+from visitkit.twin import haproxy
 
 
 def test_one_server_per_instance_limited_to_its_concurrency(haproxy_config):

@@ -2,7 +2,7 @@
 accepts them; and which kinds of credentials can mint them."""
 import pytest
 
-from visitkit import idtoken
+from visitkit.cloud import idtoken
 from visitkit.errors import GcpError
 
 

@@ -1,10 +1,10 @@
-"""Sizing a Locust fleet (visitkit.loadgen) from a benchmark's files (pure logic)."""
+"""Sizing a Locust fleet (visitkit.benchmarks.loadgen) from a benchmark's files (pure logic)."""
 import datetime
 import json
 
 import pytest
 
-from visitkit import benchfolder, loadgen
+from visitkit.benchmarks import benchfolder, loadgen
 from visitkit.errors import VisitkitError
 
 

@@ -13,7 +13,7 @@ import pytest
 from google.api.distribution_pb2 import Distribution
 from google.cloud import monitoring_v3  # parses fixtures only; no client is built
 
-from visitkit import monitoring
+from visitkit.cloud import monitoring
 from visitkit.catalogue import FUNCTIONS
 from visitkit.paths import ROOT
 

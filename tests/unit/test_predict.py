@@ -3,7 +3,7 @@ import pytest
 
 from visitkit.paths import ROOT
 from visitkit.predict import counter_reads_per_s, instance_rate, predict, report_lines
-from visitkit.profile import Profile
+from visitkit.twin.profile import Profile
 from visitkit.settings import parse_settings
 
 
@@ -69,7 +69,7 @@ def test_an_instance_serves_no_more_than_its_vcpus_allow():
     """Iteration 4 by hand: 80 requests at once on 1 vCPU. inc-counter's wait allows 80 / 37 ms = 2,162
     requests/s per instance, its CPU (1.3 ms each) only 1,000 / 1.3 = 769: the CPU binds."""
     from visitkit.predict import predict
-    from visitkit.profile import load_profile
+    from visitkit.twin.profile import load_profile
     from visitkit.settings import load_settings
 
     found = predict(load_settings(ROOT / "iterations" / "iteration-4"), load_profile("study"))

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from visitkit.errors import SettingsError
-from visitkit.profile import (PROFILES_DIR, Profile, load_profile, measured_service_ms, parse_profile, profile_from_measurements,
+from visitkit.twin.profile import (PROFILES_DIR, Profile, load_profile, measured_service_ms, parse_profile, profile_from_measurements,
                               write_profile)
-from visitkit.toxiproxy import latency_toxics
+from visitkit.twin.toxiproxy import latency_toxics
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "profile" / "request_latencies.csv"
 TIMES = {"serve-page": 1, "get-counter": 10, "inc-counter": 20, "store-inc-counter": 25}

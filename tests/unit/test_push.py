@@ -8,7 +8,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
-from visitkit.push import INITIAL_WINDOW, Acker, PushClient, Window, backoff_seconds, envelope
+from visitkit.twin.push import INITIAL_WINDOW, Acker, PushClient, Window, backoff_seconds, envelope
 
 
 def test_the_window_starts_small_grows_per_success_and_halves_per_failure():
@@ -141,7 +141,7 @@ class Answers:
 
 
 def relay_answering(*answers, attempts=4):
-    from visitkit.push import Relay, RelayConfig
+    from visitkit.twin.push import Relay, RelayConfig
 
     config = RelayConfig(pubsub_host="-", project="p", subscription="s", dead_letter_topic="dl", push_url="http://-/",
                          ack_deadline_seconds=60, minimum_backoff_seconds=10, maximum_backoff_seconds=600,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from visitkit import compare, publish, readme, report, verdict
+from visitkit.reports import compare, publish, readme, report, verdict
 
 PERCENTILES = ["50%", "60%", "70%", "80%", "90%", "95%", "99%", "100%"]
 
@@ -224,7 +224,7 @@ def test_results_keep_no_path_of_this_machine(tmp_path):
     from pathlib import Path
 
     from visitkit.paths import ROOT
-    from visitkit.results import without_machine_paths
+    from visitkit.reports.results import without_machine_paths
 
     (tmp_path / "stack").mkdir()
     (tmp_path / "stack" / "haproxy.cfg").write_text(f"    errorfile 503 {ROOT}/iterations/x/stack/429.http\n")
@@ -242,7 +242,7 @@ def test_results_keep_no_path_of_this_machine(tmp_path):
 
 
 def test_a_local_run_is_measured_against_the_knee_on_this_machine():
-    from visitkit import report
+    from visitkit.reports import report
 
     prediction = {"knee_users": 6245, "knee_rps": 4615, "limited_by": "inc-counter", "first_429_users": 21629,
                   "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study",
@@ -257,7 +257,7 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
 
 
 def test_the_store_drain_is_measured_only_when_a_backlog_built_up():
-    from visitkit import report
+    from visitkit.reports import report
 
     prediction = {"knee_users": 220, "knee_rps": 162, "limited_by": "inc-counter", "first_429_users": 760,
                   "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study"}
@@ -271,7 +271,7 @@ def test_the_store_drain_is_measured_only_when_a_backlog_built_up():
 
 
 def test_a_knee_on_a_busy_machine_is_called_the_machines():
-    from visitkit import report
+    from visitkit.reports import report
 
     def words(machine, moment="knee"):
         return report.machine_words({"machine": {moment: machine}}, moment)

@@ -2,7 +2,7 @@
 machine's CPU at a moment (sampling real processes: integration/test_process_sampler.py)."""
 import pytest
 
-from visitkit import resources
+from visitkit.twin import resources
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 

@@ -2,7 +2,7 @@
 import json
 import time
 
-from visitkit.runner import Sampler
+from visitkit.runs.runner import Sampler
 
 
 class CountingTarget:

@@ -1,7 +1,7 @@
 """A run beside what the study measured on Google Cloud."""
 import json
 
-from visitkit import study
+from visitkit.reports import study
 
 
 def test_a_run_is_shown_beside_the_study_and_a_none_profile_run_says_it_is_not_comparable(tmp_path):

@@ -3,10 +3,11 @@ settings read back through the settings parser."""
 import json
 
 from test_report import make_results
-from visitkit import publish, readme, runner
+from visitkit.reports import publish, readme
+from visitkit.runs import runner
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.settings import load_settings, summary_line
-from visitkit.summary import headline_table
+from visitkit.reports.summary import headline_table
 
 
 def test_the_headline_table_reads_missing_figures_as_n_a():

@@ -15,10 +15,10 @@ import json
 import time
 import urllib.request
 
-from visitkit import push, resources
+from visitkit.twin import push, resources
 from visitkit.catalogue import CATALOGUE, PAGES, READER_FUNCTION, stored_visits
-from visitkit.haproxy import QUEUE_TIMEOUT_S
-from visitkit.steps import Step
+from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
+from visitkit.runs.steps import Step
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
               "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "
@@ -33,8 +33,8 @@ class LocalTarget:
     updates_readme = True
 
     def __init__(self, settings, state_dir, queue_timeout=QUEUE_TIMEOUT_S, keep_up=False, profile=None):
-        from visitkit.profile import load_profile
-        from visitkit.stack import LocalStack  # only the local target needs the emulators
+        from visitkit.twin.profile import load_profile
+        from visitkit.twin.stack import LocalStack  # only the local target needs the emulators
 
         self.settings, self.queue_timeout, self.keep_up = settings, queue_timeout, keep_up
         self.profile = profile or load_profile()

@@ -1,10 +1,10 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
-from visitkit import analysis, generator, results
+from visitkit.reports import analysis, generator, results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms, percent
-from visitkit.monitoring import QUERIES
+from visitkit.cloud.monitoring import QUERIES
 from visitkit.predict import figure_to_measure
-from visitkit.summary import headline_table
+from visitkit.reports.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
 
@@ -286,7 +286,7 @@ def cost_section(s, _plots):
              else "in a Tier 1 region")
     lines = ["## Estimated cost", "",
              f"An estimate, not a bill: what the platform reported, at list prices of {estimate['as_of']} {where} "
-             "(scripts/visitkit/prices.json: sources), without free tiers.", "",
+             "(scripts/visitkit/cloud/prices.json: sources), without free tiers.", "",
              f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
     lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
     lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")

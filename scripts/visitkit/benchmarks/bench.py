@@ -5,7 +5,7 @@ For each settings file: start the local stack, publish N visits straight into th
 the drain rate, store-inc-counter's service time, the most store requests HAProxy saw in flight,
 and each rate as a ratio of the first one.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and per settings file a copy of it and <iteration>-drain.csv (seconds since
 publishing began, visits stored, store requests in flight; every 0.2 s while it drained).
 """
@@ -19,12 +19,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from visitkit import benchfolder
+from visitkit.benchmarks import benchfolder
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
-from visitkit.profile import load_profile
+from visitkit.twin.profile import load_profile
 from visitkit.settings import load_settings
-from visitkit.stack import LocalStack
+from visitkit.twin.stack import LocalStack
 
 FORMAT = 1
 KIND = "store-path"

@@ -23,7 +23,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from visitkit.credentials import billed_to
+from visitkit.cloud.credentials import billed_to
 from visitkit.errors import GcpError
 
 # What these checks read, turned on before they read it (Service Usage itself is on in every project).
@@ -280,7 +280,7 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
 
     check_tools(which)
     if apis is None:
-        from visitkit.credentials import default_credentials
+        from visitkit.cloud.credentials import default_credentials
 
         apis = Apis(credentials or default_credentials(project), project)
     try:

@@ -19,10 +19,11 @@ import shutil
 import time
 from pathlib import Path
 
-from visitkit import cost, firstrun, results
+from visitkit.cloud import cost, firstrun
+from visitkit.reports import results
 from visitkit.catalogue import CATALOGUE
 from visitkit.errors import GcpError
-from visitkit.gcp import parse_outputs, run_command
+from visitkit.cloud.gcp import parse_outputs, run_command
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 
 LOADGEN_DIR = INFRA_DIR / "loadgen"
@@ -31,8 +32,9 @@ DEFAULT_WORKER_TYPE = "e2-standard-4"  # infra/loadgen/variables.tf's default
 MASTER_TYPE = "e2-standard-2"  # infra/loadgen/variables.tf's default
 BOOT_ALLOWANCE_S = 900  # VMs boot, install Python's venv and Locust, connect (node.py waits 600 s for them)
 POLL_S = 15
-# The suite imports these of the kit (ID tokens on an authenticated deployment).
-SUITE_MODULES = ("__init__.py", "credentials.py", "errors.py", "idtoken.py")
+# The suite imports these of the kit (ID tokens on an authenticated deployment), by their paths in it.
+SUITE_MODULES = ("__init__.py", "errors.py", "cloud/__init__.py", "cloud/credentials.py", "cloud/idtoken.py")
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # scripts/visitkit
 SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs run the kit's versions
 PROGRESS_EVERY_S = 60
 LOGS_DIR = "fleet-logs"  # in the results folder: the VMs' boot and Locust logs (not committed)
@@ -47,7 +49,7 @@ def machine(worker_type, prices=None):
     """The price list's entry for a machine type (vCPUs, USD per hour by region)."""
     machines = (prices or cost.load_prices())["compute_engine"]["machines"]
     if worker_type not in machines:
-        raise GcpError(f"scripts/visitkit/prices.json does not know machine type {worker_type!r} (it knows "
+        raise GcpError(f"scripts/visitkit/cloud/prices.json does not know machine type {worker_type!r} (it knows "
                        f"{', '.join(machines)}): add its vCPUs and prices from the source it names")
     return machines[worker_type]
 
@@ -59,7 +61,7 @@ def hourly_cost(workers, worker_type, region, prices=None):
     try:
         vms = workers * worker["usd_per_hour"][region] + master["usd_per_hour"][region]
     except KeyError:
-        raise GcpError(f"scripts/visitkit/prices.json has no Compute Engine prices for region {region}") from None
+        raise GcpError(f"scripts/visitkit/cloud/prices.json has no Compute Engine prices for region {region}") from None
     nat = prices["cloud_nat"]
     count = workers + 1
     nat_hourly = (count * nat["usd_per_vm_hour"] if count <= nat["vms_billed_at_most"] else nat["usd_per_hour_above"])
@@ -69,7 +71,7 @@ def hourly_cost(workers, worker_type, region, prices=None):
 def nat_ports(processes, record):
     """Cloud NAT ports per VM for `processes` Locust workers at the benchmark's planned load (a
     power of two: Google rounds the figure up to one anyway)."""
-    from visitkit.loadgen import planned_users
+    from visitkit.benchmarks.loadgen import planned_users
 
     needed = NAT_HEADROOM * processes * planned_users(record)
     low, high = NAT_PORTS_RANGE
@@ -101,7 +103,7 @@ class Fleet:
         self.stage_dir = Path(stage_root) / run_name / "run"
         self.outputs = {}
         self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
-        from visitkit.loadgen import latest
+        from visitkit.benchmarks.loadgen import latest
 
         self.nat_ports = nat_ports(self.processes, latest()[1])
         self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
@@ -157,9 +159,9 @@ class Fleet:
             shutil.rmtree(self.stage_dir)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         shutil.copytree(LOCUST_DIR, self.stage_dir / "locust", ignore=ignore)
-        (self.stage_dir / "visitkit").mkdir()
         for name in SUITE_MODULES:
-            shutil.copy(Path(__file__).with_name(name), self.stage_dir / "visitkit" / name)
+            (self.stage_dir / "visitkit" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(PACKAGE_DIR / name, self.stage_dir / "visitkit" / name)
         stages = None
         if load.stages and Path(load.stages).is_file():
             shutil.copy(load.stages, self.stage_dir / "stages.csv")
@@ -235,7 +237,7 @@ class Fleet:
         if self._bucket is None:
             from google.cloud import storage
 
-            from visitkit.credentials import default_credentials
+            from visitkit.cloud.credentials import default_credentials
 
             client = storage.Client(project=self.project, credentials=default_credentials(self.project))
             self._bucket = client.bucket(self.outputs["bucket"])

@@ -1,7 +1,9 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures, and the headline's one rendering (headline_table); the
 verdict is verdict.py's, the report's words report.py's."""
-from visitkit import analysis, audit, chaos, cost, generator, overload, resources
+from visitkit.reports import analysis, audit, generator, overload
+from visitkit.twin import chaos, resources
+from visitkit.cloud import cost
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms
 from visitkit.settings import summary_line

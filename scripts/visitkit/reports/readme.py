@@ -1,9 +1,9 @@
-"""The "Latest local run" block of an iteration's README: a `<!-- figures run: ... -->` block (visitkit.docs)
+"""The "Latest local run" block of an iteration's README: a `<!-- figures run: ... -->` block (visitkit.reports.docs)
 that the runner points at each new run, and `visitkit docs` writes from that run's summary.json."""
 from pathlib import Path
 
-from visitkit import docs, results
-from visitkit.summary import headline_table
+from visitkit.reports import docs, results
+from visitkit.reports.summary import headline_table
 
 SECTION = "## Latest local run"
 

@@ -4,7 +4,7 @@ functions-framework function on the same machine, in one run, side by side. Repo
 CPU milliseconds per request per function, and whether the store kept up: its backlog when the
 load ended and how long the counters took to converge after it.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, Locust's CSV files of each run (stack-locust_*.csv, noop-locust_*.csv), and
 the samples the CPU and store figures come from (stack-samples.json, noop-samples.json).
 """
@@ -19,13 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from visitkit import benchfolder, resources
+from visitkit.benchmarks import benchfolder
+from visitkit.twin import resources
 from visitkit.catalogue import FUNCTIONS
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.predict import PUBLIC
 from visitkit.settings import parse_settings
-from visitkit.stack import LocalStack
+from visitkit.twin.stack import LocalStack
 
 FORMAT = 1
 KIND = "hot-path"

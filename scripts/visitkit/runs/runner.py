@@ -20,19 +20,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import audit, publish, results, settle, suite
-from visitkit.chaos import Chaos, ChaosPlan
+from visitkit.reports import audit, publish, results
+from visitkit.runs import settle, suite
+from visitkit.twin.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import percent
-from visitkit.haproxy import QUEUE_TIMEOUT_S
+from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR, ROOT
-from visitkit.progress import Progress
+from visitkit.runs.progress import Progress
 from visitkit.predict import figure_to_measure, predict
-from visitkit.profile import load_profile
+from visitkit.twin.profile import load_profile
 from visitkit.settings import check_invokers, load_settings
-from visitkit.summary import headline_table
-from visitkit.steps import Step, plan_lines, run_steps
+from visitkit.reports.summary import headline_table
+from visitkit.runs.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
 NODE = LOCUST_DIR / "node.py"
@@ -236,7 +237,7 @@ class RunConfig:
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
-    audit: str = "auto"  # how every visit is audited after convergence: visitkit.audit.METHODS
+    audit: str = "auto"  # how every visit is audited after convergence: visitkit.reports.audit.METHODS
     worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
     update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
@@ -292,7 +293,7 @@ def make_fleet(config, folder):
     """The run's Locust fleet on Google Cloud, or None; builds it without contacting anything."""
     if not config.on_fleet:
         return None
-    from visitkit.fleet import Fleet
+    from visitkit.cloud.fleet import Fleet
 
     access = config.access or config.settings.access if config.target == "gcp" else "public"
     return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name)
@@ -301,16 +302,16 @@ def make_fleet(config, folder):
 def make_target(config, folder):
     """The target object for a config; builds it without starting or contacting anything."""
     if config.target == "local":
-        from visitkit.targets import LocalTarget
+        from visitkit.runs.targets import LocalTarget
 
         return LocalTarget(config.settings, folder / results.STACK, config.queue_timeout, config.keep_up,
                            config.profile)
     if config.target == "gcp":
-        from visitkit.gcp import GcpTarget
+        from visitkit.cloud.gcp import GcpTarget
 
         return GcpTarget(config.settings, config.iteration_dir, config.project, config.region, config.destroy,
                          config.access, config.invokers, config.impersonate)
-    from visitkit.targets import UrlTarget
+    from visitkit.runs.targets import UrlTarget
 
     return UrlTarget(config.target, config.settings)
 
@@ -530,7 +531,7 @@ def destroy_fleet(state):
 
 def fleet_timeout(load):
     """How long the kit waits for a fleet's results: its VMs' start, the load, its end."""
-    from visitkit.fleet import BOOT_ALLOWANCE_S
+    from visitkit.cloud.fleet import BOOT_ALLOWANCE_S
 
     return BOOT_ALLOWANCE_S + (load.planned_seconds() or 24 * 3600) + STOP_TIMEOUT_S + 120
 
@@ -670,7 +671,7 @@ def converge(state):
 
 
 def audit_visits(state):
-    """Reads the store's marker of every visit id in the ledger (or, per visitkit.audit, falls back
+    """Reads the store's marker of every visit id in the ledger (or, per visitkit.reports.audit, falls back
     to the totals), into audit.json."""
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     # After a convergence, acknowledged visits the totals did not wait for may still be in a retry
@@ -790,7 +791,7 @@ def fleet_steps(config, folder, target, fleet):
 
 
 def _retry_policy():
-    from visitkit.firstrun import retry_policy_text
+    from visitkit.cloud.firstrun import retry_policy_text
 
     return retry_policy_text()
 

@@ -6,7 +6,7 @@ project the user deploys to and no other (without it, user credentials bill the 
 the ADC file, or none).
 """
 from visitkit.errors import GcpError
-from visitkit.idtoken import kind_of
+from visitkit.cloud.idtoken import kind_of
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 

@@ -7,7 +7,7 @@ starts a Firestore emulator of its own, stores markers as store-inc-counter does
 aggregation query (the one get-counter and the runner's totals make) at each number of markers, then
 once more after deleting every document.
 
-`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchfolder): benchmark.json
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and queries.csv, every query's time.
 """
 import csv
@@ -16,11 +16,11 @@ import hashlib
 import tempfile
 import time
 
-from visitkit import benchfolder
+from visitkit.benchmarks import benchfolder
 from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
-from visitkit.stack import LocalStack, _environment, delete_all_documents, emulator_commands
+from visitkit.twin.stack import LocalStack, _environment, delete_all_documents, emulator_commands
 
 FORMAT = 1
 KIND = "emulator-scan"

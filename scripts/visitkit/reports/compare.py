@@ -1,7 +1,7 @@
 """Several iterations' latest reports side by side: one row per figure, one column per iteration."""
 from pathlib import Path
 
-from visitkit import results
+from visitkit.reports import results
 from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 from visitkit.formatting import fmt, percent
 from visitkit.predict import figure_to_measure

@@ -1,7 +1,7 @@
 """Everything a results folder shows, rebuilt from the folder alone: summary.json with its
 verdict, the plots, then report.md (which links them), and optionally the iteration README's
 latest-results block."""
-from visitkit import plots, readme, report, results, summary as summaries, verdict
+from visitkit.reports import plots, readme, report, results, summary as summaries, verdict
 
 
 def publish(folder, update_readme=False):

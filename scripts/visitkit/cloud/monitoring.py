@@ -375,7 +375,7 @@ def monitoring_client(project):
     calls are billed to the project it reads."""
     from google.cloud import monitoring_v3
 
-    from visitkit.credentials import default_credentials
+    from visitkit.cloud.credentials import default_credentials
 
     return monitoring_v3.MetricServiceClient(credentials=default_credentials(project))
 

@@ -20,13 +20,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from visitkit import haproxy, push, toxiproxy
+from visitkit.twin import haproxy, push, toxiproxy
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, stored_totals
 from visitkit.errors import StackError
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
-from visitkit.profile import load_profile
-from visitkit.resources import component_of
+from visitkit.twin.profile import load_profile
+from visitkit.twin.resources import component_of
 from visitkit.settings import function_environment
 
 FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
@@ -67,7 +67,7 @@ def sdk_root():
 
 def supervised(name, command, restarts_file):
     """An instance's command under the supervisor that restarts it after a crash."""
-    return [sys.executable, "-m", "visitkit.supervisor", "--name", name, "--restarts", str(restarts_file),
+    return [sys.executable, "-m", "visitkit.twin.supervisor", "--name", name, "--restarts", str(restarts_file),
             "--delay", str(RESTART_DELAY_SECONDS), "--", *command]
 
 
@@ -225,7 +225,7 @@ class LocalStack:
             dead_letter_topic=DEAD_LETTER_TOPIC, push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
             port=state["push_stats_port"])
         path = push.write_config(config, self.state_dir / "push-relay.json")
-        return [sys.executable, "-m", "visitkit.push", "--config", str(path)]
+        return [sys.executable, "-m", "visitkit.twin.push", "--config", str(path)]
 
     def _start_functions(self, state, settings, routes):
         emulators = {"FIRESTORE_EMULATOR_HOST": routes["firestore"], "PUBSUB_EMULATOR_HOST": routes["pubsub"],

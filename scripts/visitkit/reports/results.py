@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit import analysis
+from visitkit.reports import analysis
 from visitkit.errors import RunError, SettingsError
 from visitkit.settings import parse_settings
-from visitkit.suite import OUTPUTS
+from visitkit.runs.suite import OUTPUTS
 
 FORMAT_VERSION = 2
 RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"
@@ -43,7 +43,7 @@ class RunData:
     samples: list  # the platform's samples, one per second locally, per minute on Google Cloud
     polls: list  # [(time, {page: stored})] after the load
     metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
-    audit: dict = None  # the audit of every visit (visitkit.audit), None for a run before audits
+    audit: dict = None  # the audit of every visit (visitkit.reports.audit), None for a run before audits
     health: list = field(default_factory=list)  # each Locust process's CPU and loop lag per second
     per_second: dict = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
     notes: list = field(default_factory=list)  # what loading had to say (an older format)

@@ -22,7 +22,7 @@ audit.json (format 1): {"format": 1, "method": "exact"|"totals", "why": words, "
 """
 import time
 
-from visitkit import cost
+from visitkit.cloud import cost
 from visitkit.catalogue import PAGES
 
 FORMAT = 1

@@ -63,7 +63,7 @@ def load(folder, kind, fmt):
 
 def render(folder):
     """The table of a results folder of any benchmark, from its benchmark.json alone."""
-    from visitkit import bench, emulatorscan, hotpath, loadgen
+    from visitkit.benchmarks import bench, emulatorscan, hotpath, loadgen
 
     folder = Path(folder)
     kind = read(folder).get("benchmark")

@@ -14,7 +14,7 @@ Google documents for push subscriptions:
   maximum backoff (its ack deadline is set to that delay, so the emulator redelivers it then);
 - after max_delivery_attempts the message goes to the dead-letter topic and is acknowledged.
 
-Run as `python -m visitkit.push --config FILE`; GET / on its --port answers its figures as JSON
+Run as `python -m visitkit.twin.push --config FILE`; GET / on its --port answers its figures as JSON
 (window, in_flight, deliveries, retries, dead_lettered, ...), which `scripts/local stats` shows.
 """
 import argparse
@@ -322,7 +322,7 @@ def read_stats(port, timeout=2):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="visitkit.push", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="visitkit.twin.push", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the RelayConfig as a JSON file")
     args = parser.parse_args(argv)
     with open(args.config) as f:

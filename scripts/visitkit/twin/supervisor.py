@@ -1,6 +1,6 @@
 """Restarts a crashed function instance after a short delay, as Cloud Run starts a new instance.
 
-  python -m visitkit.supervisor --name get-counter-0 --restarts FILE [--delay 1] -- COMMAND...
+  python -m visitkit.twin.supervisor --name get-counter-0 --restarts FILE [--delay 1] -- COMMAND...
 
 Runs COMMAND (one functions-framework server) as its child, in its own process group, so stopping
 the group (`scripts/local down`) stops both and killing only the child is a crash. When the child
@@ -49,7 +49,7 @@ def supervise(name, command, restarts_file, delay=1.0, stopping=None, clock=time
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="visitkit.supervisor", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="visitkit.twin.supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--restarts", required=True, type=Path)
     parser.add_argument("--delay", type=float, default=1.0)

@@ -22,14 +22,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from visitkit import cost, firstrun, monitoring, preflight
+from visitkit.cloud import cost, firstrun, monitoring, preflight
 from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBLIC_PATHS, PUBLISHER_FUNCTION,
                                 PUSH_FUNCTION, READER_FUNCTION, stored_totals, stored_visits)
 from visitkit.errors import GcpError
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
-from visitkit.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
-from visitkit.steps import Step
+from visitkit.runs.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
+from visitkit.runs.steps import Step
 
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5
@@ -305,8 +305,8 @@ class GcpTarget:
         created when the credentials cannot mint them. A user login cannot mint a token for a
         function itself: it then acts as the deployment's load-generator account (visitkit-loadgen,
         created by Terraform), whose tokens are minted once it exists (_wait_for_tokens)."""
-        from visitkit import idtoken
-        from visitkit.credentials import caller_member, impersonating
+        from visitkit.cloud import idtoken
+        from visitkit.cloud.credentials import caller_member, impersonating
 
         def signer():
             return impersonating(self.credentials(), self.impersonate) if self.impersonate else self.credentials()
@@ -333,8 +333,8 @@ class GcpTarget:
                                                  f"{CATALOGUE[PAGE_FUNCTION].path}"))
 
     def _tokens_as_service_account(self, service_account):
-        from visitkit import idtoken
-        from visitkit.credentials import impersonating
+        from visitkit.cloud import idtoken
+        from visitkit.cloud.credentials import impersonating
 
         return idtoken.IdTokens(idtoken.minter(impersonating(self.credentials(), service_account)))
 
@@ -404,7 +404,7 @@ class GcpTarget:
     def credentials(self):
         """The user's application-default credentials, every call billed to the target project."""
         if self._credentials is None:
-            from visitkit.credentials import default_credentials
+            from visitkit.cloud.credentials import default_credentials
 
             self._credentials = default_credentials(self.project)
         return self._credentials

@@ -4,7 +4,7 @@ own CPU, measured here, and what a planned rate of visits then needs on Google C
 `benchmark(...)` runs SCENARIOS in turn from one master and one worker (locust/node.py, as on a
 fleet's VMs) against a no-op functions-framework function on this machine, reads the worker's
 CPU every second (health.csv) and Locust's exact per-second counts, and writes a results folder
-under benchmarks/ (visitkit.benchfolder): benchmark.json (FORMAT), summary.md, and each scenario's
+under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json (FORMAT), summary.md, and each scenario's
 health.csv and per_second.csv. `fleet_plan(...)` reads the latest such folder.
 """
 import csv
@@ -16,9 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from visitkit import benchfolder, fleet as fleets, results, suite
+from visitkit.benchmarks import benchfolder
+from visitkit.cloud import fleet as fleets
+from visitkit.reports import results
+from visitkit.runs import suite
 from visitkit.errors import VisitkitError
-from visitkit.hotpath import NOOP_SOURCE
+from visitkit.benchmarks.hotpath import NOOP_SOURCE
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import ROOT
 
@@ -214,6 +217,6 @@ def fleet_lines(plan, folder):
             f"  {plan['processes']} worker processes = {plan['worker_vms']} x {plan['worker_type']} "
             f"({plan['vcpus']} vCPUs each) and a master {fleets.MASTER_TYPE}, in {plan['region']}",
             f"  about {plan['usd_per_hour']:.2f} USD per hour (VMs and the NAT gateway at list prices; "
-            "scripts/visitkit/prices.json)",
+            "scripts/visitkit/cloud/prices.json)",
             f"  run it: scripts/run-iteration ITERATION --target gcp --project P --workers {plan['worker_vms']}"
             + (f" --worker-type {plan['worker_type']}" if plan['worker_type'] != fleets.DEFAULT_WORKER_TYPE else "")]

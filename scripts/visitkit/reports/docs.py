@@ -232,14 +232,14 @@ class Block:
 
 
 def run_headline(folder, link, _title):
-    from visitkit import readme
+    from visitkit.reports import readme
 
     return readme.run_table(read_json(folder, "summary"), link) + "\n"
 
 
 def report_section(folder, _link, title):
     """One section of the run's report, as report.py renders it from summary.json, without its title."""
-    from visitkit import report
+    from visitkit.reports import report
 
     text = report.render(read_json(folder, "summary"))
     for section in text.split("\n## ")[1:]:
@@ -250,7 +250,7 @@ def report_section(folder, _link, title):
 
 
 def benchmark_table(folder, _link, _title):
-    from visitkit import benchfolder
+    from visitkit.benchmarks import benchfolder
 
     return "\n".join(benchfolder.render(folder)) + "\n"
 

@@ -1,0 +1,1 @@
+"""The benchmarks: each writes a results folder under benchmarks/ that docs cite."""
