@@ -14,10 +14,9 @@ the lines after the comment, up to `<!-- /figures -->`, are what `visitkit docs`
 
 A source is a results folder, relative to the doc: `a.summary` is its summary.json (any JSON file by its
 stem: `a.run`, `a.benchmark`), `a.name` its name, `a.report` the link to its report.md, `a.dir` the link
-to the folder; the doc's check names a cited folder git does not track. A
-placeholder is `{expression}` or `{expression:format}`, the expression made of sources, attributes,
-`[keys]`, numbers, arithmetic and the functions in FUNCTIONS; a value of null reads "n/a". Short
-forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
+to the folder (`--check` names a cited folder git does not track). A placeholder is `{expression}` or
+`{expression:format}`, the expression made of sources, attributes, `[keys]`, numbers, arithmetic and the
+functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder).
@@ -69,6 +68,7 @@ class Source:
 
     def __init__(self, alias, folder, doc_dir):
         self.alias, self.folder, self.doc_dir = alias, folder, doc_dir
+        self.read = {}  # each JSON file read once, however many placeholders cite it
 
     def get(self, name):
         if name in ("report", "dir"):
@@ -76,10 +76,12 @@ class Source:
             return Path(os.path.relpath(target, self.doc_dir)).as_posix()
         if name == "name":
             return self.folder.name
-        path = self.folder / f"{name}.json"
-        if not path.is_file():
-            raise DocsError(f"{self.alias} ({self.folder.name}) has no {name}.json")
-        return Data(json.loads(path.read_text()), f"{self.alias}.{name}")
+        if name not in self.read:
+            path = self.folder / f"{name}.json"
+            if not path.is_file():
+                raise DocsError(f"{self.alias} ({self.folder.name}) has no {name}.json")
+            self.read[name] = Data(json.loads(path.read_text()), f"{self.alias}.{name}")
+        return self.read[name]
 
 
 def shown(path):
@@ -87,12 +89,7 @@ def shown(path):
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
-def count(records, key, value):
-    """How many of a list of records have `key` equal to `value` (e.g. a chaos run's faults of one kind)."""
-    return sum(1 for record in records if record.get(key) == value)
-
-
-FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum, "count": count}
+FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum}
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
              ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
