@@ -200,3 +200,11 @@ def test_the_latest_run_block_is_the_one_under_its_section(iteration):
     text = iteration.read_text()
     assert text.count("## Latest local run") == 1 and text.count("<!-- figures run:") == 2
     assert text.index("breakpoint-20260101-000000") < text.index("## Latest local run") < text.index("20260102")
+
+
+def test_links_with_titles_angle_brackets_and_repeated_headings_are_read_as_github_does(tmp_path):
+    (tmp_path / "log.md").write_text("# Log\n## Notes\n## Notes\n")
+    doc = tmp_path / "README.md"
+    doc.write_text('[a](log.md#notes-1 "the second") [b](<log.md>) [c](log.md#notes-2) [d](gone.md "title")\n')
+    assert docs.check([doc])[0] == [f"{doc}:1: the link log.md#notes-2 names no heading of log.md",
+                                    f"{doc}:1: the link gone.md leads nowhere"]

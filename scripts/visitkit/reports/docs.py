@@ -40,7 +40,7 @@ BLOCK = re.compile(r"^<!-- figures(?: (?P<head>[^\n]*?) -->|[ \t]*\n(?P<spec>.*?
 MARKER = re.compile(r"^<!-- /?figures", re.M)  # at a line's start: one in a sentence is prose
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 COMMENT = re.compile(r"<!--.*?-->", re.S)
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
 # Where the docs are: every Markdown file of the checkout but the ones runs and benchmarks write.
 SKIPPED_DIRS = {"results", "build", "node_modules"}
 
@@ -380,9 +380,14 @@ def broken_links(doc, tracked=None):
 
 
 def anchors(doc):
-    """The anchors GitHub gives a doc's headings: lower case, punctuation dropped, spaces as hyphens."""
-    headings = re.findall(r"^#+ (.+)$", blank(FENCE, doc.read_text()), re.M)
-    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+    """The anchors GitHub gives a doc's headings: lower case, punctuation dropped, spaces as hyphens, and a
+    repeated heading's -1, -2, ..."""
+    found, seen = set(), {}
+    for heading in re.findall(r"^#+ (.+)$", blank(FENCE, doc.read_text()), re.M):
+        anchor = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(anchor if anchor not in seen else f"{anchor}-{seen[anchor]}")  # a repeat: -1, -2, ...
+        seen[anchor] = seen.get(anchor, 0) + 1
+    return found
 
 
 def write(docs):
