@@ -122,7 +122,7 @@ def bench_command(args):
 
         folder, record = module.benchmark(**given(users=args.users, seconds=args.seconds))
     else:
-        from visitkit.benchmarks import bench as module
+        from visitkit.benchmarks import storepath as module
         from visitkit.twin.profile import load_profile
 
         folder, record = module.benchmark(**given(paths=args.settings, visits=args.visits),
@@ -188,7 +188,7 @@ def predict_command(args):
 
 
 def parser():
-    from visitkit.benchmarks import bench as store_path, emulatorscan, hotpath, loadgen
+    from visitkit.benchmarks import emulatorscan, hotpath, loadgen, storepath as store_path
     from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
     from visitkit.runs.runner import TESTS
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit.benchmarks import bench, benchfolder, emulatorscan, hotpath, loadgen
+from visitkit.benchmarks import benchfolder, emulatorscan, hotpath, loadgen, storepath
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -47,7 +47,7 @@ def test_a_record_is_refused_in_another_format_or_of_another_benchmark(tmp_path)
         hotpath.load(folder_with({"benchmark": "hot-path"}))
     with pytest.raises(VisitkitError, match="a store-path benchmark, not hot-path"):
         hotpath.load(folder_with({"format": 1, "benchmark": "store-path"}))
-    assert bench.load(tmp_path / "run") == {"format": 1, "benchmark": "store-path"}
+    assert storepath.load(tmp_path / "run") == {"format": 1, "benchmark": "store-path"}
 
 
 def scan_record(steps):
@@ -90,7 +90,7 @@ def test_the_store_path_table_compares_each_drain_rate_with_the_first():
          "most_in_flight": 2},
         {"settings": "iteration-3", "instances": 4, "concurrency": 1, "drained_per_s": 99.2, "service_ms": 31.0,
          "most_in_flight": 2}]}
-    assert bench.render(record)[2:] == ["| iteration-2 | 2x1 | 127 | 15 | 2 | 1.00x |",
+    assert storepath.render(record)[2:] == ["| iteration-2 | 2x1 | 127 | 15 | 2 | 1.00x |",
                                         "| iteration-3 | 4x1 | 99 | 31 | 2 | 0.78x |"]
 
 
@@ -100,9 +100,9 @@ def test_the_store_path_writes_each_settings_file_and_its_drain(tmp_path, monkey
     settings.write_text(json.dumps({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": {
         name: {"max_instances": 3, "concurrency": 1} for name in ("serve-page", "get-counter", "inc-counter",
                                                                   "store-inc-counter")}}))
-    monkeypatch.setattr(bench, "measure", lambda settings, visits, profile: (50.0, 12.0, 3, [(0.2, 0, 1), (2.0, 100, 3)]))
-    folder, record = bench.benchmark([settings], 100, out_root=tmp_path / "out", now=clock())
-    assert folder.name == "store-path-20261123-135950" and bench.load(folder) == record
+    monkeypatch.setattr(storepath, "measure", lambda settings, visits, profile: (50.0, 12.0, 3, [(0.2, 0, 1), (2.0, 100, 3)]))
+    folder, record = storepath.benchmark([settings], 100, out_root=tmp_path / "out", now=clock())
+    assert folder.name == "store-path-20261123-135950" and storepath.load(folder) == record
     assert record["when"] == "2026-11-23T13:59:50"  # the start, as the folder's name
     assert record["runs"] == [{"settings": "iteration-9", "instances": 3, "concurrency": 1, "drained_per_s": 50.0,
                                "service_ms": 12.0, "most_in_flight": 3}]
@@ -155,7 +155,7 @@ def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tm
         benchfolder.render(tmp_path)
 
 
-@pytest.mark.parametrize("module", [hotpath, bench, emulatorscan, loadgen])
+@pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen])
 def test_the_committed_folders_load_and_render(module):
     folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"

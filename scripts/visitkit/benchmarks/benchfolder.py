@@ -63,11 +63,11 @@ def load(folder, kind, fmt):
 
 def render(folder):
     """The table of a results folder of any benchmark, from its benchmark.json alone."""
-    from visitkit.benchmarks import bench, emulatorscan, hotpath, loadgen
+    from visitkit.benchmarks import emulatorscan, hotpath, loadgen, storepath
 
     folder = Path(folder)
     kind = read(folder).get("benchmark")
-    module = {module.KIND: module for module in (hotpath, bench, emulatorscan, loadgen)}.get(kind)
+    module = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen)}.get(kind)
     if module is None:
         raise VisitkitError(f"{folder / RECORD}: a benchmark this kit does not know ({kind})")
     return module.render(module.load(folder))
