@@ -1,10 +1,21 @@
-"""The four Cloud Functions of the visit counter; each is deployed with its own entry point."""
-from common import log_instance_start
-from get_counter import get_counter
-from inc_counter import inc_counter
-from serve_page import serve_page
-from store_inc_counter import store_inc_counter
+"""The four Cloud Functions of the visit counter; each is deployed with its own entry point.
 
-__all__ = ["get_counter", "inc_counter", "serve_page", "store_inc_counter"]
+Each entry point lives in the module of the same name, and an instance imports only its own:
+functions-framework looks the entry point up on this module by name, and `__getattr__` (PEP 562)
+imports that one module then, so serve-page never loads the Firestore or Pub/Sub clients, and
+no instance pays at start for the other three functions' imports.
+"""
+import importlib
+
+from common import CATALOGUE, log_instance_start
+
+__all__ = sorted(function["entry_point"] for function in CATALOGUE["functions"].values())
+
+
+def __getattr__(name):
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(name), name)
+
 
 log_instance_start()
