@@ -8,6 +8,7 @@
   visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
   visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored (scripts/benchmark-emulator-scan)
   visitkit bench loadgen                       requests/s one Locust worker process sends per core (scripts/benchmark-loadgen)
+  visitkit bench cold-start                    each function's cold start vs a no-op function's (scripts/benchmark-cold-start)
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
@@ -121,6 +122,10 @@ def bench_command(args):
         from visitkit.benchmarks import hotpath as module
 
         folder, record = module.benchmark(**given(users=args.users, seconds=args.seconds))
+    elif args.benchmark == "cold-start":
+        from visitkit.benchmarks import coldstart as module
+
+        folder, record = module.benchmark(**given(repetitions=args.repetitions, requests=args.requests))
     else:
         from visitkit.benchmarks import storepath as module
         from visitkit.twin.profile import load_profile
@@ -168,6 +173,18 @@ def predict_command(args):
         folder, record = loadgen.chosen(args.loadgen)
         print("\n".join(loadgen.fleet_lines(loadgen.fleet_plan(args.fleet, args.worker_type, args.region, record),
                                             folder)))
+    if args.cost_per_million:
+        from visitkit.cloud import cost
+
+        knee_visits = prediction.knee_rps / 3  # a visit is 3 public requests
+        reads_per_visit = predict.counter_reads_per_s(settings, knee_visits) / knee_visits
+        for region in cost.PER_MILLION_REGIONS:
+            found = cost.per_million_visits(settings, prediction.capacity_rps, reads_per_visit, cost.load_prices(),
+                                            region)
+            parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
+            print(f"cost per million visits in {region} (Cloud Run Tier {found['tier']}), at the knee's "
+                  f"{knee_visits:,.0f} visits/s: {found['total']:,.2f} {found['currency']} ({parts}; instances packed "
+                  "to their concurrency, list prices of " + found["as_of"] + ")")
     if args.cost_at is not None:
         from visitkit.cloud import cost
 
@@ -188,7 +205,7 @@ def predict_command(args):
 
 
 def parser():
-    from visitkit.benchmarks import emulatorscan, hotpath, loadgen, storepath as store_path
+    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath as store_path
     from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
     from visitkit.runs.runner import TESTS
 
@@ -290,8 +307,9 @@ def parser():
         "per settings file, side by side (default: iterations 2 and 3). hot-path: the whole stack vs a no-op "
         "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
         "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
-        "predict --fleet). Each writes a results folder benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
-    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen"])
+        "predict --fleet). cold-start: each function's time from process start to its first 2xx, and its memory, "
+        "beside a no-op function's. Each writes a results folder benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
+    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen", "cold-start"])
     bench.add_argument("--users", type=int,
                        help=f"hot-path: Locust users, no think time (default {hotpath.DEFAULT_USERS})")
     bench.add_argument("--seconds", type=int, help=f"hot-path, loadgen: seconds of load (default "
@@ -303,6 +321,11 @@ def parser():
     bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")],
                        help="emulator-scan: marker documents to time the read at, rising (default "
                             f"{','.join(map(str, emulatorscan.DEFAULT_STEPS))})")
+    bench.add_argument("--repetitions", type=int,
+                       help=f"cold-start: starts per function (default {coldstart.DEFAULT_REPETITIONS})")
+    bench.add_argument("--requests", type=int,
+                       help="cold-start: sequential requests after the first answer, before the second memory "
+                            f"reading (default {coldstart.DEFAULT_REQUESTS:,})")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
     docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(
@@ -326,6 +349,8 @@ def parser():
                          help="minutes of load past the knee, for the convergence time (default: 15)")
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
                          help="also print the cost of one hour at this many visits per second (prices.json)")
+    predict.add_argument("--cost-per-million", action="store_true",
+                         help="what a million visits cost at the knee's rate, in the study's region and a US one")
     predict.add_argument("--region", default="southamerica-east1",
                          help="with --cost-at or --fleet: the region whose prices apply (default: the study's "
                               "southamerica-east1)")

@@ -2,7 +2,7 @@
 its record (benchmark.json, whose `format` every reader checks), summary.md, and the raw files its
 figures come from.
 
-The hot-path, store-path, emulator-scan and loadgen benchmarks write theirs with these helpers; each
+The hot-path, store-path, emulator-scan, loadgen and cold-start benchmarks write theirs with these helpers; each
 keeps its own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module's
 `render(folder)` is any committed folder's table from its record alone, as `visitkit docs` writes it
 into a doc.
@@ -63,11 +63,11 @@ def load(folder, kind, fmt):
 
 def render(folder):
     """The table of a results folder of any benchmark, from its benchmark.json alone."""
-    from visitkit.benchmarks import emulatorscan, hotpath, loadgen, storepath
+    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath
 
     folder = Path(folder)
     kind = read(folder).get("benchmark")
-    module = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen)}.get(kind)
+    module = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart)}.get(kind)
     if module is None:
         raise VisitkitError(f"{folder / RECORD}: a benchmark this kit does not know ({kind})")
     return module.render(module.load(folder))

@@ -1,0 +1,229 @@
+"""What a cold start costs: with the local stack's emulators up and warm, ONE extra instance of each
+function (and of the no-op functions-framework function the hot-path benchmark uses) is started as
+the platform starts it, several times, and timed from its process start to its first 2xx answer to
+a real request of that function. Each time is split into (a) the interpreter and imports: an
+import-only process that loads functions/main.py and looks the entry point up as functions-framework
+does (create_app), timed from its start to that, and (b) the rest: the server's start, client
+creation and the first backend call. Also the instance's resident memory right after its first
+answer and after N sequential requests. Reports medians per function and the slowest function's
+time to its first 2xx as a multiple of the no-op's.
+
+`benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
+(FORMAT), summary.md, and starts.csv (every start's figures, the medians' source).
+"""
+import csv
+import datetime
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+
+from visitkit.benchmarks import benchfolder, hotpath
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PAGE_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION, READER_FUNCTION
+from visitkit.errors import VisitkitError
+from visitkit.net import free_port
+from visitkit.paths import ROOT
+from visitkit.twin import push
+from visitkit.twin.stack import FUNCTIONS_SOURCE, PROJECT, SUBSCRIPTION, LocalStack, function_command
+
+FORMAT = 1
+KIND = "cold-start"
+NOOP = "no-op"
+DEFAULT_REPETITIONS, DEFAULT_REQUESTS = 5, 1000
+WARM_UP_REQUESTS = 5  # per function through the stack, so the emulators have served each kind of call
+FIRST_ANSWER_TIMEOUT = 60
+# What functions-framework does before it serves: import the source and look the entry point up;
+# then the moment it was done (the clock is the machine's, the parent's too), and out without teardown.
+IMPORT_ONLY = ("import os, sys, time, functions_framework; functions_framework.create_app(sys.argv[1], sys.argv[2]); "
+               "print(time.monotonic(), flush=True); os._exit(0)")
+CALLS = {PAGE_FUNCTION: ("GET", "?view=home"), READER_FUNCTION: ("GET", "?visit_type=home"),
+         PUBLISHER_FUNCTION: ("POST", "?visit_type=home")}  # the public functions' requests
+FIELDS = ("target", "repetition", "first_2xx_ms", "imports_ms", "rss_mb_first", "rss_mb_after", "failures")
+
+
+def noop_command(port):
+    return [sys.executable, "-m", "functions_framework", "--target", "noop", "--source", str(hotpath.NOOP_SOURCE),
+            "--host", "127.0.0.1", "--port", str(port)]
+
+
+def request(target):
+    """(method, path, body, headers) of one real request of a function, as its callers send it;
+    store-inc-counter's is a push envelope of a new message each time, as the push relay sends it."""
+    if target == PUSH_FUNCTION:
+        message = SimpleNamespace(data=json.dumps({"visit_type": "home"}).encode(), attributes={},
+                                  message_id=str(uuid.uuid4()),
+                                  publish_time=datetime.datetime.now(datetime.timezone.utc))
+        body = json.dumps(push.envelope(f"projects/{PROJECT}/subscriptions/{SUBSCRIPTION}", message)).encode()
+        return "POST", CATALOGUE[target].path, body, {"Content-Type": "application/json"}
+    if target == NOOP:
+        return "GET", "/", None, {}
+    method, query = CALLS[target]
+    return method, CATALOGUE[target].path + query, b"" if method == "POST" else None, {}
+
+
+def send(connection, target):
+    """The status of one request of `target` over `connection`, or None when nothing answered."""
+    method, path, body, headers = request(target)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    except (OSError, http.client.HTTPException):
+        connection.close()
+        return None
+
+
+def ok(status):
+    return status is not None and 200 <= status < 300
+
+
+def environment_of(pid):
+    """A process's environment as it was started: the stack's instances get theirs from the stack."""
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
+def rss_mb(pid):
+    """Resident memory of a process and its children (gunicorn's master and its worker), summed:
+    pages they share count twice."""
+    root = psutil.Process(pid)
+    return sum(p.memory_info().rss for p in (root, *root.children(recursive=True))) / 2 ** 20
+
+
+def import_seconds(target, source, env):
+    """Seconds from an import-only process's start to its entry point looked up (interpreter and imports)."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", IMPORT_ONLY, target, str(source)], env=env, cwd=ROOT, check=True,
+                          capture_output=True, text=True, timeout=FIRST_ANSWER_TIMEOUT).stdout.split()[-1]
+    return float(done) - started
+
+
+def one_start(target, command, env, requests):
+    """One cold start of an instance: seconds to its first 2xx, its RSS then and after `requests`
+    more sequential requests, and how many of those were not 2xx."""
+    port = free_port()
+    started = time.monotonic()
+    server = subprocess.Popen(command(port), env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        while not ok(send(connection, target)):
+            if server.poll() is not None:
+                raise VisitkitError(f"{target}: its instance exited ({server.returncode}) before a 2xx answer")
+            if time.monotonic() - started > FIRST_ANSWER_TIMEOUT:
+                raise VisitkitError(f"{target}: no 2xx answer within {FIRST_ANSWER_TIMEOUT} s of its start")
+            time.sleep(0.005)
+        first = time.monotonic() - started
+        rss_first = rss_mb(server.pid)
+        failures = sum(not ok(send(connection, target)) for _ in range(requests))
+        connection.close()
+        return first, rss_first, rss_mb(server.pid), failures
+    finally:
+        os.killpg(server.pid, 9)
+        server.wait()
+
+
+def median_split(starts):
+    """Medians of a target's starts, in ms and MB; the rest is the median time to the first 2xx less
+    the median of the imports, so that the two parts add up to the whole."""
+    first = statistics.median(s["first_2xx_ms"] for s in starts)
+    imports = statistics.median(s["imports_ms"] for s in starts)
+    return {"first_2xx_ms": round(first, 1), "imports_ms": round(imports, 1), "rest_ms": round(first - imports, 1),
+            "rss_mb_first": round(statistics.median(s["rss_mb_first"] for s in starts), 1),
+            "rss_mb_after": round(statistics.median(s["rss_mb_after"] for s in starts), 1),
+            "failures": sum(s["failures"] for s in starts)}
+
+
+def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS):
+    """Every start of each function's extra instance and of the no-op's: [{FIELDS}]."""
+    stack = LocalStack(tempfile.mkdtemp(prefix="bench-cold-start-"))
+    stack.up(hotpath.bench_settings(), port=0)
+    try:
+        host, starts = stack.base_url.removeprefix("http://"), []
+        targets = {NOOP: (noop_command, {**os.environ, "THREADS": str(hotpath.THREADS)}, hotpath.NOOP_SOURCE)}
+        for function in functions:
+            warm = http.client.HTTPConnection(stack.state()["push_url"].removeprefix("http://")
+                                              if function == PUSH_FUNCTION else host, timeout=10)
+            if not all(ok(send(warm, function)) for _ in range(WARM_UP_REQUESTS)):
+                raise VisitkitError(f"{function}: the warm stack does not answer it with a 2xx")
+            warm.close()
+            env = environment_of(stack.instance_pid(f"{function}-0"))
+            targets[function] = (lambda port, f=function: function_command(f, port), env, FUNCTIONS_SOURCE)
+        for target, (command, env, source) in targets.items():
+            for repetition in range(1, repetitions + 1):
+                first, rss_first, rss_after, failures = one_start(target, command, env, requests)
+                entry_point = "noop" if target == NOOP else CATALOGUE[target].entry_point
+                imports = import_seconds(entry_point, source, env)
+                starts.append({"target": target, "repetition": repetition, "first_2xx_ms": round(first * 1000, 1),
+                               "imports_ms": round(imports * 1000, 1), "rss_mb_first": round(rss_first, 1),
+                               "rss_mb_after": round(rss_after, 1), "failures": failures})
+        return starts
+    finally:
+        stack.down()
+
+
+def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS,
+              out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
+    """Cold starts of each function and of the no-op function; returns (results folder, record)."""
+    started = now()  # the folder's name and the record's "when"
+    with benchfolder.new_folder(KIND, out_root, started) as folder:
+        starts = measure(functions, repetitions, requests)
+        with open(folder / "starts.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, FIELDS)
+            writer.writeheader()
+            writer.writerows(starts)
+        targets = {target: median_split([s for s in starts if s["target"] == target])
+                   for target in dict.fromkeys(s["target"] for s in starts)}
+        record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
+                  "machine": benchfolder.machine(), "repetitions": repetitions, "requests": requests,
+                  "threads": hotpath.THREADS, "noop": targets.pop(NOOP), "functions": targets}
+        benchfolder.write(folder, record, summary_lines(record, folder.name))
+    return folder, record
+
+
+def load(folder):
+    return benchfolder.load(folder, KIND, FORMAT)
+
+
+def slowest_over_noop(record):
+    """The slowest function's median time to its first 2xx over the no-op function's."""
+    return max(f["first_2xx_ms"] for f in record["functions"].values()) / record["noop"]["first_2xx_ms"]
+
+
+def render(record):
+    """The Markdown table of a record: one row per function and the no-op's, medians."""
+    noop = record["noop"]["first_2xx_ms"]
+    lines = [f"| function | ms to first 2xx | interpreter + imports ms | the rest ms | RSS MB at first answer "
+             f"| RSS MB after {record['requests']:,} requests | x the no-op's time |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    rows = [*record["functions"].items(), ("no-op functions-framework function", record["noop"])]
+    lines += [f"| {name} | {f['first_2xx_ms']:.0f} | {f['imports_ms']:.0f} | {f['rest_ms']:.0f} "
+              f"| {f['rss_mb_first']:.1f} | {f['rss_mb_after']:.1f} | {f['first_2xx_ms'] / noop:.2f}x |"
+              for name, f in rows]
+    return lines
+
+
+def summary_lines(record, name):
+    machine = record["machine"]
+    failures = sum(f["failures"] for f in (*record["functions"].values(), record["noop"]))
+    return [f"# Cold start ({name})", "",
+            f"One extra instance of each function started as the local stack starts one (its command and "
+            f"environment, {record['threads']} threads), with the stack's emulators up and warm, "
+            f"{record['repetitions']} starts each, timed from its process start to its first 2xx answer to a real "
+            f"request; medians ({machine['processor']}, {machine['cores']} cores, Python {machine['python']}).", "",
+            *render(record), "",
+            "interpreter + imports: an import-only process loading functions/main.py and looking the entry point "
+            "up (functions-framework's create_app), from its start to that; the rest: the server's start, client creation "
+            "and the first backend call. RSS: the instance's processes (gunicorn's master and worker) summed, "
+            f"shared pages counted twice; {failures} of the requests after the first answer were not 2xx.", "",
+            f"cold start, slowest function / no-op: {slowest_over_noop(record):.2f}x"]
