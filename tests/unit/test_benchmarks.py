@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit.benchmarks import benchfolder, emulatorscan, hotpath, loadgen, storepath
+from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, storepath
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -161,3 +161,59 @@ def test_the_committed_folders_load_and_render(module):
     assert folders, f"no committed {module.KIND} folder"
     record = module.load(folders[-1])
     assert module.render(record)[0] in (folders[-1] / "summary.md").read_text()
+
+
+def cold_start_record(slowest_ms=900.0):
+    figures = lambda first, imports: {"first_2xx_ms": first, "imports_ms": imports,  # noqa: E731
+                                      "rest_ms": round(first - imports, 1), "rss_mb_first": 80.0,
+                                      "rss_mb_after": 82.5, "failures": 0}
+    return {"format": 1, "benchmark": "cold-start", "machine": MACHINE, "repetitions": 5, "requests": 1000,
+            "threads": 8, "noop": figures(300.0, 200.0),
+            "functions": {"serve-page": figures(450.0, 250.0), "store-inc-counter": figures(slowest_ms, 500.0)}}
+
+
+def test_the_cold_start_medians_split_the_time_to_the_first_answer_into_imports_and_the_rest():
+    starts = [{"first_2xx_ms": first, "imports_ms": imports, "rss_mb_first": rss, "rss_mb_after": rss + 1,
+               "failures": failures}
+              for first, imports, rss, failures in [(500.0, 300.0, 70.0, 0), (400.0, 350.0, 60.0, 2),
+                                                    (900.0, 100.0, 90.0, 1)]]
+    # the medians of each column apart; the rest is what the median of the imports leaves of the whole
+    assert coldstart.median_split(starts) == {"first_2xx_ms": 500.0, "imports_ms": 300.0, "rest_ms": 200.0,
+                                              "rss_mb_first": 70.0, "rss_mb_after": 71.0, "failures": 3}
+    assert coldstart.median_split(starts[:2])["first_2xx_ms"] == 450.0  # an even count: the middle two's mean
+
+
+def test_the_cold_start_table_and_its_last_line_put_the_slowest_function_over_the_no_op():
+    record = cold_start_record()
+    assert coldstart.render(record) == [
+        "| function | ms to first 2xx | interpreter + imports ms | the rest ms | RSS MB at first answer "
+        "| RSS MB after 1,000 requests | x the no-op's time |", "|---|---:|---:|---:|---:|---:|---:|",
+        "| serve-page | 450 | 250 | 200 | 80.0 | 82.5 | 1.50x |",
+        "| store-inc-counter | 900 | 500 | 400 | 80.0 | 82.5 | 3.00x |",
+        "| no-op functions-framework function | 300 | 200 | 100 | 80.0 | 82.5 | 1.00x |"]
+    assert coldstart.summary_lines(record, "x")[-1] == "cold start, slowest function / no-op: 3.00x"
+    # the slowest function, whichever row it is in
+    assert coldstart.summary_lines(cold_start_record(slowest_ms=301.0), "x")[-1] == (
+        "cold start, slowest function / no-op: 1.50x")
+
+
+def test_the_cold_start_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
+    def start(target, repetition, first):
+        return {"target": target, "repetition": repetition, "first_2xx_ms": first, "imports_ms": 100.0,
+                "rss_mb_first": 50.0, "rss_mb_after": 51.0, "failures": 0}
+
+    monkeypatch.setattr(coldstart, "measure", lambda functions, repetitions, requests: [
+        start("no-op", 1, 200.0), start("no-op", 2, 300.0), start("get-counter", 1, 700.0),
+        start("get-counter", 2, 500.0)])
+    folder, record = coldstart.benchmark(["get-counter"], 2, 10, out_root=tmp_path, now=clock())
+    assert folder == tmp_path / "cold-start-20261123-135950" and coldstart.load(folder) == record
+    assert (record["noop"]["first_2xx_ms"], list(record["functions"])) == (250.0, ["get-counter"])
+    assert record["functions"]["get-counter"]["rest_ms"] == 500.0
+    assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 4  # every start, the medians' source
+    assert benchfolder.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
+    with pytest.raises(VisitkitError, match="a cold-start benchmark, not hot-path"):
+        hotpath.load(folder)
+    record["format"] = 2
+    (folder / "benchmark.json").write_text(json.dumps(record))
+    with pytest.raises(VisitkitError, match="format 2, this kit reads 1"):
+        coldstart.load(folder)

@@ -1,0 +1,15 @@
+"""The cold-start benchmark on the real local stack, for one function and the no-op, once each:
+its record has the shape its table needs, with positive times, and nothing is left running."""
+from visitkit.benchmarks import coldstart
+
+
+def test_one_cold_start_of_a_function_and_of_the_no_op(tmp_path):
+    folder, record = coldstart.benchmark(["get-counter"], repetitions=1, requests=20, out_root=tmp_path)
+    assert coldstart.load(folder) == record
+    assert (record["repetitions"], record["requests"], list(record["functions"])) == (1, 20, ["get-counter"])
+    for figures in (record["functions"]["get-counter"], record["noop"]):
+        assert figures["first_2xx_ms"] > figures["imports_ms"] > 0  # the imports are part of the whole
+        assert figures["rest_ms"] > 0 and figures["rss_mb_first"] > 0 and figures["rss_mb_after"] > 0
+        assert figures["failures"] == 0
+    assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 2  # a header, one start each
+    assert (folder / "summary.md").read_text().splitlines()[-1].startswith("cold start, slowest function / no-op: ")
