@@ -176,15 +176,12 @@ def predict_command(args):
     if args.cost_per_million:
         from visitkit.cloud import cost
 
-        knee_visits = prediction.knee_rps / 3  # a visit is 3 public requests
-        reads_per_visit = predict.counter_reads_per_s(settings, knee_visits) / knee_visits
         for region in cost.PER_MILLION_REGIONS:
-            found = cost.per_million_visits(settings, prediction.capacity_rps, reads_per_visit, cost.load_prices(),
-                                            region)
+            knee_visits, found = predict.cost_per_million(settings, prediction, cost.load_prices(), region)
             parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
             print(f"cost per million visits in {region} (Cloud Run Tier {found['tier']}), at the knee's "
                   f"{knee_visits:,.0f} visits/s: {found['total']:,.2f} {found['currency']} ({parts}; instances packed "
-                  "to their concurrency, list prices of " + found["as_of"] + ")")
+                  f"to their concurrency, profile {prediction.profile}, list prices of {found['as_of']})")
     if args.cost_at is not None:
         from visitkit.cloud import cost
 

@@ -58,6 +58,16 @@ def counter_reads_per_s(settings, pages_per_s):
     return min(pages_per_s, settings.functions[READER_FUNCTION].max_instances * len(PAGES) / ttl)
 
 
+def cost_per_million(settings, prediction, prices, region):
+    """(visits/s at the knee, cost.per_million_visits there): a million visits at the rate the deployment
+    serves at most, get-counter's cache sparing reads as it does at that rate."""
+    from visitkit.cloud import cost
+
+    knee_visits = prediction.knee_rps / 3  # a visit is 3 public requests
+    reads_per_visit = counter_reads_per_s(settings, knee_visits) / knee_visits
+    return knee_visits, cost.per_million_visits(settings, prediction.capacity_rps, reads_per_visit, prices, region)
+
+
 def cpu_rate(spec, cpu_ms):
     """Requests per second an instance's vCPUs allow (infinite when the CPU cost is not known)."""
     return float(spec.effective_cpu) * 1000 / cpu_ms if cpu_ms else float("inf")

@@ -43,3 +43,12 @@ def test_predict_sizes_a_fleet_from_the_loadgen_benchmark_named(tmp_path, capsys
     assert "sends 1,996 requests/s at 70% of a core (benchmarks/loadgen-20261123-135950," in capsys.readouterr().out
     assert main(["predict", iteration, "--fleet", "100", "--loadgen", str(local)]) == 0
     assert f"sends 700 requests/s at 70% of a core ({local}," in capsys.readouterr().out
+
+
+def test_predict_prints_the_cost_per_million_visits_in_the_study_region_and_a_us_one(capsys):
+    assert main(["predict", str(ITERATIONS_DIR / "iteration-3"), "--cost-per-million"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "per million visits" in line]
+    assert [line.split(" (")[0] for line in lines] == ["cost per million visits in southamerica-east1",
+                                                       "cost per million visits in us-central1"]
+    dearer, cheaper = (float(line.split(": ")[1].split(" USD")[0]) for line in lines)
+    assert dearer > cheaper > 0  # Tier 2 costs more than Tier 1

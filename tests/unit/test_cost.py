@@ -85,3 +85,17 @@ def test_an_aggregation_read_is_billed_per_thousand_shards_it_sums(prices, shard
     estimate = cost.hourly_at(settings, 100, prices, get_counter_reads_per_s=10)
     reads = next(line for line in estimate["lines"] if line[0] == "Firestore document reads")
     assert reads[1].startswith(f"{10 * billed * 3600:,}")
+
+
+def test_a_million_visits_bill_each_functions_instance_time_packed_to_its_concurrency(settings, prices):
+    capacity = {"serve-page": 100.0, "get-counter": 20.0, "inc-counter": 50.0, "store-inc-counter": 40.0}
+    found = cost.per_million_visits(settings, capacity, 0.5, prices, "us-central1")
+    lines = {item: text for item, text, _ in found["lines"]}
+    # an instance serves capacity / max_instances requests a second: inc-counter's 2 serve 25/s each
+    assert lines["Cloud Run: inc-counter"].startswith("40,000 instance-s")  # 1e6 x 2 / 50
+    assert lines["Cloud Run: store-inc-counter"].startswith("100,000 instance-s")  # 1e6 x 4 / 40
+    assert "1,000,000 requests" in lines["Cloud Run: serve-page"]
+    assert lines["Firestore document writes"] == "2,000,000" and lines["Firestore document deletes"] == "1,000,000"
+    assert lines["Firestore document reads"] == "500,000"  # half the visits read, 20 shards: one billed read each
+    split = cost.by_service(found)
+    assert set(split) == {"Cloud Run", "Firestore", "Pub/Sub"} and sum(split.values()) == pytest.approx(found["total"])

@@ -87,6 +87,34 @@ def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, *, get_coun
     return estimate(usage, settings, prices, region)
 
 
+MILLION = 1_000_000
+# Where --cost-per-million prices a visit: the study's region (Cloud Run Tier 2) and a Tier 1 one.
+PER_MILLION_REGIONS = ("southamerica-east1", "us-central1")
+
+
+def per_million_visits(settings, capacity_rps, counter_reads_per_visit, prices, region=DEFAULT_REGION):
+    """What a million visits cost at list prices: each visit's 3 public requests and 1 push delivery, the
+    instance time they take with every instance packed to its concurrency (an instance serves a function's
+    capacity / max_instances requests a second at most: Cloud Run bills it while it serves, so this is a lower
+    bound, reached at the bottleneck), 2 writes and a TTL delete, get-counter's billed reads, 2 messages.
+    No min_instances, no free tier."""
+    per_function = {name: {"requests": MILLION, "billable_instance_s": MILLION * spec.max_instances / capacity_rps[name]}
+                    for name, spec in settings.functions.items()}
+    usage = {"functions": per_function, "firestore_writes": 2 * MILLION, "firestore_deletes": MILLION,
+             "firestore_reads": round(MILLION * counter_reads_per_visit * billed_reads_per_query(settings)),
+             "pubsub_messages": 2 * MILLION}
+    return estimate(usage, settings, prices, region)
+
+
+def by_service(estimate_):
+    """An estimate's total split into Cloud Run, Firestore and Pub/Sub, as {service: USD}."""
+    split = {}
+    for item, _, usd in estimate_["lines"]:
+        service = item.split(":")[0].split(" document")[0].split(" throughput")[0]
+        split[service] = split.get(service, 0.0) + usd
+    return split
+
+
 def billed_reads_per_query(settings):
     """Firestore bills an aggregation query one document read per batch of up to 1,000 index entries it
     matches (at least one): get-counter's sum over a page's shards."""

@@ -19,7 +19,8 @@ to the folder (`--check` names a cited folder git does not track). A placeholder
 functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
-`<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder).
+`<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
+`<!-- figures cost-per-million: ../iterations study -->` (a million visits' cost in each iteration).
 """
 import ast
 import difflib
@@ -272,6 +273,30 @@ def predict_output(iteration, _link, arguments):
     return "```\n" + output.getvalue() + "```\n"
 
 
+def cost_table(iterations_dir, _link, profile):
+    """What a million visits cost in each iteration at its knee on Google Cloud (predict.cost_per_million), in
+    each of cost.PER_MILLION_REGIONS, with `profile`'s service times."""
+    from visitkit import predict
+    from visitkit.cloud import cost
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    prices, rows = cost.load_prices(), []
+    header = ["| iteration | knee (visits/s) |", "|---|---:|"]
+    for region in cost.PER_MILLION_REGIONS:
+        header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub) |"
+        header[1] += "---:|"
+    for iteration in sorted(path.parent for path in iterations_dir.glob("iteration-*/settings.tfvars.json")):
+        settings = load_settings(iteration)
+        prediction = predict.predict(settings, load_profile(profile or "study"))
+        cells = []
+        for region in cost.PER_MILLION_REGIONS:
+            knee_visits, found = predict.cost_per_million(settings, prediction, prices, region)
+            cells.append(f"{found['total']:,.2f} ({' / '.join(f'{usd:,.2f}' for usd in cost.by_service(found).values())})")
+        rows.append(f"| {iteration.name} | {knee_visits:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(header + rows) + "\n"
+
+
 def read_json(folder, stem):
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -281,7 +306,7 @@ def read_json(folder, stem):
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
-                "predict": predict_output}
+                "predict": predict_output, "cost-per-million": cost_table}
 
 
 def differences(block, rendered, lines):
