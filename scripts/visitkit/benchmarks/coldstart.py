@@ -133,6 +133,22 @@ def one_start(target, command, env, requests):
         server.wait()
 
 
+def settle(stack, timeout=300):
+    """Waits until the stack has stored every visit an instance sent it (inc-counter's publishes are
+    drained by the stack's own store path, which would otherwise take the cores from the next start):
+    the push relay idle and the stored total the same one second later."""
+    client, before = stack.firestore(), None
+    while True:
+        stored = sum(stack.totals(client).values())
+        relay = push.read_stats(stack.state()["push_stats_port"]) or {}
+        if stored == before and relay.get("in_flight") == 0:
+            return
+        if timeout <= 0:
+            raise VisitkitError("the stack's store path did not settle after a start")
+        before, timeout = stored, timeout - 1
+        time.sleep(1)
+
+
 def median_split(starts):
     """Medians of a target's starts, in ms and MB; the rest is the median time to the first 2xx less
     the median of the imports, so that the two parts add up to the whole."""
@@ -159,9 +175,11 @@ def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAU
             warm.close()
             env = environment_of(stack.instance_pid(f"{function}-0"))
             targets[function] = (lambda port, f=function: function_command(f, port), env, FUNCTIONS_SOURCE)
+        settle(stack)
         for target, (command, env, source) in targets.items():
             for repetition in range(1, repetitions + 1):
                 first, rss_first, rss_after, failures = one_start(target, command, env, requests)
+                settle(stack)
                 entry_point = "noop" if target == NOOP else CATALOGUE[target].entry_point
                 imports = import_seconds(entry_point, source, env)
                 starts.append({"target": target, "repetition": repetition, "first_2xx_ms": round(first * 1000, 1),
