@@ -155,7 +155,7 @@ def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tm
         benchfolder.render(tmp_path)
 
 
-@pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen])
+@pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen, coldstart])
 def test_the_committed_folders_load_and_render(module):
     folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"
