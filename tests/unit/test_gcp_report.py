@@ -106,6 +106,9 @@ def test_gcp_report_has_resources_and_an_estimated_cost(iteration):
     assert "in southamerica-east1 (Cloud Run Tier 2)" in cost and "Left out: network egress" in cost
     assert "| Firestore document writes | 3,270 |" in cost and "**Total**" in cost
     assert summary["cost"]["total"] > 0
+    acknowledged = summary["visits"]["total"]["acknowledged"]
+    assert (f"| **Per million visits** | {acknowledged:,} visits acknowledged | "
+            f"**{summary['cost']['total'] / acknowledged * 1e6:,.2f}** |") in cost
 
 
 def test_local_report_has_no_google_cloud_section(iteration):

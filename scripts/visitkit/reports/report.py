@@ -290,6 +290,10 @@ def cost_section(s, _plots):
              f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
     lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
     lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")
+    acknowledged = s["visits"]["total"]["acknowledged"]
+    if acknowledged:  # what scripts/predict --cost-per-million models, as this run was billed
+        lines.append(f"| **Per million visits** | {acknowledged:,} visits acknowledged | "
+                     f"**{estimate['total'] / acknowledged * 1e6:,.2f}** |")
     if estimate.get("left_out"):
         lines += ["", "Left out: " + "; ".join(estimate["left_out"]) + "."]
     return lines + [""]
