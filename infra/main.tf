@@ -526,11 +526,14 @@ resource "google_logging_metric" "requests_429" {
 }
 
 # store-inc-counter logs one JSON line per delivery: {"message": "visit message",
-# "outcome": "counted" | "already_counted" | "malformed", ...}.
+# "outcome": "counted" | "already_counted" | "malformed" | "failed", ...}. "failed" is logged at
+# ERROR when Firestore fails and the delivery is not acknowledged (no 2xx), so Pub/Sub redelivers
+# it, and dead-letters it after max_delivery_attempts. The filter has no severity term: lines of
+# every severity count, each under its own outcome.
 resource "google_logging_metric" "store_deliveries" {
   project     = var.project_id
   name        = "visitkit_store_deliveries"
-  description = "Pub/Sub deliveries store-inc-counter handled, by outcome: counted, already_counted or malformed."
+  description = "Pub/Sub deliveries store-inc-counter handled, by outcome: counted, already_counted, malformed or failed (Firestore failed; Pub/Sub redelivers)."
   filter = join(" AND ", [
     "resource.type=\"cloud_run_revision\"",
     "resource.labels.service_name=\"${local.deployed_names["store-inc-counter"]}\"",
@@ -544,7 +547,7 @@ resource "google_logging_metric" "store_deliveries" {
     labels {
       key         = "outcome"
       value_type  = "STRING"
-      description = "counted, already_counted or malformed."
+      description = "counted, already_counted, malformed or failed."
     }
   }
   label_extractors = {

@@ -49,7 +49,7 @@ output "requests_429_metric_name" {
 }
 
 output "store_deliveries_metric_name" {
-  description = "Log-based metric (logging.googleapis.com/user/NAME) counting store-inc-counter's deliveries, label outcome (counted, already_counted, malformed)."
+  description = "Log-based metric (logging.googleapis.com/user/NAME) counting store-inc-counter's deliveries, label outcome (counted, already_counted, malformed, failed)."
   value       = google_logging_metric.store_deliveries.name
 }
 

@@ -457,6 +457,10 @@ run "log_metrics_for_the_runner" {
     error_message = "The deliveries metric is labelled by outcome."
   }
   assert {
+    condition     = alltrue([for outcome in ["counted", "already_counted", "malformed", "failed"] : strcontains(one(google_logging_metric.store_deliveries.metric_descriptor[0].labels).description, outcome) && strcontains(google_logging_metric.store_deliveries.description, outcome)])
+    error_message = "The deliveries metric names its four outcomes, failed (Firestore failed, Pub/Sub redelivers) included."
+  }
+  assert {
     condition     = output.requests_429_metric_name == google_logging_metric.requests_429.name && output.store_deliveries_metric_name == google_logging_metric.store_deliveries.name
     error_message = "Outputs must name both log metrics."
   }
