@@ -17,7 +17,11 @@ from common import check_request, page_from
 
 INC_COUNTER_URL = os.environ.get("INC_COUNTER_URL", "/inc-counter")
 GET_COUNTER_URL = os.environ.get("GET_COUNTER_URL", "/get-counter")
-REFRESH_SECONDS = int(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
+# The page reads its count every COUNTER_REFRESH_SECONDS, giving up on a read after
+# COUNTER_TIMEOUT_SECONDS; after errors it waits twice as long each time, up to COUNTER_BACKOFF_MAX_SECONDS.
+REFRESH_SECONDS = float(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
+REFRESH_TIMEOUT_SECONDS = float(os.environ.get("COUNTER_TIMEOUT_SECONDS", 10))
+REFRESH_MAX_SECONDS = float(os.environ.get("COUNTER_BACKOFF_MAX_SECONDS", 60))
 # How long the page waits for inc-counter before it posts the visit again: beyond the platform's
 # queue (10 s) plus inc-counter's publish deadline (10 s), so a slow answer is not taken for none.
 VISIT_TIMEOUT_SECONDS = float(os.environ.get("VISIT_TIMEOUT_SECONDS", 25))
@@ -53,7 +57,10 @@ def render(view):
         f'<a href="?view={name}"{" aria-current=page" if name == view else ""}>{html.escape(CONTENT[name][0])}</a>'
         for name in NAVIGATION)
     config = json.dumps({"view": view, "incUrl": INC_COUNTER_URL, "getUrl": GET_COUNTER_URL,
-                         "refreshMs": REFRESH_SECONDS * 1000, "visitTimeoutMs": round(VISIT_TIMEOUT_SECONDS * 1000),
+                         "refreshMs": round(REFRESH_SECONDS * 1000),
+                         "refreshTimeoutMs": round(REFRESH_TIMEOUT_SECONDS * 1000),
+                         "refreshMaxMs": round(max(REFRESH_MAX_SECONDS, REFRESH_SECONDS) * 1000),
+                         "visitTimeoutMs": round(VISIT_TIMEOUT_SECONDS * 1000),
                          "retryAfterMs": RETRY_AFTER_SECONDS * 1000})
     return TEMPLATE.substitute(
         title=html.escape(label),
