@@ -62,3 +62,11 @@ output "region" {
   description = "Region of the functions."
   value       = var.region
 }
+
+output "alert_policies" {
+  description = "Names (projects/P/alertPolicies/ID) of the alert policies on the dead-letter backlog and on failed deliveries; null when alerts.enabled is false."
+  value = {
+    dead_letter_backlog = one(google_monitoring_alert_policy.dead_letter_backlog[*].name)
+    failed_deliveries   = one(google_monitoring_alert_policy.failed_deliveries[*].name)
+  }
+}

@@ -238,3 +238,54 @@ variable "load_generator_users" {
     error_message = "Each of load_generator_users must be an IAM principal such as \"user:me@example.com\"."
   }
 }
+
+variable "alerts" {
+  description = <<-EOT
+    Two Cloud Monitoring alert policies (enabled = false creates neither). The dead-letter backlog:
+    visits Pub/Sub gave up on wait in the dead-letter pull subscription; the policy fires when that
+    backlog stays above dead_letter_backlog_above (default 0, i.e. any visit) for
+    dead_letter_minutes (1 to 60, default 5). Failed deliveries: store-inc-counter's "failed"
+    outcome (Firestore failed; Pub/Sub redelivers) counted over failed_deliveries_window_minutes
+    (1 to 60, default 5); the policy fires when the count is above failed_deliveries_above
+    (default 0). Notifications go to alert_notification_channels.
+  EOT
+  type = object({
+    enabled                          = optional(bool, true)
+    dead_letter_backlog_above        = optional(number, 0)
+    dead_letter_minutes              = optional(number, 5)
+    failed_deliveries_above          = optional(number, 0)
+    failed_deliveries_window_minutes = optional(number, 5)
+  })
+  default = {}
+
+  validation {
+    condition = alltrue([
+      for n in [var.alerts.dead_letter_backlog_above, var.alerts.failed_deliveries_above] : n >= 0 && floor(n) == n
+    ])
+    error_message = "alerts.dead_letter_backlog_above and alerts.failed_deliveries_above must be whole numbers >= 0 (a count of visits)."
+  }
+
+  # Alert conditions take durations in whole minutes (Cloud Monitoring refuses others).
+  validation {
+    condition = alltrue([
+      for m in [var.alerts.dead_letter_minutes, var.alerts.failed_deliveries_window_minutes] : m >= 1 && m <= 60 && floor(m) == m
+    ])
+    error_message = "alerts.dead_letter_minutes and alerts.failed_deliveries_window_minutes must be whole numbers of minutes from 1 to 60."
+  }
+}
+
+variable "alert_notification_channels" {
+  description = <<-EOT
+    Cloud Monitoring notification channels the alert policies notify, each a channel id
+    ("1234567890123456789", in this project) or its full name
+    ("projects/PROJECT/notificationChannels/ID"); `gcloud beta monitoring channels list` shows
+    them. Empty (the default): incidents are opened and shown in the console, nobody is notified.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.alert_notification_channels : can(regex("^([0-9]+|projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+)$", c))])
+    error_message = "Each of alert_notification_channels must be a notification channel id (digits) or a full name such as \"projects/my-project/notificationChannels/1234567890\"."
+  }
+}
