@@ -17,7 +17,8 @@ locals {
   # without a dependency on their resources (the same for_each block).
   function_urls = { for key, name in local.deployed_names : key => "${local.base_url}/${name}" }
 
-  # All functions live in one main.py and share one environment, but for THREADS (below).
+  # All functions live in one main.py and share one environment, but for THREADS and the public
+  # functions' CORS_ALLOWED_ORIGINS (below).
   environment = {
     GOOGLE_CLOUD_PROJECT = var.project_id
     PUBSUB_TOPIC         = google_pubsub_topic.visits.name
@@ -28,10 +29,18 @@ locals {
     GET_COUNTER_URL      = local.function_urls["get-counter"]
   }
 
+  # The public functions also get CORS_ALLOWED_ORIGINS: the other sites whose pages may call
+  # them, comma-separated ("" for none), which the functions' CORS handling reads.
+  public_environment = { CORS_ALLOWED_ORIGINS = join(",", var.cors_allowed_origins) }
+
   # functions-framework runs gunicorn with THREADS threads (its default is cpu_count x 4):
   # Google's concurrency guidance for Python is to match the function's concurrency, so an
   # instance serves exactly the requests the platform sends it, as the local twin does.
-  function_environment = { for key, f in var.functions : key => merge(local.environment, { THREADS = tostring(f.concurrency) }) }
+  function_environment = { for key, f in var.functions : key => merge(
+    local.environment,
+    contains(local.public_functions, key) ? local.public_environment : {},
+    { THREADS = tostring(f.concurrency) },
+  ) }
 
   # Who invokes the three HTTP functions: everyone, or (access = "authenticated") each listed
   # principal and the load-generator account, one binding per function and principal.

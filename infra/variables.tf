@@ -289,3 +289,27 @@ variable "alert_notification_channels" {
     error_message = "Each of alert_notification_channels must be a notification channel id (digits) or a full name such as \"projects/my-project/notificationChannels/1234567890\"."
   }
 }
+
+variable "cors_allowed_origins" {
+  description = <<-EOT
+    Origins of other sites whose pages may call get-counter and inc-counter from a browser, e.g.
+    ["https://www.example.com"]; passed to the three public functions as CORS_ALLOWED_ORIGINS,
+    comma-separated. Empty (the default): no cross-origin caller; the kit's own page needs none,
+    as it is served from the same origin as the APIs. Each must be an https origin: scheme and
+    host (lower case) and an optional port, with no path, no trailing slash and no wildcard.
+  EOT
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition = alltrue([
+      for o in var.cors_allowed_origins : can(regex("^https://([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(:[0-9]{1,5})?$", o))
+    ])
+    error_message = "Each of cors_allowed_origins must be an https origin such as \"https://www.example.com\" or \"https://app.example.com:8443\": lower case, no path, no trailing slash, no wildcard."
+  }
+
+  validation {
+    condition     = length(distinct(var.cors_allowed_origins)) == length(var.cors_allowed_origins)
+    error_message = "cors_allowed_origins lists an origin twice."
+  }
+}

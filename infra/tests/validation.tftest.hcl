@@ -441,3 +441,50 @@ run "min_instances_above_max" {
   }
   expect_failures = [var.functions]
 }
+
+run "cors_origins_on_the_edges_plan" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["https://example.com", "https://a-b.example.co.uk:443", "https://localhost:8443"]
+  }
+}
+
+run "cors_origin_over_http" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["http://www.example.com"]
+  }
+  expect_failures = [var.cors_allowed_origins]
+}
+
+run "cors_origin_wildcard" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["*"]
+  }
+  expect_failures = [var.cors_allowed_origins]
+}
+
+run "cors_origin_with_a_path" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["https://www.example.com/"]
+  }
+  expect_failures = [var.cors_allowed_origins]
+}
+
+run "cors_origin_in_upper_case" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["https://WWW.example.com"]
+  }
+  expect_failures = [var.cors_allowed_origins]
+}
+
+run "cors_origin_listed_twice" {
+  command = plan
+  variables {
+    cors_allowed_origins = ["https://www.example.com", "https://www.example.com"]
+  }
+  expect_failures = [var.cors_allowed_origins]
+}

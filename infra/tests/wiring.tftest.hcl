@@ -63,17 +63,39 @@ run "environment_comes_from_the_variables" {
       MARKER_TTL_DAYS      = "7"
       INC_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/inc-counter"
       GET_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/get-counter"
+      CORS_ALLOWED_ORIGINS = ""
       THREADS              = "1"
     })
     error_message = "serve-page's environment is not the expected one."
   }
   assert {
-    condition     = alltrue([for f in google_cloudfunctions2_function.this : { for k, v in f.service_config[0].environment_variables : k => v if k != "THREADS" } == { for k, v in google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables : k => v if k != "THREADS" }])
-    error_message = "All functions share one environment, THREADS aside."
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : { for k, v in f.service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS"], k) } == { for k, v in google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS"], k) }])
+    error_message = "All functions share one environment, THREADS and CORS_ALLOWED_ORIGINS aside."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => lookup(f.service_config[0].environment_variables, "CORS_ALLOWED_ORIGINS", "(unset)") } == { "serve-page" = "", "get-counter" = "", "inc-counter" = "", "store-inc-counter" = "(unset)" }
+    error_message = "By default the three public functions get an empty CORS_ALLOWED_ORIGINS (no cross-origin caller) and store-inc-counter none."
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].environment_variables.THREADS } == { "serve-page" = "1", "get-counter" = "8", "inc-counter" = "1", "store-inc-counter" = "1" }
     error_message = "Each function's THREADS must be its concurrency, so gunicorn serves what the platform sends (not its cpu_count x 4 default)."
+  }
+}
+
+run "cors_allowed_origins_reach_the_public_functions" {
+  command = plan
+
+  variables {
+    cors_allowed_origins = ["https://www.example.com", "https://app.example.org:8443"]
+  }
+
+  assert {
+    condition     = alltrue([for k in ["serve-page", "get-counter", "inc-counter"] : google_cloudfunctions2_function.this[k].service_config[0].environment_variables.CORS_ALLOWED_ORIGINS == "https://www.example.com,https://app.example.org:8443"])
+    error_message = "The allow-list reaches the public functions as one comma-separated CORS_ALLOWED_ORIGINS, in order."
+  }
+  assert {
+    condition     = !contains(keys(google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].environment_variables), "CORS_ALLOWED_ORIGINS")
+    error_message = "store-inc-counter, which no browser calls, gets no CORS_ALLOWED_ORIGINS."
   }
 }
 
