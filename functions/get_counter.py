@@ -8,6 +8,7 @@ import threading
 import time
 
 import functions_framework
+import google.cloud.firestore  # noqa: F401  imported as the instance starts, not by its first request
 from google.api_core import exceptions as google_errors
 from google.api_core.retry import Retry
 

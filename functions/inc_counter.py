@@ -17,6 +17,7 @@ import uuid
 import functions_framework
 from google.api_core import exceptions as google_errors
 from google.api_core.retry import Retry, if_exception_type
+from google.cloud import pubsub_v1  # imported as the instance starts, not by its first request
 
 from common import check_request, env_int, error_reply, json_reply, log, page_from, project_id
 from visits import is_visit_id
@@ -39,8 +40,6 @@ NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it; 
 
 @functools.cache
 def publisher():
-    from google.cloud import pubsub_v1
-
     # The generated client under PublisherClient: one synchronous Publish call per visit. The
     # batching client would start a commit thread and a future for every message, and a visit is
     # a single message the request waits for anyway.
