@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, storepath
+from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, profiling, storepath
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -41,7 +41,7 @@ def test_a_record_is_refused_in_another_format_or_of_another_benchmark(tmp_path)
 
     with pytest.raises(VisitkitError, match="no benchmark.json"):
         hotpath.load(tmp_path)
-    with pytest.raises(VisitkitError, match="format 99, this kit reads 1"):
+    with pytest.raises(VisitkitError, match=f"format 99, this kit reads {hotpath.FORMAT}"):
         hotpath.load(folder_with({"format": 99, "benchmark": "hot-path"}))
     with pytest.raises(VisitkitError, match="format None"):
         hotpath.load(folder_with({"benchmark": "hot-path"}))
@@ -111,26 +111,43 @@ def test_the_store_path_writes_each_settings_file_and_its_drain(tmp_path, monkey
                                                                           "2.0,100,3"]
 
 
-def hot_path_record(noop_cpu_ms=0.41):
-    return {"format": 1, "benchmark": "hot-path", "machine": MACHINE, "locust": "2.47.0", "users": 32,
+def hot_path_record(noop_cpu_ms=0.40):
+    profile = lambda ours, server, google, interpreter: {  # noqa: E731
+        "samples": 1000, "shares": {profiling.OURS: ours, profiling.FRAMEWORK: server, profiling.GOOGLE: google,
+                                    profiling.INTERPRETER: interpreter},
+        "top_files": [[profiling.GOOGLE, "grpc/_channel.py", google], [profiling.OURS, "inc_counter.py", ours]]}
+    return {"format": 2, "benchmark": "hot-path", "machine": MACHINE, "locust": "2.47.0", "users": 32,
             "seconds": 30, "threads": 8,
-            "stack": {"rps": 783.4, "failures": 0, "cpu_ms_per_request": {"serve-page": 0.67, "inc-counter": 1.15},
+            "stack": {"rps": 783.4, "failures": 0, "cpu_ms_per_request": {"serve-page": 0.6, "inc-counter": 1.2},
                       "cpu_ms_per_visitor_request": {"HAProxy": 0.19, "Firestore emulator": 0.47, "serve-page": 0.22},
                       "store": {"accepted_per_s": 254.0, "stored_per_s": 128.0, "backlog_at_end": 3844,
-                                "converged_after_s": 8.6}},
-            "noop": {"rps": 2353.0, "failures": 1, "cpu_ms_per_request": noop_cpu_ms}}
+                                "converged_after_s": 8.6},
+                      "profile": {"serve-page": profile(0.0, 0.75, 0.0, 0.25), "inc-counter": profile(0.05, 0.3, 0.5, 0.15)}},
+            "noop": {"via_platform": {"rps": 1900.0, "failures": 1, "cpu_ms_per_request": noop_cpu_ms,
+                                      "profile": profile(0.0, 0.8, 0.0, 0.2)},
+                     "direct": {"rps": 2353.0, "failures": 0, "cpu_ms_per_request": 0.3, "profile": None}}}
 
 
-def test_the_hot_path_tables_put_the_stack_beside_the_no_op_function():
+def test_the_hot_path_tables_put_each_function_beside_the_no_op_reached_the_same_way():
     lines = hotpath.render(hot_path_record())
-    assert lines[2:5] == ["| whole local stack | 783 | 0 |", "| no-op functions-framework function | 2353 | 1 |",
-                          "| ratio (stack / no-op) | 0.33x | |"]
-    assert lines[8:11] == ["| serve-page | 0.67 |", "| inc-counter | 1.15 |", "| the no-op function | 0.41 |"]
+    assert lines[2:6] == ["| whole local stack | 783 | 0 |",
+                          "| no-op function, through the stack's HAProxy (a connection per request) | 1900 | 1 |",
+                          "| no-op function, direct (kept-alive connections) | 2353 | 0 |",
+                          "| ratio (stack / no-op through HAProxy) | 0.41x | |"]
+    # CPU split in the profile's proportions; the ratios against the no-op through HAProxy; our code's
+    # part added to the no-op's (inc-counter: 0.05 x 1.2 = 0.06 ms over 0.40 ms)
+    assert lines[9:13] == [
+        "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | 1.50x | 1.00x |",
+        "| inc-counter | 1.20 | 0.06 | 0.54 | 0.60 | 3.00x | 1.15x |",
+        "| no-op, through the stack's HAProxy | 0.40 | 0.00 | 0.40 | 0.00 | 1.00x | 1.00x |",
+        "| no-op, direct | 0.30 | n/a | n/a | n/a | 0.75x | n/a |"]
     # the parts by cost, most first, and their sum
     assert lines[-4:] == ["| Firestore emulator | 0.47 |", "| serve-page | 0.22 |", "| HAProxy | 0.19 |",
                           "| all parts (Locust apart) | 0.88 |"]
-    assert "| the no-op function | n/a |" in hotpath.render(hot_path_record(noop_cpu_ms=None))
-    assert hotpath.summary_lines(hot_path_record(), "x")[-1] == (
+    assert "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | n/a | n/a |" in hotpath.render(hot_path_record(noop_cpu_ms=None))
+    summary = hotpath.summary_lines(hot_path_record(), "x")
+    assert "| inc-counter | 1,000 | grpc/_channel.py (Google client libraries, 50%); inc_counter.py (our code, 5%) |" in summary
+    assert summary[-1] == (
         "store: accepted 254/s, stored 128/s during the load; backlog 3844 when it ended; counters converged 8.6 s "
         "after it")
 
@@ -165,32 +182,62 @@ def test_the_committed_folders_load_and_render(module):
 
 def cold_start_record(slowest_ms=900.0):
     figures = lambda first, imports: {"first_2xx_ms": first, "imports_ms": imports,  # noqa: E731
-                                      "rest_ms": round(first - imports, 1), "rss_mb_first": 80.0,
-                                      "rss_mb_after": 82.5, "failures": 0}
-    return {"format": 1, "benchmark": "cold-start", "machine": MACHINE, "repetitions": 5, "requests": 1000,
+                                      "rest_ms": round(first - imports, 1), "memory_mb_first": 80.0,
+                                      "memory_mb_after": 82.5, "failures": 0,
+                                      "imports_by_origin_ms": dict(zip(coldstart.IMPORT_ORIGINS, (1.0, 90.0, 0.0, 60.0)))}
+    return {"format": 2, "benchmark": "cold-start", "machine": MACHINE, "repetitions": 5, "requests": 1000,
             "threads": 8, "noop": figures(300.0, 200.0),
             "functions": {"serve-page": figures(450.0, 250.0), "store-inc-counter": figures(slowest_ms, 500.0)}}
 
 
 def test_the_cold_start_medians_split_the_time_to_the_first_answer_into_imports_and_the_rest():
-    starts = [{"first_2xx_ms": first, "imports_ms": imports, "rss_mb_first": rss, "rss_mb_after": rss + 1,
+    starts = [{"first_2xx_ms": first, "imports_ms": imports, "memory_mb_first": rss, "memory_mb_after": rss + 1,
                "failures": failures}
               for first, imports, rss, failures in [(500.0, 300.0, 70.0, 0), (400.0, 350.0, 60.0, 2),
                                                     (900.0, 100.0, 90.0, 1)]]
-    # the medians of each column apart; the rest is what the median of the imports leaves of the whole
+    # the medians of each column apart (memory after the load: the most); the rest is what the median of the
+    # imports leaves of the whole
     assert coldstart.median_split(starts) == {"first_2xx_ms": 500.0, "imports_ms": 300.0, "rest_ms": 200.0,
-                                              "rss_mb_first": 70.0, "rss_mb_after": 71.0, "failures": 3}
+                                              "memory_mb_first": 70.0, "memory_mb_after": 91.0, "failures": 3}
     assert coldstart.median_split(starts[:2])["first_2xx_ms"] == 450.0  # an even count: the middle two's mean
+
+
+def test_import_time_is_put_down_to_its_origin_and_the_standard_library_to_its_importer():
+    report = "\n".join([
+        "import time: self [us] | cumulative | imported package",
+        "import time:       200 |        200 | encodings",  # the interpreter's own start
+        "import time:       500 |        500 |     json.decoder",  # for gunicorn, which imported json
+        "import time:       100 |        600 |   json",
+        "import time:      1200 |       1800 | gunicorn",
+        "import time:       800 |        800 |     grpc._cython",
+        "import time:       300 |        300 |     asyncio",  # for google, which imported it
+        "import time:      3000 |       4100 |   google.cloud.firestore_v1",
+        "import time:       100 |       4200 | get_counter",
+        "some other line on stderr"])
+    assert coldstart.parse_importtime(report, {"get_counter", "common"}) == {
+        "our code": 0.1, "functions-framework, Flask, gunicorn": 1.8, "Google client libraries": 4.1,
+        coldstart.STDLIB: 0.2}
+
+
+def test_the_smallest_memory_tier_leaves_a_third_of_itself_free():
+    assert coldstart.smallest_tier(85.0) == 128  # 85.3 MiB is two thirds of 128
+    assert coldstart.smallest_tier(86.0) == 256
+    assert coldstart.smallest_tier(170.0) == 256 and coldstart.smallest_tier(171.0) == 512
 
 
 def test_the_cold_start_table_and_its_last_line_put_the_slowest_function_over_the_no_op():
     record = cold_start_record()
     assert coldstart.render(record) == [
-        "| function | ms to first 2xx | interpreter + imports ms | the rest ms | RSS MB at first answer "
-        "| RSS MB after 1,000 requests | x the no-op's time |", "|---|---:|---:|---:|---:|---:|---:|",
-        "| serve-page | 450 | 250 | 200 | 80.0 | 82.5 | 1.50x |",
-        "| store-inc-counter | 900 | 500 | 400 | 80.0 | 82.5 | 3.00x |",
-        "| no-op functions-framework function | 300 | 200 | 100 | 80.0 | 82.5 | 1.00x |"]
+        "| function | ms to first 2xx | interpreter + imports ms | the rest ms | memory MiB at first answer "
+        "| memory MiB after 1,000 requests (most) | smallest tier with a third free | x the no-op's time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| serve-page | 450 | 250 | 200 | 80.0 | 82.5 | 128 MiB | 1.50x |",
+        "| store-inc-counter | 900 | 500 | 400 | 80.0 | 82.5 | 128 MiB | 3.00x |",
+        "| no-op functions-framework function | 300 | 200 | 100 | 80.0 | 82.5 | 128 MiB | 1.00x |", "",
+        "| imports' own time, ms (-X importtime) | our code | functions-framework, Flask, gunicorn "
+        f"| Google client libraries | {coldstart.STDLIB} |", "|---|---:|---:|---:|---:|",
+        "| serve-page | 1 | 90 | 0 | 60 |", "| store-inc-counter | 1 | 90 | 0 | 60 |",
+        "| no-op functions-framework function | 1 | 90 | 0 | 60 |"]
     assert coldstart.summary_lines(record, "x")[-1] == "cold start, slowest function / no-op: 3.00x"
     # the slowest function, whichever row it is in
     assert coldstart.summary_lines(cold_start_record(slowest_ms=301.0), "x")[-1] == (
@@ -200,20 +247,23 @@ def test_the_cold_start_table_and_its_last_line_put_the_slowest_function_over_th
 def test_the_cold_start_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
     def start(target, repetition, first):
         return {"target": target, "repetition": repetition, "first_2xx_ms": first, "imports_ms": 100.0,
-                "rss_mb_first": 50.0, "rss_mb_after": 51.0, "failures": 0}
+                "memory_mb_first": 50.0, "memory_mb_after": 51.0, "failures": 0}
 
-    monkeypatch.setattr(coldstart, "measure", lambda functions, repetitions, requests: [
+    origins = {target: dict.fromkeys(coldstart.IMPORT_ORIGINS, ours) for target, ours in (("no-op", 0.0),
+                                                                                          ("get-counter", 1.0))}
+    monkeypatch.setattr(coldstart, "measure", lambda functions, repetitions, requests, threads: ([
         start("no-op", 1, 200.0), start("no-op", 2, 300.0), start("get-counter", 1, 700.0),
-        start("get-counter", 2, 500.0)])
+        start("get-counter", 2, 500.0)], origins))
     folder, record = coldstart.benchmark(["get-counter"], 2, 10, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "cold-start-20261123-135950" and coldstart.load(folder) == record
     assert (record["noop"]["first_2xx_ms"], list(record["functions"])) == (250.0, ["get-counter"])
     assert record["functions"]["get-counter"]["rest_ms"] == 500.0
+    assert record["functions"]["get-counter"]["imports_by_origin_ms"] == origins["get-counter"]
     assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 4  # every start, the medians' source
     assert benchfolder.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
     with pytest.raises(VisitkitError, match="a cold-start benchmark, not hot-path"):
         hotpath.load(folder)
-    record["format"] = 2
+    record["format"] = 1
     (folder / "benchmark.json").write_text(json.dumps(record))
-    with pytest.raises(VisitkitError, match="format 2, this kit reads 1"):
+    with pytest.raises(VisitkitError, match="format 1, this kit reads 2"):
         coldstart.load(folder)

@@ -19,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder
-from visitkit.twin import resources
+from visitkit.benchmarks import benchfolder, profiling
+from visitkit.twin import haproxy, resources
+from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 from visitkit.catalogue import FUNCTIONS
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
@@ -28,11 +29,12 @@ from visitkit.predict import PUBLIC
 from visitkit.settings import parse_settings
 from visitkit.twin.stack import LocalStack
 
-FORMAT = 1
+FORMAT = 2  # 2: the no-op measured through the stack's HAProxy and directly; profiles
 KIND = "hot-path"
 NOOP_SOURCE = Path(__file__).with_name("noop") / "main.py"
 THREADS = 8
 DEFAULT_USERS, DEFAULT_SECONDS = 32, 30
+NOOP_ROWS = {"via_platform": "no-op, through the stack's HAProxy", "direct": "no-op, direct"}
 
 
 def bench_settings(threads=THREADS):
@@ -53,6 +55,18 @@ def locust_rps(base_url, users, seconds, csv_prefix, logfile):
     with open(f"{csv_prefix}_stats.csv", newline="") as f:
         aggregated = next(row for row in csv.DictReader(f) if row["Name"] == "Aggregated")
     return float(aggregated["Requests/s"]), int(aggregated["Failure Count"])
+
+
+def profiled_pass(pids, url, users, seconds, folder, scratch):
+    """The same load once more with py-spy watching each process ({name: pid}), apart from the measured
+    pass because py-spy takes CPU from the same cores; {name: its profile's summary, or None}."""
+    raw = {name: folder / f"profile-{name}.txt" for name in pids}
+    profilers = [profiling.start(pid, seconds, raw[name]) for name, pid in pids.items()]
+    locust_rps(url, users, seconds, Path(scratch) / "profiled-locust", Path(scratch) / "profiled-locust.log")
+    for profiler in profilers:
+        profiler.wait(timeout=60)
+    return {name: profiling.summarize(path.read_text(errors="replace")) if path.exists() else None
+            for name, path in raw.items()}
 
 
 def measure_stack(users, seconds, folder, threads=THREADS):
@@ -88,37 +102,70 @@ def measure_stack(users, seconds, folder, threads=THREADS):
         ended = time.monotonic()
         converged = wait_until(lambda: stack.sample()["store"]["backlog"] <= 0, timeout=300, interval=0.5)
         store["converged_after_s"] = round(time.monotonic() - ended, 1) if converged else None
+        profile = profiled_pass({name: pid for name, (pid,) in groups().items() if name in FUNCTIONS},
+                                stack.base_url, users, seconds, folder, stack.state_dir)
         return {"rps": round(rps, 1), "failures": failures, "cpu_ms_per_request": cpu_ms,
-                "cpu_ms_per_visitor_request": per_visitor_request, "store": store}
+                "cpu_ms_per_visitor_request": per_visitor_request, "store": store, "profile": profile}
     finally:
         stack.down()
 
 
+def noop_front_end(noop_port, state_dir):
+    """HAProxy in front of the no-op function with the local stack's own configuration (every
+    function's path and limits, a connection per request), so the no-op is reached as the functions
+    are; returns (its process, its URL)."""
+    port = free_port()
+    errorfile, config = Path(state_dir) / "429.http", Path(state_dir) / "haproxy.cfg"
+    errorfile.write_text(haproxy.TOO_MANY_REQUESTS)
+    config.write_text(haproxy.render_config(
+        public_port=port, push_port=free_port(), stats_address=f"127.0.0.1:{free_port()}", errorfile_path=errorfile,
+        instances={name: [noop_port] for name in FUNCTIONS}, settings=bench_settings(), queue_timeout=QUEUE_TIMEOUT_S))
+    process = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    return process, f"http://127.0.0.1:{port}"
+
+
 def measure_noop(users, seconds, folder, threads=THREADS):
-    """One no-op functions-framework server's figures with `threads` threads: RPS, failures, CPU ms per
-    request; its raw files into `folder`."""
+    """One no-op functions-framework server with `threads` threads, under the same load twice: through
+    the local stack's HAProxy configuration (as the functions are reached: `via_platform`) and
+    directly, on kept-alive connections (`direct`). Each: RPS, failures, CPU ms per request, the
+    profile's shares; raw files into `folder`."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
                                str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
                               env={**os.environ, "THREADS": str(threads)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    front_end = None
     try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http_status(url) is not None, timeout=30)
-        sampler = resources.ProcessSampler(lambda: {"no-op": [server.pid]})  # its own process group
-        sampler.sample()
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="bench-noop-") as logs:
-            rps, failures = locust_rps(url, users, seconds, folder / "noop-locust", Path(logs) / "locust.log")
-        used, elapsed = sampler.sample(), time.monotonic() - started
-        (folder / "noop-samples.json").write_text(json.dumps({"seconds": elapsed, "cpu": used}, indent=2) + "\n")
-        requests = rps * seconds
-        cpu_ms = used["no-op"]["cpu_percent"] / 100 * elapsed * 1000 / requests if requests else None
-        return {"rps": round(rps, 1), "failures": failures,
-                "cpu_ms_per_request": round(cpu_ms, 3) if cpu_ms is not None else None}
+        wait_until(lambda: http_status(f"http://127.0.0.1:{port}") is not None, timeout=30)
+        with tempfile.TemporaryDirectory(prefix="bench-noop-") as scratch:
+            front_end, front_url = noop_front_end(port, scratch)
+            wait_until(lambda: http_status(front_url + "/app") is not None, timeout=30)
+            figures = {"via_platform": measure_one_noop(server.pid, front_url, users, seconds, folder, "noop", scratch,
+                                                             profile_it=True)}
+            front_end.kill()
+            figures["direct"] = measure_one_noop(server.pid, f"http://127.0.0.1:{port}", users, seconds, folder,
+                                                 "noop-direct", scratch, profile_it=False)
+        return figures
     finally:
-        server.kill()
-        server.wait()
+        for process in (front_end, server):
+            if process is not None:
+                process.kill()
+                process.wait()
+
+
+def measure_one_noop(pid, url, users, seconds, folder, name, scratch, profile_it):
+    sampler = resources.ProcessSampler(lambda: {"no-op": [pid]})  # its own process group
+    sampler.sample()
+    started = time.monotonic()
+    rps, failures = locust_rps(url, users, seconds, folder / f"{name}-locust", Path(scratch) / f"{name}-locust.log")
+    used, elapsed = sampler.sample(), time.monotonic() - started
+    profile = profiled_pass({name: pid}, url, users, seconds, folder, scratch)[name] if profile_it else None
+    (folder / f"{name}-samples.json").write_text(json.dumps({"seconds": elapsed, "cpu": used}, indent=2) + "\n")
+    requests = rps * seconds
+    cpu_ms = used["no-op"]["cpu_percent"] / 100 * elapsed * 1000 / requests if requests else None
+    return {"rps": round(rps, 1), "failures": failures,
+            "cpu_ms_per_request": round(cpu_ms, 3) if cpu_ms is not None else None, "profile": profile}
 
 
 def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR,
@@ -139,22 +186,69 @@ def load(folder):
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def render(record):
-    """The Markdown tables of a record: RPS side by side, CPU ms per request per function, and per
-    visitor request per part of the stack (the most expensive first)."""
+def cpu_by_origin(cpu_ms, profile):
+    """CPU ms per request put down to our code, the server (functions-framework, Flask, gunicorn and
+    the interpreter under them) and Google's client libraries, in the profile's proportions."""
+    shares = (profile or {}).get("shares") or {}
+    if cpu_ms is None or not shares:
+        return None
+    return {"ours": cpu_ms * shares[profiling.OURS],
+            "server": cpu_ms * (shares[profiling.FRAMEWORK] + shares[profiling.INTERPRETER]),
+            "google": cpu_ms * shares[profiling.GOOGLE]}
+
+
+def cpu_rows(record):
+    """[(row name, CPU ms per request, its split by origin or None)]: the functions, then the no-op
+    reached both ways."""
     stack, noop = record["stack"], record["noop"]
+    rows = [(name, value, cpu_by_origin(value, (stack.get("profile") or {}).get(name)))
+            for name, value in stack["cpu_ms_per_request"].items()]
+    for key, label in NOOP_ROWS.items():
+        rows.append((label, noop[key]["cpu_ms_per_request"],
+                     cpu_by_origin(noop[key]["cpu_ms_per_request"], noop[key].get("profile"))))
+    return rows
+
+
+def render(record):
+    """The Markdown tables of a record: RPS side by side; CPU ms per request per function, split by
+    origin and against the no-op reached as the functions are; and per visitor request per part of
+    the stack (the most expensive first)."""
+    stack, noop = record["stack"], record["noop"]
+    yardstick = noop["via_platform"]
+    fmt = lambda value, unit="": "n/a" if value is None else f"{value:.2f}{unit}"  # noqa: E731
     lines = ["| target | RPS | failures |", "|---|---:|---:|",
              f"| whole local stack | {stack['rps']:.0f} | {stack['failures']} |",
-             f"| no-op functions-framework function | {noop['rps']:.0f} | {noop['failures']} |",
-             f"| ratio (stack / no-op) | {stack['rps'] / noop['rps']:.2f}x | |", "",
-             "| function | CPU ms per request |", "|---|---:|"]
-    lines += [f"| {name} | {value:.2f} |" for name, value in stack["cpu_ms_per_request"].items()]
-    noop_cpu_ms = noop["cpu_ms_per_request"]
-    lines += [f"| the no-op function | {'n/a' if noop_cpu_ms is None else f'{noop_cpu_ms:.2f}'} |"]
+             f"| no-op function, through the stack's HAProxy (a connection per request) | {yardstick['rps']:.0f} | "
+             f"{yardstick['failures']} |",
+             f"| no-op function, direct (kept-alive connections) | {noop['direct']['rps']:.0f} | "
+             f"{noop['direct']['failures']} |",
+             f"| ratio (stack / no-op through HAProxy) | {stack['rps'] / yardstick['rps']:.2f}x | |", "",
+             "| function | CPU ms per request | our code | server (functions-framework, Flask, gunicorn) "
+             "| Google client libraries | x the no-op's | x the no-op's, our code added to it |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    base = yardstick["cpu_ms_per_request"]
+    for name, value, split in cpu_rows(record):
+        ratio = value / base if value is not None and base else None
+        alone = (base + split["ours"]) / base if split and base else None
+        lines.append(f"| {name} | {fmt(value)} | {fmt(split and split['ours'])} | {fmt(split and split['server'])} | "
+                     f"{fmt(split and split['google'])} | {fmt(ratio, 'x')} | {fmt(alone, 'x')} |")
     per_visitor_request = stack["cpu_ms_per_visitor_request"]
     lines += ["", "| part of the local stack | CPU ms per visitor request |", "|---|---:|"]
     lines += [f"| {part} | {value:.2f} |" for part, value in sorted(per_visitor_request.items(), key=lambda kv: -kv[1])]
     lines += [f"| all parts (Locust apart) | {sum(per_visitor_request.values()):.2f} |"]
+    return lines
+
+
+def profile_lines(record):
+    """Each profile's files with the most samples: where the CPU of each function goes."""
+    profiles = {**(record["stack"].get("profile") or {}),
+                **{label: record["noop"][key].get("profile") for key, label in NOOP_ROWS.items()}}
+    lines = ["| profile | samples | files with the most samples (origin, share of the samples) |", "|---|---:|---|"]
+    for name, profile in profiles.items():
+        if not profile:
+            continue
+        top = "; ".join(f"{file} ({origin}, {share:.0%})" for origin, file, share in profile["top_files"])
+        lines.append(f"| {name} | {profile['samples']:,} | {top} |")
     return lines
 
 
@@ -164,8 +258,10 @@ def summary_lines(record, name):
     return [f"# Hot path ({name})", "",
             f"The study's visitor mix, {record['users']} users with no think time, {record['seconds']} s each, "
             f"against the whole local stack (every function 1 instance x {record['threads']} threads) and then a "
-            f"no-op functions-framework function ({machine['processor']}, {machine['cores']} cores, Locust "
-            f"{record['locust']} on the same cores).", "", *render(record), "",
+            f"no-op functions-framework function, through the stack's HAProxy configuration and directly "
+            f"({machine['processor']}, {machine['cores']} cores, Locust {record['locust']} on the same cores). "
+            "CPU is split by origin in the proportions of py-spy's samples of each process (profile-*.txt).",
+            "", *render(record), "", *profile_lines(record), "",
             f"store: accepted {store['accepted_per_s']:.0f}/s, stored {store['stored_per_s']:.0f}/s during the load; "
             f"backlog {store['backlog_at_end']} when it ended; counters converged "
             + (f"{converged:.1f} s after it" if converged is not None else "NOT within 300 s")]
