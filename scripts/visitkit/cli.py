@@ -125,7 +125,8 @@ def bench_command(args):
     elif args.benchmark == "cold-start":
         from visitkit.benchmarks import coldstart as module
 
-        folder, record = module.benchmark(**given(repetitions=args.repetitions, requests=args.requests))
+        folder, record = module.benchmark(**given(repetitions=args.repetitions, requests=args.requests,
+                                                  threads=args.threads))
     else:
         from visitkit.benchmarks import storepath as module
         from visitkit.twin.profile import load_profile
@@ -321,8 +322,11 @@ def parser():
     bench.add_argument("--repetitions", type=int,
                        help=f"cold-start: starts per function (default {coldstart.DEFAULT_REPETITIONS})")
     bench.add_argument("--requests", type=int,
-                       help="cold-start: sequential requests after the first answer, before the second memory "
-                            f"reading (default {coldstart.DEFAULT_REQUESTS:,})")
+                       help="cold-start: requests after the first answer, as many at once as the instance has "
+                            f"threads, before the second memory reading (default {coldstart.DEFAULT_REQUESTS:,})")
+    bench.add_argument("--threads", type=int,
+                       help="cold-start: each started instance's threads, the requests it serves at once "
+                            f"(default {coldstart.DEFAULT_THREADS}, iteration 4's concurrency)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
     docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(

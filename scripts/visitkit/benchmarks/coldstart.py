@@ -4,13 +4,16 @@ the platform starts it, several times, and timed from its process start to its f
 a real request of that function. Each time is split into (a) the interpreter and imports: an
 import-only process that loads functions/main.py and looks the entry point up as functions-framework
 does (create_app), timed from its start to that, and (b) the rest: the server's start, client
-creation and the first backend call. Also the instance's resident memory right after its first
-answer and after N sequential requests. Reports medians per function and the slowest function's
-time to its first 2xx as a multiple of the no-op's.
+creation and the first backend call. Also the instance's memory (see memory_mb) right after its
+first answer and after N requests sent over as many connections as it has threads, and the
+smallest Cloud Run memory tier that leaves a third of itself free above the most any start used.
+Reports medians per function and the slowest function's time to its first 2xx as a multiple of the
+no-op's.
 
 `benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and starts.csv (every start's figures, the medians' source).
 """
+import concurrent.futures
 import csv
 import datetime
 import http.client
@@ -27,7 +30,7 @@ from types import SimpleNamespace
 
 import psutil
 
-from visitkit.benchmarks import benchfolder, hotpath
+from visitkit.benchmarks import benchfolder, hotpath, profiling
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PAGE_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION, READER_FUNCTION
 from visitkit.errors import VisitkitError
 from visitkit.net import free_port
@@ -35,10 +38,15 @@ from visitkit.paths import ROOT
 from visitkit.twin import push
 from visitkit.twin.stack import FUNCTIONS_SOURCE, PROJECT, SUBSCRIPTION, LocalStack, function_command
 
-FORMAT = 1
+FORMAT = 2  # 2: each target's import time by origin
 KIND = "cold-start"
 NOOP = "no-op"
 DEFAULT_REPETITIONS, DEFAULT_REQUESTS = 5, 1000
+DEFAULT_THREADS = 80  # iteration 4's concurrency: the most requests an instance of the iterations holds at once
+# Cloud Run's memory tiers in MiB, and the share of a tier a function should leave free: its peak
+# grows with requests in flight and with the files it writes (the file system is in memory).
+MEMORY_TIERS_MIB = (128, 256, 512, 1024, 2048, 4096, 8192)
+HEADROOM = 1 / 3
 WARM_UP_REQUESTS = 5  # per function through the stack, so the emulators have served each kind of call
 FIRST_ANSWER_TIMEOUT = 60
 # What functions-framework does before it serves: import the source and look the entry point up;
@@ -47,7 +55,7 @@ IMPORT_ONLY = ("import os, sys, time, functions_framework; functions_framework.c
                "print(time.monotonic(), flush=True); os._exit(0)")
 CALLS = {PAGE_FUNCTION: ("GET", "?view=home"), READER_FUNCTION: ("GET", "?visit_type=home"),
          PUBLISHER_FUNCTION: ("POST", "?visit_type=home")}  # the public functions' requests
-FIELDS = ("target", "repetition", "first_2xx_ms", "imports_ms", "rss_mb_first", "rss_mb_after", "failures")
+FIELDS = ("target", "repetition", "first_2xx_ms", "imports_ms", "memory_mb_first", "memory_mb_after", "failures")
 
 
 def noop_command(port):
@@ -93,11 +101,27 @@ def environment_of(pid):
     return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
 
 
-def rss_mb(pid):
-    """Resident memory of a process and its children (gunicorn's master and its worker), summed:
-    pages they share count twice."""
+def memory_mb(pid):
+    """Memory of an instance, its process and its children (gunicorn's master and worker), in MiB,
+    as its container alone would hold it: the largest process's resident set, and what each other
+    process holds that no other does (its unique set; the rest it shares with the first, forked
+    from the same master). Library pages this machine's other processes share count in full."""
     root = psutil.Process(pid)
-    return sum(p.memory_info().rss for p in (root, *root.children(recursive=True))) / 2 ** 20
+    figures = sorted((p.memory_full_info() for p in (root, *root.children(recursive=True))), key=lambda m: -m.rss)
+    return (figures[0].rss + sum(m.uss for m in figures[1:])) / 2 ** 20
+
+
+def smallest_tier(memory_mib):
+    """The smallest memory tier (MiB) that leaves HEADROOM of itself free above `memory_mib`."""
+    return next(tier for tier in MEMORY_TIERS_MIB if memory_mib <= tier * (1 - HEADROOM))
+
+
+def send_at_once(connections, target, requests):
+    """`requests` requests of `target` over the given kept-alive connections at once; how many were not 2xx."""
+    share = [requests // len(connections) + (i < requests % len(connections)) for i in range(len(connections))]
+    with concurrent.futures.ThreadPoolExecutor(len(connections)) as pool:
+        return sum(pool.map(lambda args: sum(not ok(send(args[0], target)) for _ in range(args[1])),
+                            zip(connections, share)))
 
 
 def import_seconds(target, source, env):
@@ -108,9 +132,51 @@ def import_seconds(target, source, env):
     return float(done) - started
 
 
-def one_start(target, command, env, requests):
-    """One cold start of an instance: seconds to its first 2xx, its RSS then and after `requests`
-    more sequential requests, and how many of those were not 2xx."""
+STDLIB = "the interpreter (standard library modules no package asked for)"
+IMPORT_ORIGINS = (profiling.OURS, profiling.FRAMEWORK, profiling.GOOGLE, STDLIB)
+
+
+def module_origin(module, own_modules):
+    """A module's origin, or None for the standard library (whoever imported it decides)."""
+    top = module.strip().split(".")[0]
+    if top in own_modules:
+        return profiling.OURS
+    if top in profiling.FRAMEWORK_PACKAGES:
+        return profiling.FRAMEWORK
+    if top in sys.stdlib_module_names or top.startswith("_"):
+        return None
+    return profiling.GOOGLE  # the functions import nothing else: a client library or one of their dependencies
+
+
+def parse_importtime(stderr, own_modules):
+    """{origin: ms} of the imports' own time (each module's self time) in `python -X importtime`'s
+    report; a standard-library module counts for the package that first imported it. The report
+    lists a module after the modules it imported, indented two spaces deeper, so read backwards
+    each module comes before its imports."""
+    totals = dict.fromkeys(IMPORT_ORIGINS, 0.0)
+    importer = {}  # depth -> origin of the module last seen at that depth (reading backwards)
+    for line in reversed(stderr.splitlines()):
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _, name = line.removeprefix("import time:").split("|", 2)
+        depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
+        origin = module_origin(name, own_modules) or importer.get(depth - 1) or STDLIB
+        importer[depth] = origin
+        totals[origin] += int(self_us) / 1000
+    return {origin: round(ms, 1) for origin, ms in totals.items()}
+
+
+def import_origins(target, source, env):
+    """One import-only process under -X importtime: its imports' time by origin."""
+    own = {path.stem for path in Path(source).parent.glob("*.py")}
+    report = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT_ONLY, target, str(source)], env=env,
+                            cwd=ROOT, check=True, capture_output=True, text=True, timeout=FIRST_ANSWER_TIMEOUT).stderr
+    return parse_importtime(report, own)
+
+
+def one_start(target, command, env, requests, threads):
+    """One cold start of an instance: seconds to its first 2xx, its memory then and after `requests`
+    more requests over as many connections as it has threads, and how many of those were not 2xx."""
     port = free_port()
     started = time.monotonic()
     server = subprocess.Popen(command(port), env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
@@ -124,10 +190,13 @@ def one_start(target, command, env, requests):
                 raise VisitkitError(f"{target}: no 2xx answer within {FIRST_ANSWER_TIMEOUT} s of its start")
             time.sleep(0.005)
         first = time.monotonic() - started
-        rss_first = rss_mb(server.pid)
-        failures = sum(not ok(send(connection, target)) for _ in range(requests))
-        connection.close()
-        return first, rss_first, rss_mb(server.pid), failures
+        memory_first = memory_mb(server.pid)
+        connections = [connection, *(http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                                     for _ in range(threads - 1))]
+        failures = send_at_once(connections, target, requests)  # every thread of the instance busy
+        for each in connections:
+            each.close()
+        return first, memory_first, memory_mb(server.pid), failures
     finally:
         os.killpg(server.pid, 9)
         server.wait()
@@ -155,56 +224,60 @@ def median_split(starts):
     first = statistics.median(s["first_2xx_ms"] for s in starts)
     imports = statistics.median(s["imports_ms"] for s in starts)
     return {"first_2xx_ms": round(first, 1), "imports_ms": round(imports, 1), "rest_ms": round(first - imports, 1),
-            "rss_mb_first": round(statistics.median(s["rss_mb_first"] for s in starts), 1),
-            "rss_mb_after": round(statistics.median(s["rss_mb_after"] for s in starts), 1),
+            "memory_mb_first": round(statistics.median(s["memory_mb_first"] for s in starts), 1),
+            "memory_mb_after": round(max(s["memory_mb_after"] for s in starts), 1),  # the peak sizes the tier
             "failures": sum(s["failures"] for s in starts)}
 
 
-def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS):
+def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS, threads=DEFAULT_THREADS):
     """Every start of each function's extra instance and of the no-op's: [{FIELDS}]."""
     stack = LocalStack(tempfile.mkdtemp(prefix="bench-cold-start-"))
     stack.up(hotpath.bench_settings(), port=0)
     try:
         host, starts = stack.base_url.removeprefix("http://"), []
-        targets = {NOOP: (noop_command, {**os.environ, "THREADS": str(hotpath.THREADS)}, hotpath.NOOP_SOURCE)}
+        targets = {NOOP: (noop_command, {**os.environ, "THREADS": str(threads)}, hotpath.NOOP_SOURCE)}
         for function in functions:
             warm = http.client.HTTPConnection(stack.state()["push_url"].removeprefix("http://")
                                               if function == PUSH_FUNCTION else host, timeout=10)
             if not all(ok(send(warm, function)) for _ in range(WARM_UP_REQUESTS)):
                 raise VisitkitError(f"{function}: the warm stack does not answer it with a 2xx")
             warm.close()
-            env = environment_of(stack.instance_pid(f"{function}-0"))
+            env = {**environment_of(stack.instance_pid(f"{function}-0")), "THREADS": str(threads)}
             targets[function] = (lambda port, f=function: function_command(f, port), env, FUNCTIONS_SOURCE)
         settle(stack)
         for target, (command, env, source) in targets.items():
             for repetition in range(1, repetitions + 1):
-                first, rss_first, rss_after, failures = one_start(target, command, env, requests)
+                first, memory_first, memory_after, failures = one_start(target, command, env, requests, threads)
                 settle(stack)
                 entry_point = "noop" if target == NOOP else CATALOGUE[target].entry_point
                 imports = import_seconds(entry_point, source, env)
                 starts.append({"target": target, "repetition": repetition, "first_2xx_ms": round(first * 1000, 1),
-                               "imports_ms": round(imports * 1000, 1), "rss_mb_first": round(rss_first, 1),
-                               "rss_mb_after": round(rss_after, 1), "failures": failures})
-        return starts
+                               "imports_ms": round(imports * 1000, 1), "memory_mb_first": round(memory_first, 1),
+                               "memory_mb_after": round(memory_after, 1), "failures": failures})
+        origins = {target: import_origins("noop" if target == NOOP else CATALOGUE[target].entry_point, source, env)
+                   for target, (_, env, source) in targets.items()}
+        return starts, origins
     finally:
         stack.down()
 
 
 def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS,
-              out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
-    """Cold starts of each function and of the no-op function; returns (results folder, record)."""
+              threads=DEFAULT_THREADS, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
+    """Cold starts of each function and of the no-op function, each instance with `threads` threads;
+    returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
-        starts = measure(functions, repetitions, requests)
+        starts, origins = measure(functions, repetitions, requests, threads)
         with open(folder / "starts.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, FIELDS)
             writer.writeheader()
             writer.writerows(starts)
-        targets = {target: median_split([s for s in starts if s["target"] == target])
+        targets = {target: {**median_split([s for s in starts if s["target"] == target]),
+                            "imports_by_origin_ms": origins[target]}
                    for target in dict.fromkeys(s["target"] for s in starts)}
         record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "repetitions": repetitions, "requests": requests,
-                  "threads": hotpath.THREADS, "noop": targets.pop(NOOP), "functions": targets}
+                  "threads": threads, "noop": targets.pop(NOOP), "functions": targets}
         benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
 
@@ -221,12 +294,18 @@ def slowest_over_noop(record):
 def render(record):
     """The Markdown table of a record: one row per function and the no-op's, medians."""
     noop = record["noop"]["first_2xx_ms"]
-    lines = [f"| function | ms to first 2xx | interpreter + imports ms | the rest ms | RSS MB at first answer "
-             f"| RSS MB after {record['requests']:,} requests | x the no-op's time |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| function | ms to first 2xx | interpreter + imports ms | the rest ms | memory MiB at first answer "
+             f"| memory MiB after {record['requests']:,} requests (most) | smallest tier with a third free "
+             "| x the no-op's time |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     rows = [*record["functions"].items(), ("no-op functions-framework function", record["noop"])]
     lines += [f"| {name} | {f['first_2xx_ms']:.0f} | {f['imports_ms']:.0f} | {f['rest_ms']:.0f} "
-              f"| {f['rss_mb_first']:.1f} | {f['rss_mb_after']:.1f} | {f['first_2xx_ms'] / noop:.2f}x |"
+              f"| {f['memory_mb_first']:.1f} | {f['memory_mb_after']:.1f} | {smallest_tier(f['memory_mb_after'])} MiB "
+              f"| {f['first_2xx_ms'] / noop:.2f}x |"
+              for name, f in rows]
+    lines += ["", "| imports' own time, ms (-X importtime) | " + " | ".join(IMPORT_ORIGINS) + " |",
+              "|---|" + "---:|" * len(IMPORT_ORIGINS)]
+    lines += [f"| {name} | " + " | ".join(f"{f['imports_by_origin_ms'][o]:.0f}" for o in IMPORT_ORIGINS) + " |"
               for name, f in rows]
     return lines
 
@@ -242,6 +321,7 @@ def summary_lines(record, name):
             *render(record), "",
             "interpreter + imports: an import-only process loading functions/main.py and looking the entry point "
             "up (functions-framework's create_app), from its start to that; the rest: the server's start, client creation "
-            "and the first backend call. RSS: the instance's processes (gunicorn's master and worker) summed, "
-            f"shared pages counted twice; {failures} of the requests after the first answer were not 2xx.", "",
+            "and the first backend call. Memory: the largest of the instance's processes (gunicorn's master and "
+            f"worker) resident, plus what the other holds alone, the {record['requests']:,} requests sent over {record['threads']} connections "
+            f"at once; {failures} of them were not 2xx.", "",
             f"cold start, slowest function / no-op: {slowest_over_noop(record):.2f}x"]
