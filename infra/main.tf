@@ -13,9 +13,18 @@ locals {
 
   base_url = "https://${var.region}-${var.project_id}.cloudfunctions.net"
 
+  # edge_protection puts a load balancer in front of the public functions (below): visitors then
+  # reach them on its address, over HTTPS on edge_protection.domain when set, plain HTTP otherwise.
+  edge       = var.edge_protection.enabled
+  edge_https = local.edge && var.edge_protection.domain != ""
+  public_base_url = !local.edge ? local.base_url : (
+    local.edge_https ? "https://${var.edge_protection.domain}" : "http://${one(google_compute_global_address.edge[*].address)}"
+  )
+
   # Known before anything exists, so serve-page can point at its siblings
-  # without a dependency on their resources (the same for_each block).
-  function_urls = { for key, name in local.deployed_names : key => "${local.base_url}/${name}" }
+  # without a dependency on their resources (the same for_each block); behind the load balancer,
+  # its address (which depends on no function).
+  function_urls = { for key, name in local.deployed_names : key => "${local.public_base_url}/${name}" }
 
   # All functions live in one main.py and share one environment, but for THREADS and the public
   # functions' CORS_ALLOWED_ORIGINS (below).
@@ -55,7 +64,7 @@ locals {
 
   # Every API a resource below needs. cloudresourcemanager serves the project's IAM policy and
   # data.google_project; it is off in some new projects.
-  services = toset([
+  services = toset(concat([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
@@ -69,7 +78,10 @@ locals {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "storage.googleapis.com",
-  ])
+    ],
+    # The load balancer, Cloud Armor and the address are Compute Engine resources.
+    local.edge ? ["compute.googleapis.com"] : [],
+  ))
 
   # Pub/Sub's service agent: it pushes to store-inc-counter (with the push account's OIDC
   # token) and moves failed messages to the dead-letter topic.
@@ -282,7 +294,7 @@ resource "google_storage_bucket_object" "functions" {
 # --- Functions -----------------------------------------------------------------
 
 resource "google_cloudfunctions2_function" "this" {
-  # checkov:skip=CKV_GCP_124: serve-page, get-counter and inc-counter are the public website (ALLOW_ALL by design); store-inc-counter is ALLOW_INTERNAL_ONLY.
+  # checkov:skip=CKV_GCP_124: serve-page, get-counter and inc-counter are the public website (ALLOW_ALL, or ALLOW_INTERNAL_AND_GCLB behind edge_protection's load balancer); store-inc-counter is ALLOW_INTERNAL_ONLY.
   for_each = var.functions
 
   project     = var.project_id
@@ -315,7 +327,9 @@ resource "google_cloudfunctions2_function" "this" {
     service_account_email            = google_service_account.function[each.key].email
     all_traffic_on_latest_revision   = true
     # Pub/Sub's pushes from the same project to the run.app URL count as internal traffic.
-    ingress_settings = contains(local.public_functions, each.key) ? "ALLOW_ALL" : "ALLOW_INTERNAL_ONLY"
+    # Behind edge_protection's load balancer the public functions take only its traffic (and
+    # internal), so nothing reaches them around its rate limit.
+    ingress_settings = !contains(local.public_functions, each.key) ? "ALLOW_INTERNAL_ONLY" : (local.edge ? "ALLOW_INTERNAL_AND_GCLB" : "ALLOW_ALL")
   }
 
   lifecycle {
@@ -697,4 +711,223 @@ resource "google_monitoring_alert_policy" "failed_deliveries" {
   }
 
   depends_on = [google_project_service.this, google_logging_metric.store_deliveries]
+}
+
+# --- Edge protection (edge_protection.enabled) ---------------------------------------
+#
+# A sketch of what caps abuse beyond max_instances: a global external Application Load Balancer
+# (load_balancing_scheme EXTERNAL_MANAGED) whose backends are serverless NEGs, one per public
+# function, each backend service carrying a Cloud Armor security policy that rate-limits per client
+# IP. Google's documentation this relies on:
+# - A serverless NEG of type Cloud Run "supports Cloud Run and Cloud Run functions (2nd gen)" (the
+#   cloud_function type is for 1st gen), behind the global external Application Load Balancer:
+#   https://cloud.google.com/load-balancing/docs/negs/serverless-neg-concepts
+# - "Cloud Armor also protects serverless NEGs when traffic is routed through a load balancer";
+#   traffic that bypasses it is kept out by the ingress setting:
+#   https://cloud.google.com/armor/docs/security-policy-overview. A 2nd gen function's
+#   ingress_settings takes ALLOW_INTERNAL_AND_GCLB ("Allow HTTP traffic from private VPC sources
+#   and through GCLB"), and "all network ingress paths are subject to the service's ingress
+#   setting" (https://cloud.google.com/run/docs/securing/ingress).
+# - "Cloud Armor applies the rate limiting threshold to each associated backend": the limit holds
+#   per client IP and per function, not across the three
+#   (https://cloud.google.com/armor/docs/rate-limiting-overview). "When you configure a rule with a
+#   rate-based ban action, you can't change it to a throttle action later" (same page): throttle
+#   is the default for that reason.
+# - A backend service with serverless NEG backends takes no health check ("A backend service
+#   cannot have a healthcheck with Serverless network endpoint group backends.") and no timeout
+#   ("Timeout sec is not supported for a backend service with Serverless network endpoint
+#   groups."), the API's errors recorded in
+#   https://github.com/hashicorp/terraform-provider-google/issues/7311 and
+#   https://github.com/terraform-google-modules/terraform-google-lb-http/pull/358: the function's
+#   own timeout_seconds bounds a request.
+# Not applied against Google Cloud from here (README.md says what a live run has to settle).
+
+resource "google_compute_region_network_endpoint_group" "edge" {
+  for_each = local.edge ? local.public_functions : toset([])
+
+  project               = var.project_id
+  name                  = "visitkit-${local.deployed_names[each.key]}"
+  region                = var.region
+  network_endpoint_type = "SERVERLESS"
+  cloud_run {
+    # A 2nd gen function is the Cloud Run service of this name.
+    service = google_cloudfunctions2_function.this[each.key].service_config[0].service
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_compute_security_policy" "edge" {
+  # checkov:skip=CKV_GCP_73: the Log4j (CVE-2021-44228) WAF rule protects Java backends; these are Python functions, and each preconfigured rule is billed.
+  count = local.edge ? 1 : 0
+
+  project     = var.project_id
+  name        = "visitkit-rate-limit"
+  description = "Visit counter: ${var.edge_protection.requests_per_minute} requests per minute per client IP and function"
+  type        = "CLOUD_ARMOR"
+
+  rule {
+    action      = var.edge_protection.action
+    priority    = 1000
+    description = "per client IP rate limit"
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+    rate_limit_options {
+      conform_action = "allow"
+      # 429 is one of the documented deny statuses (403, 404, 429, 502), the one a client reads
+      # as "slow down", as Cloud Run's own refusal at max instances.
+      exceed_action  = "deny(429)"
+      enforce_on_key = "IP"
+      rate_limit_threshold {
+        count        = var.edge_protection.requests_per_minute
+        interval_sec = 60
+      }
+      # "Can only be specified if the action for the rule is rate_based_ban."
+      ban_duration_sec = var.edge_protection.action == "rate_based_ban" ? var.edge_protection.ban_duration_seconds : null
+    }
+  }
+
+  # Every security policy ends with a default rule (priority 2147483647, match "*").
+  rule {
+    action      = "allow"
+    priority    = 2147483647
+    description = "default rule"
+    match {
+      versioned_expr = "SRC_IPS_V1"
+      config {
+        src_ip_ranges = ["*"]
+      }
+    }
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_compute_backend_service" "edge" {
+  for_each = google_compute_region_network_endpoint_group.edge
+
+  project               = var.project_id
+  name                  = "visitkit-${local.deployed_names[each.key]}"
+  load_balancing_scheme = "EXTERNAL_MANAGED"
+  security_policy       = google_compute_security_policy.edge[0].id
+
+  backend {
+    group = each.value.id
+  }
+
+  # Cloud Armor's per-request decisions are part of the load balancer's request logs, and
+  # "Logging for new backend services is disabled by default"
+  # (https://cloud.google.com/armor/docs/request-logging): on, for every request, so that
+  # jsonPayload.enforcedSecurityPolicy.outcome="DENY" shows the rate limit at work.
+  log_config {
+    enable      = true
+    sample_rate = 1
+  }
+}
+
+# Routes as the functions' own URLs do: /app (and below) to serve-page, /get-counter,
+# /inc-counter. Any other path is redirected to the page, without reaching a function.
+resource "google_compute_url_map" "edge" {
+  count = local.edge ? 1 : 0
+
+  project = var.project_id
+  name    = "visitkit"
+
+  default_url_redirect {
+    path_redirect          = "/${local.deployed_names["serve-page"]}"
+    redirect_response_code = "FOUND"
+    strip_query            = false
+  }
+
+  host_rule {
+    hosts        = ["*"]
+    path_matcher = "functions"
+  }
+
+  path_matcher {
+    name = "functions"
+    default_url_redirect {
+      path_redirect          = "/${local.deployed_names["serve-page"]}"
+      redirect_response_code = "FOUND"
+      strip_query            = false
+    }
+    dynamic "path_rule" {
+      for_each = google_compute_backend_service.edge
+      content {
+        paths   = ["/${local.deployed_names[path_rule.key]}", "/${local.deployed_names[path_rule.key]}/*"]
+        service = path_rule.value.id
+      }
+    }
+  }
+}
+
+resource "google_compute_global_address" "edge" {
+  count = local.edge ? 1 : 0
+
+  project    = var.project_id
+  name       = "visitkit-edge"
+  ip_version = "IPV4"
+
+  depends_on = [google_project_service.this]
+}
+
+# With a domain: HTTPS with a Google-managed certificate, which Google provisions once the domain's
+# DNS A record points at the address.
+resource "google_compute_managed_ssl_certificate" "edge" {
+  count = local.edge_https ? 1 : 0
+
+  project = var.project_id
+  name    = "visitkit"
+  managed {
+    domains = [var.edge_protection.domain]
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_compute_ssl_policy" "edge" {
+  count = local.edge_https ? 1 : 0
+
+  project         = var.project_id
+  name            = "visitkit"
+  profile         = "MODERN"
+  min_tls_version = "TLS_1_2"
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_compute_target_https_proxy" "edge" {
+  count = local.edge_https ? 1 : 0
+
+  project          = var.project_id
+  name             = "visitkit"
+  url_map          = google_compute_url_map.edge[0].id
+  ssl_certificates = [google_compute_managed_ssl_certificate.edge[0].id]
+  ssl_policy       = google_compute_ssl_policy.edge[0].id
+}
+
+# Without a domain: plain HTTP on the address (a managed certificate needs a domain).
+resource "google_compute_target_http_proxy" "edge" {
+  count = local.edge && !local.edge_https ? 1 : 0
+
+  project = var.project_id
+  name    = "visitkit"
+  url_map = google_compute_url_map.edge[0].id
+}
+
+resource "google_compute_global_forwarding_rule" "edge" {
+  count = local.edge ? 1 : 0
+
+  project               = var.project_id
+  name                  = "visitkit"
+  load_balancing_scheme = "EXTERNAL_MANAGED"
+  ip_protocol           = "TCP"
+  # The IP number: the API always returns the number when it reads the rule back.
+  ip_address = google_compute_global_address.edge[0].address
+  port_range = local.edge_https ? "443" : "80"
+  target     = one(concat(google_compute_target_https_proxy.edge[*].id, google_compute_target_http_proxy.edge[*].id))
 }

@@ -1,6 +1,11 @@
 output "base_url" {
-  description = "Base URL of the functions, as the Locust suite and the pages use it: BASE/app, BASE/get-counter, BASE/inc-counter."
-  value       = local.base_url
+  description = "Base URL of the functions, as the Locust suite and the pages use it: BASE/app, BASE/get-counter, BASE/inc-counter. With edge_protection, the load balancer's (https://DOMAIN, or http://ADDRESS without a domain)."
+  value       = local.public_base_url
+}
+
+output "edge_address" {
+  description = "IP address of edge_protection's load balancer (point edge_protection.domain's DNS A record at it); null when edge_protection is off."
+  value       = one(google_compute_global_address.edge[*].address)
 }
 
 output "function_urls" {

@@ -313,3 +313,50 @@ variable "cors_allowed_origins" {
     error_message = "cors_allowed_origins lists an origin twice."
   }
 }
+
+variable "edge_protection" {
+  description = <<-EOT
+    An external Application Load Balancer with a Cloud Armor rate limit in front of serve-page,
+    get-counter and inc-counter (enabled = false, the default, creates none of it). When enabled:
+    one serverless NEG and backend service per public function, routed by path as their own URLs
+    (/app, /get-counter, /inc-counter); a security policy that answers 429 to a client IP above
+    requests_per_minute (1 to 10000, default 120) to one function, with action "throttle"
+    (default: requests above the limit are refused, the rest pass) or "rate_based_ban" (the IP
+    stays refused for ban_duration_seconds, 60 to 86400, default 600, after its rate falls back;
+    Cloud Armor cannot turn a ban rule back into a throttle rule); a global address, HTTPS with a
+    Google-managed certificate for domain when it is set (its DNS A record must point at the
+    address), plain HTTP on the address otherwise; and the three functions' ingress restricted to
+    internal traffic and Cloud Load Balancing, so their own URLs no longer answer the internet.
+    Meant for a public deployment, not for the study's load tests: Locust's few IPs would be
+    limited.
+  EOT
+  type = object({
+    enabled              = optional(bool, false)
+    requests_per_minute  = optional(number, 120)
+    action               = optional(string, "throttle")
+    ban_duration_seconds = optional(number, 600)
+    domain               = optional(string, "")
+  })
+  default = {}
+
+  validation {
+    # Cloud Armor's threshold count is 1 to 10,000 for a rate-based ban (1,000,000 for throttle).
+    condition     = var.edge_protection.requests_per_minute >= 1 && var.edge_protection.requests_per_minute <= 10000 && floor(var.edge_protection.requests_per_minute) == var.edge_protection.requests_per_minute
+    error_message = "edge_protection.requests_per_minute must be a whole number from 1 to 10000."
+  }
+
+  validation {
+    condition     = contains(["throttle", "rate_based_ban"], var.edge_protection.action)
+    error_message = "edge_protection.action must be \"throttle\" or \"rate_based_ban\"."
+  }
+
+  validation {
+    condition     = var.edge_protection.ban_duration_seconds >= 60 && var.edge_protection.ban_duration_seconds <= 86400 && floor(var.edge_protection.ban_duration_seconds) == var.edge_protection.ban_duration_seconds
+    error_message = "edge_protection.ban_duration_seconds must be a whole number of seconds from 60 to 86400."
+  }
+
+  validation {
+    condition     = var.edge_protection.domain == "" || (length(var.edge_protection.domain) <= 253 && can(regex("^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", var.edge_protection.domain)))
+    error_message = "edge_protection.domain must be empty or a lower-case DNS name such as \"visits.example.com\" (no scheme, port, path or trailing dot)."
+  }
+}
