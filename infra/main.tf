@@ -750,11 +750,14 @@ resource "google_compute_region_network_endpoint_group" "edge" {
   region                = var.region
   network_endpoint_type = "SERVERLESS"
   cloud_run {
-    # A 2nd gen function is the Cloud Run service of this name.
-    service = google_cloudfunctions2_function.this[each.key].service_config[0].service
+    # The function's Cloud Run service, which has the function's name (the log-based metrics
+    # above filter on it too). Not service_config.service: that is the full
+    # projects/P/locations/R/services/NAME (the Cloud Functions API's format, passed through by
+    # the provider), and the NEG takes a bare name, "1-63 characters ... RFC1035" (its schema).
+    service = local.deployed_names[each.key]
   }
 
-  depends_on = [google_project_service.this]
+  depends_on = [google_project_service.this, google_cloudfunctions2_function.this]
 }
 
 resource "google_compute_security_policy" "edge" {

@@ -59,8 +59,8 @@ run "on_over_http" {
     error_message = "One serverless NEG per public function, none for store-inc-counter."
   }
   assert {
-    condition     = alltrue([for k, neg in google_compute_region_network_endpoint_group.edge : neg.network_endpoint_type == "SERVERLESS" && neg.region == "southamerica-east1" && neg.cloud_run[0].service == google_cloudfunctions2_function.this[k].service_config[0].service])
-    error_message = "Each NEG is a serverless NEG, in the functions' region, on its function's Cloud Run service."
+    condition     = { for k, neg in google_compute_region_network_endpoint_group.edge : k => [neg.network_endpoint_type, neg.region, neg.cloud_run[0].service] } == { for k, name in { "serve-page" = "app", "get-counter" = "get-counter", "inc-counter" = "inc-counter" } : k => ["SERVERLESS", "southamerica-east1", name] }
+    error_message = "Each NEG is a serverless NEG, in the functions' region, on its function's Cloud Run service by its bare name (the function's)."
   }
   assert {
     condition     = alltrue([for k, b in google_compute_backend_service.edge : b.load_balancing_scheme == "EXTERNAL_MANAGED" && b.security_policy == google_compute_security_policy.edge[0].id && [for be in b.backend : be.group] == [google_compute_region_network_endpoint_group.edge[k].id] && b.health_checks == null])
