@@ -4,8 +4,8 @@ from visitkit.benchmarks import profiling
 from visitkit.benchmarks.profiling import FRAMEWORK, GOOGLE, INTERPRETER, OURS
 
 OWN = profiling.FUNCTIONS_DIR
-LIBS = "/venv/lib/python3.12/site-packages"
-STDLIB = "/usr/lib/python3.12"
+LIBS = profiling.SITE_PACKAGES
+STDLIB = profiling.STDLIB
 
 
 def stack(*files, count):
@@ -56,3 +56,18 @@ def test_py_spy_watches_the_process_and_its_children_without_pausing_them():
     assert command[0].endswith("py-spy") and command[1:4] == ["record", "--pid", "123"]
     assert {"--subprocesses", "--nonblocking", "--full-filenames"} <= set(command)
     assert command[command.index("--duration") + 1] == "30" and command[command.index("--format") + 1] == "raw"
+
+
+def test_a_profile_keeps_no_machine_path():
+    import sysconfig
+
+    from visitkit.paths import ROOT
+
+    stdlib = sysconfig.get_paths()["stdlib"]
+    raw = (f'process 7:"{ROOT}/.venv/bin/python -m functions_framework --source {ROOT}/functions/main.py";'
+           f"a ({stdlib}/threading.py:1);b ({ROOT}/.venv/lib/python3.11/site-packages/grpc/_channel.py:2);"
+           f"c ({ROOT}/functions/common.py:3) 4")
+    assert profiling.portable(raw) == ('process 7:".venv/bin/python -m functions_framework --source functions/main.py";'
+                                       "a (stdlib/threading.py:1);b (site-packages/grpc/_channel.py:2);"
+                                       "c (functions/common.py:3) 4")
+    assert str(ROOT) not in profiling.portable(raw)

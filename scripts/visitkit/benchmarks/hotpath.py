@@ -65,8 +65,12 @@ def profiled_pass(pids, url, users, seconds, folder, scratch):
     locust_rps(url, users, seconds, Path(scratch) / "profiled-locust", Path(scratch) / "profiled-locust.log")
     for profiler in profilers:
         profiler.wait(timeout=60)
-    return {name: profiling.summarize(path.read_text(errors="replace")) if path.exists() else None
-            for name, path in raw.items()}
+    summaries = {}
+    for name, path in raw.items():
+        if path.exists():  # kept without this machine's paths
+            path.write_text(profiling.portable(path.read_text(errors="replace")))
+        summaries[name] = profiling.summarize(path.read_text()) if path.exists() else None
+    return summaries
 
 
 def measure_stack(users, seconds, folder, threads=THREADS):

@@ -12,11 +12,14 @@ in the samples, and the figures derived from the shares put it down to each orig
 import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from visitkit.paths import ROOT
 
-FUNCTIONS_DIR = str(ROOT / "functions")
+FUNCTIONS_DIR = "functions"  # files as portable() writes them: relative to the checkout,
+SITE_PACKAGES = "site-packages"  # to the installed packages,
+STDLIB = "stdlib"  # or to the standard library
 OURS, FRAMEWORK, GOOGLE, INTERPRETER = (
     "our code", "functions-framework, Flask, gunicorn", "Google client libraries", "interpreter")
 ORIGINS = (OURS, FRAMEWORK, GOOGLE, INTERPRETER)
@@ -49,15 +52,22 @@ def summarize(raw):
             "top_files": top_files(raw)}
 
 
+def portable(raw):
+    """py-spy's output with this machine's paths taken out: the checkout's files relative to it, the
+    installed packages' relative to site-packages/, the standard library's to stdlib/."""
+    raw = re.sub(r"[^\s;(\"]*/site-packages/", SITE_PACKAGES + "/", raw)
+    return raw.replace(sysconfig.get_paths()["stdlib"] + "/", STDLIB + "/").replace(str(ROOT) + "/", "")
+
+
 def origin_of(path):
-    """A frame's origin by its file, or None for the standard library (its caller decides)."""
+    """A frame's origin by its file (as portable() writes it), or None for the standard library (its
+    caller decides)."""
     if path.startswith(FUNCTIONS_DIR + "/"):
         return OURS
-    parts = Path(path).parts
-    if "site-packages" not in parts:
+    if not path.startswith(SITE_PACKAGES + "/"):
         return None
-    top = parts[parts.index("site-packages") + 1] if parts[-1] != "site-packages" else ""
-    return FRAMEWORK if top.removesuffix(".py") in FRAMEWORK_PACKAGES else GOOGLE
+    top = path.split("/")[1].removesuffix(".py")
+    return FRAMEWORK if top in FRAMEWORK_PACKAGES else GOOGLE
 
 
 def samples(raw):
@@ -78,7 +88,7 @@ def attributed(files):
     for file in reversed(files):
         origin = origin_of(file)
         if origin:
-            return origin, file.removeprefix(FUNCTIONS_DIR + "/").split("site-packages/")[-1]
+            return origin, file.removeprefix(FUNCTIONS_DIR + "/").removeprefix(SITE_PACKAGES + "/")
     return INTERPRETER, None
 
 
