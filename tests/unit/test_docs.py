@@ -208,3 +208,12 @@ def test_links_with_titles_angle_brackets_and_repeated_headings_are_read_as_gith
     doc.write_text('[a](log.md#notes-1 "the second") [b](<log.md>) [c](log.md#notes-2) [d](gone.md "title")\n')
     assert docs.check([doc])[0] == [f"{doc}:1: the link log.md#notes-2 names no heading of log.md",
                                     f"{doc}:1: the link gone.md leads nowhere"]
+
+
+def test_the_cost_table_shows_every_iteration_or_those_named():
+    from visitkit.paths import ROOT
+
+    every = docs.cost_table(ROOT / "iterations", None, "study").splitlines()
+    named = docs.cost_table(ROOT / "iterations", None, "study iteration-3 iteration-6").splitlines()
+    assert [row.split(" |")[0] for row in named[2:]] == ["| iteration-3", "| iteration-6"]
+    assert named[:2] == every[:2] and set(named[2:]) <= set(every[2:])

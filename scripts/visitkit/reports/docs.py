@@ -20,7 +20,8 @@ functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole ta
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
-`<!-- figures cost-per-million: ../iterations study -->` (a million visits' cost in each iteration).
+`<!-- figures cost-per-million: ../iterations study [iteration-3 ...] -->` (a million visits' cost in each
+iteration, or in those named).
 """
 import ast
 import difflib
@@ -273,22 +274,26 @@ def predict_output(iteration, _link, arguments):
     return "```\n" + output.getvalue() + "```\n"
 
 
-def cost_table(iterations_dir, _link, profile):
+def cost_table(iterations_dir, _link, arguments):
     """What a million visits cost in each iteration at its knee on Google Cloud (predict.cost_per_million), in
-    each of cost.PER_MILLION_REGIONS, with `profile`'s service times."""
+    each of cost.PER_MILLION_REGIONS; arguments: the profile whose service times apply, then the iterations
+    to show (default: all of them)."""
     from visitkit import predict
     from visitkit.cloud import cost
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
+    profile, *chosen = (arguments or "study").split()
     prices, rows = cost.load_prices(), []
     header = ["| iteration | knee (visits/s) |", "|---|---:|"]
     for region in cost.PER_MILLION_REGIONS:
         header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub) |"
         header[1] += "---:|"
     for iteration in sorted(path.parent for path in iterations_dir.glob("iteration-*/settings.tfvars.json")):
+        if chosen and iteration.name not in chosen:
+            continue
         settings = load_settings(iteration)
-        prediction = predict.predict(settings, load_profile(profile or "study"))
+        prediction = predict.predict(settings, load_profile(profile))
         cells = []
         for region in cost.PER_MILLION_REGIONS:
             knee_visits, found = predict.cost_per_million(settings, prediction, prices, region)
