@@ -158,3 +158,26 @@ run "iteration_5_ten_thousand_visits_per_second" {
     error_message = "Iteration 5 has 5,000 shards per page."
   }
 }
+
+run "iteration_6_the_knee_for_less" {
+  command = plan
+
+  variables {
+    shards_per_page   = run.settings.iterations["6"].shards_per_page
+    cache_ttl_seconds = run.settings.iterations["6"].cache_ttl_seconds
+    functions         = run.settings.iterations["6"].functions
+  }
+
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].max_instance_count } == { "serve-page" = 2, "get-counter" = 2, "inc-counter" = 2, "store-inc-counter" = 3 }
+    error_message = "Iteration 6 keeps iteration 4's instances but one store-inc-counter instance fewer."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].available_memory } == { "serve-page" = "128Mi", "get-counter" = "128Mi", "inc-counter" = "256M", "store-inc-counter" = "256M" }
+    error_message = "Iteration 6 gives serve-page and get-counter the 128 MiB tier, the others the default."
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].max_instance_request_concurrency == 80 && f.service_config[0].available_cpu == "1" && f.service_config[0].environment_variables.SHARDS_PER_PAGE == "1000"])
+    error_message = "Iteration 6 serves 80 requests at once per instance on 1 vCPU, with 1,000 shards per page."
+  }
+}

@@ -7,7 +7,7 @@ terraform {
 variable "iterations" {
   description = "Iteration numbers whose iterations/iteration-N/settings.tfvars.json to read."
   type        = list(number)
-  default     = [0, 1, 2, 3, 4, 5]
+  default     = [0, 1, 2, 3, 4, 5, 6]
 }
 
 output "iterations" {
