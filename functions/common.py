@@ -1,5 +1,4 @@
 """What the four functions share: pages, settings, clients, request checks, JSON replies."""
-import functools
 import json
 import os
 import re
@@ -7,6 +6,8 @@ import sys
 from pathlib import Path
 
 import flask
+
+import clients
 
 # The one list of pages and Firestore names, shared with Terraform and the kit (deployed beside this file).
 CATALOGUE = json.loads((Path(__file__).parent / "catalogue.json").read_text())
@@ -22,20 +23,9 @@ def env_int(name, default):
     return int(os.environ.get(name, default))
 
 
-def project_id():
-    return os.environ.get("GOOGLE_CLOUD_PROJECT") or os.environ.get("GCP_PROJECT")
-
-
-@functools.cache
-def firestore_client():
-    from google.cloud import firestore
-
-    return firestore.Client(project=project_id())
-
-
 def shards_of(page):
     """The collection of a page's counter shards."""
-    return firestore_client().collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
+    return clients.firestore().collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
 
 
 def log(severity, message, **fields):

@@ -10,12 +10,12 @@ import time
 import functions_framework
 import google.cloud.firestore  # noqa: F401  imported as the instance starts, not by its first request
 from google.api_core import exceptions as google_errors
-from google.api_core.retry import Retry
 
+import clients
 from common import FIRESTORE, check_request, env_int, error_reply, json_reply, log, page_from, shards_of
 
 CACHE_TTL_SECONDS = env_int("CACHE_TTL_SECONDS", 0)
-READ_TIMEOUT_SECONDS = 10
+READ_RETRY, READ_TIMEOUT_SECONDS = clients.within_deadline(*clients.FIRESTORE_READ_RETRYABLE)
 
 _cache = {}  # page -> (count, monotonic time it expires)
 # One lock per page, so that concurrent misses for a page read Firestore once, not once each.
@@ -24,9 +24,9 @@ _locks = collections.defaultdict(threading.Lock)
 
 def read_total(page):
     """The page's stored visits: the sum of its shards (0 for a page never visited)."""
-    # An explicit retry deadline: the default one retries an unreachable Firestore for minutes.
+    # The client's default retries an unreachable Firestore for minutes.
     result = shards_of(page).sum(FIRESTORE["count_field"], alias="total").get(
-        timeout=READ_TIMEOUT_SECONDS, retry=Retry(timeout=READ_TIMEOUT_SECONDS))
+        timeout=READ_TIMEOUT_SECONDS, retry=READ_RETRY)
     return int(result[0][0].value or 0) if result else 0
 
 

@@ -15,40 +15,23 @@ import os
 import uuid
 
 import functions_framework
-from google.api_core import exceptions as google_errors
-from google.api_core.retry import Retry, if_exception_type
-from google.cloud import pubsub_v1  # imported as the instance starts, not by its first request
+import google.pubsub_v1  # noqa: F401  imported as the instance starts, not by its first request
 
-from common import check_request, env_int, error_reply, json_reply, log, page_from, project_id
+import clients
+from common import check_request, error_reply, json_reply, log, page_from
 from visits import is_visit_id
 
 TOPIC = os.environ.get("PUBSUB_TOPIC", "visits")
-PUBLISH_TIMEOUT_SECONDS = env_int("PUBLISH_TIMEOUT_SECONDS", 10)
-
-# No attempt starts later than this, so the last one still has over a second of the deadline
-# (api_core gives an attempt left with less than 1 s the whole timeout again): the answer comes
-# within PUBLISH_TIMEOUT_SECONDS. The errors are Pub/Sub's own retryable codes for Publish (its
-# client's default); retrying them is safe because a visit published twice is counted once.
-PUBLISH_RETRY = Retry(
-    predicate=if_exception_type(google_errors.Aborted, google_errors.Cancelled, google_errors.DeadlineExceeded,
-                                google_errors.InternalServerError, google_errors.ResourceExhausted,
-                                google_errors.ServiceUnavailable, google_errors.Unknown),
-    timeout=min(PUBLISH_TIMEOUT_SECONDS * 0.8, PUBLISH_TIMEOUT_SECONDS - 1.5))
+# Pub/Sub's own retryable errors for Publish; retrying them is safe because a visit published twice is
+# counted once. The answer comes within the deadline, retries included.
+PUBLISH_RETRY, PUBLISH_TIMEOUT_SECONDS = clients.within_deadline(*clients.PUBLISH_RETRYABLE)
 NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it; posting the same visit_id "
                  "again is safe (it is counted once)")
 
 
 @functools.cache
-def publisher():
-    # The generated client under PublisherClient: one synchronous Publish call per visit. The
-    # batching client would start a commit thread and a future for every message, and a visit is
-    # a single message the request waits for anyway.
-    return pubsub_v1.PublisherClient().api
-
-
-@functools.cache
 def topic_path():
-    return publisher().topic_path(project_id(), TOPIC)
+    return clients.publisher().topic_path(clients.project_id(), TOPIC)
 
 
 def visit_id_from(request):
@@ -77,7 +60,7 @@ def inc_counter(request):
         return rejected
     data = json.dumps({"visit_type": page}).encode()
     try:
-        reply = publisher().publish(
+        reply = clients.publisher().publish(
             topic=topic_path(), messages=[{"data": data, "attributes": {"visit_type": page, "visit_id": visit_id}}],
             retry=PUBLISH_RETRY, timeout=PUBLISH_TIMEOUT_SECONDS)
     except Exception as error:  # any failure to publish means the same to the client

@@ -16,15 +16,15 @@ import random
 
 import functions_framework
 from google.api_core import exceptions as google_errors
-from google.api_core.retry import Retry
 from google.cloud import firestore
 
-from common import FIRESTORE, PAGES, env_int, firestore_client, log, shards_of
+import clients
+from common import FIRESTORE, PAGES, env_int, log, shards_of
 from visits import is_visit_id, marker_id
 
 SHARDS_PER_PAGE = env_int("SHARDS_PER_PAGE", 2)
 MARKER_TTL_DAYS = env_int("MARKER_TTL_DAYS", 7)
-WRITE_TIMEOUT_SECONDS = 10
+WRITE_RETRY, WRITE_TIMEOUT_SECONDS = clients.within_deadline(*clients.FIRESTORE_COMMIT_RETRYABLE)
 
 
 def visit_of(message):
@@ -49,14 +49,14 @@ def visit_key(message, message_id):
 
 def count_visit(page, key, shard):
     """Adds one visit to the shard unless this visit (key) was counted before. True if it counted."""
-    db = firestore_client()
+    db = clients.firestore()
     expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=MARKER_TTL_DAYS)
     batch = db.batch()
     batch.create(db.collection(FIRESTORE["markers"]).document(marker_id(key)),
                  {"visit_type": page, FIRESTORE["marker_expiry_field"]: expire_at})
     batch.set(shards_of(page).document(str(shard)), {FIRESTORE["count_field"]: firestore.Increment(1)}, merge=True)
     try:
-        batch.commit(timeout=WRITE_TIMEOUT_SECONDS, retry=Retry(timeout=WRITE_TIMEOUT_SECONDS))
+        batch.commit(timeout=WRITE_TIMEOUT_SECONDS, retry=WRITE_RETRY)
     except google_errors.AlreadyExists:
         return False
     return True

@@ -28,7 +28,7 @@ class Publisher:
 @pytest.fixture
 def publisher(monkeypatch):
     recorder = Publisher()
-    monkeypatch.setattr(inc_counter, "publisher", lambda: recorder)
+    monkeypatch.setattr(inc_counter.clients, "publisher", lambda: recorder)
     monkeypatch.setattr(inc_counter, "topic_path", lambda: "projects/p/topics/visits")
     return recorder
 
@@ -67,7 +67,7 @@ def test_a_repeated_visit_id_is_refused(publisher):
 
 
 def test_an_unconfirmed_publish_says_a_retry_with_the_same_id_is_safe(monkeypatch):
-    monkeypatch.setattr(inc_counter, "publisher", lambda: Publisher(google_errors.DeadlineExceeded("slow")))
+    monkeypatch.setattr(inc_counter.clients, "publisher", lambda: Publisher(google_errors.DeadlineExceeded("slow")))
     monkeypatch.setattr(inc_counter, "topic_path", lambda: "projects/p/topics/visits")
     status, reply = post("visit_type=about")
     assert status == 503

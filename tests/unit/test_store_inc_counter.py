@@ -85,7 +85,7 @@ class FakeRef(tuple):
 @pytest.fixture
 def db(monkeypatch):
     fake = FakeFirestore()
-    monkeypatch.setattr(store_inc_counter, "firestore_client", lambda: fake)
+    monkeypatch.setattr(store_inc_counter.clients, "firestore", lambda: fake)
     monkeypatch.setattr(store_inc_counter, "shards_of",
                         lambda page: FakeRef((FIRESTORE["counters"], page, FIRESTORE["shards"])))
     return fake
