@@ -18,13 +18,15 @@ import functions_framework
 import google.pubsub_v1  # noqa: F401  imported as the instance starts, not by its first request
 
 import clients
-from common import check_request, error_reply, json_reply, log, page_from
+from common import check_request, error_reply, from_another_site, json_reply, log, page_from, trace_of
 from visits import is_visit_id
 
 TOPIC = os.environ.get("PUBSUB_TOPIC", "visits")
 # Pub/Sub's own retryable errors for Publish; retrying them is safe because a visit published twice is
 # counted once. The answer comes within the deadline, retries included.
 PUBLISH_RETRY, PUBLISH_TIMEOUT_SECONDS = clients.within_deadline(*clients.PUBLISH_RETRYABLE)
+CROSS_SITE = ("a visit is counted from the site's own pages only: this request comes from another site "
+              "(Origin / Sec-Fetch-Site); nothing was recorded")
 NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it; posting the same visit_id "
                  "again is safe (it is counted once)")
 
@@ -52,19 +54,25 @@ def inc_counter(request):
     rejected = check_request(request, ("POST",))
     if rejected:
         return rejected
+    if from_another_site(request):  # another site's page cannot inflate the counters (or the bill)
+        return error_reply(403, CROSS_SITE)
     page, rejected = page_from(request, "visit_type")
     if rejected:
         return rejected
     visit_id, rejected = visit_id_from(request)
     if rejected:
         return rejected
+    trace = trace_of(request)
+    attributes = {"visit_type": page, "visit_id": visit_id}
+    if trace[0]:
+        attributes["trace"] = trace[0]  # so that store-inc-counter's line joins this request's trace
     data = json.dumps({"visit_type": page}).encode()
     try:
         reply = clients.publisher().publish(
-            topic=topic_path(), messages=[{"data": data, "attributes": {"visit_type": page, "visit_id": visit_id}}],
+            topic=topic_path(), messages=[{"data": data, "attributes": attributes}],
             retry=PUBLISH_RETRY, timeout=PUBLISH_TIMEOUT_SECONDS)
     except Exception as error:  # any failure to publish means the same to the client
-        log("ERROR", "could not publish a visit", visit_type=page, visit_id=visit_id, error=repr(error))
+        log("ERROR", "could not publish a visit", trace=trace, exception=error, visit_type=page, visit_id=visit_id)
         # With the visit id, so that a client that sent none can post the same visit again.
         return json_reply({"error": NOT_CONFIRMED, "visit_id": visit_id}, 503)
     return json_reply({"visit_type": page, "visit_id": visit_id, "message_id": reply.message_ids[0]}, 202)

@@ -4,11 +4,15 @@ The page itself registers its visit (POST to inc-counter) and shows its total (f
 so this function needs no access to Firestore or Pub/Sub. The sibling functions' URLs are
 settings: relative paths work wherever one host routes all three, as the Cloud Functions URL does.
 """
+import base64
 import functools
+import hashlib
 import html
 import json
 import os
+import re
 import string
+import urllib.parse
 from pathlib import Path
 
 import functions_framework
@@ -71,6 +75,27 @@ def render(view):
     )
 
 
+def content_security_policy(page):
+    """What the page may load and run: its own inline style and script (by their hashes), fetches to
+    its own origin and to the APIs' (when their URLs name another), nothing else; never framed."""
+    def hashes(tag):
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+                        for body in re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S))
+
+    apis = {f"{url.scheme}://{url.netloc}" for url in map(urllib.parse.urlsplit, (INC_COUNTER_URL, GET_COUNTER_URL))
+            if url.scheme and url.netloc}
+    connect = " ".join(["'self'", *sorted(apis)])
+    return (f"default-src 'none'; script-src {hashes('script')}; style-src {hashes('style')}; "
+            f"connect-src {connect}; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+@functools.cache
+def page_headers(view):
+    return {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache",
+            "Content-Security-Policy": content_security_policy(render(view)), "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "same-origin"}
+
+
 @functions_framework.http
 def serve_page(request):
     rejected = check_request(request, ("GET", "HEAD"))
@@ -79,4 +104,4 @@ def serve_page(request):
     view, rejected = page_from(request, "view")
     if rejected:
         return rejected
-    return render(view), 200, {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache"}
+    return render(view), 200, page_headers(view)

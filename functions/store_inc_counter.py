@@ -5,8 +5,8 @@ after a timeout that had in fact landed, a client posting the same visit again).
 counted in one atomic batch that also creates a marker document named after its visit id (the
 message id only for a message without one): a second delivery or a second message of the same visit
 fails to create the marker again and changes nothing. A malformed message is logged and acknowledged
-(retrying it cannot help); a Firestore failure raises, the function answers 500 and Pub/Sub delivers
-the message again.
+(retrying it cannot help); a Firestore failure is logged (outcome "failed", with its stack trace) and
+raised, the function answers 500 and Pub/Sub delivers the message again.
 """
 import base64
 import binascii
@@ -19,7 +19,7 @@ from google.api_core import exceptions as google_errors
 from google.cloud import firestore
 
 import clients
-from common import FIRESTORE, PAGES, env_int, log, shards_of
+from common import FIRESTORE, PAGES, TRACE_ID, env_int, log, shards_of
 from visits import is_visit_id, marker_id
 
 SHARDS_PER_PAGE = env_int("SHARDS_PER_PAGE", 2)
@@ -47,6 +47,13 @@ def visit_key(message, message_id):
     return visit_id if is_visit_id(visit_id) else None
 
 
+def trace_of(message):
+    """(trace id, None) of the request that published the message (its "trace" attribute), or (None, None)."""
+    attributes = message.get("attributes")
+    trace_id = attributes.get("trace") if isinstance(attributes, dict) else None
+    return (trace_id, None) if isinstance(trace_id, str) and TRACE_ID.match(trace_id) else (None, None)
+
+
 def count_visit(page, key, shard):
     """Adds one visit to the shard unless this visit (key) was counted before. True if it counted."""
     db = clients.firestore()
@@ -66,11 +73,17 @@ def count_visit(page, key, shard):
 def store_inc_counter(cloud_event):
     message = (cloud_event.data or {}).get("message") or {}
     message_id = message.get("messageId") or message.get("message_id") or cloud_event["id"]
-    page, key = visit_of(message), visit_key(message, message_id)
+    page, key, trace = visit_of(message), visit_key(message, message_id), trace_of(message)
     # One structured line per delivery: on Google Cloud a log-based metric counts them by outcome.
     if page is None or key is None:
-        log("WARNING", "visit message", outcome="malformed", message_id=message_id)
+        log("WARNING", "visit message", trace=trace, outcome="malformed", message_id=message_id)
         return
-    counted = count_visit(page, key, random.randrange(SHARDS_PER_PAGE))
-    log("INFO", "visit message", outcome="counted" if counted else "already_counted", message_id=message_id,
-        visit_id=key if key != message_id else None, visit_type=page)
+    visit_id = key if key != message_id else None
+    try:
+        counted = count_visit(page, key, random.randrange(SHARDS_PER_PAGE))
+    except Exception as error:  # the 500 makes Pub/Sub deliver it again; the line says which visit failed
+        log("ERROR", "visit message", trace=trace, exception=error, outcome="failed", message_id=message_id,
+            visit_id=visit_id, visit_type=page)
+        raise
+    log("INFO", "visit message", trace=trace, outcome="counted" if counted else "already_counted",
+        message_id=message_id, visit_id=visit_id, visit_type=page)

@@ -4,7 +4,8 @@ import json
 import flask
 import pytest
 
-from common import MAX_BODY_BYTES, PAGES, check_request, page_from
+import common
+from common import MAX_BODY_BYTES, PAGES, check_request, from_another_site, json_reply, log, page_from, trace_of
 
 app = flask.Flask(__name__)
 
@@ -41,7 +42,7 @@ def test_bad_page_gets_a_json_4xx(query, status):
     ("POST", ("POST",), None),
     ("DELETE", ("POST",), 405),
     ("PUT", ("GET", "HEAD"), 405),
-    ("OPTIONS", ("POST",), 204),
+    ("OPTIONS", ("POST",), 403),  # a preflight comes from another site's page, and none is allowed
 ])
 def test_methods(method, allowed, status):
     with app.test_request_context("/", method=method):
@@ -56,3 +57,73 @@ def test_oversized_body_is_rejected_with_413():
         assert check_request(flask.request, ("POST",)).status_code == 413
     with app.test_request_context("/", method="POST", data=b"x" * MAX_BODY_BYTES):
         assert check_request(flask.request, ("POST",)) is None
+
+
+OTHER = "https://other.example"
+
+
+@pytest.mark.parametrize("headers, refused", [
+    ({}, False),  # curl, Locust: no browser, nothing to go by
+    ({"Sec-Fetch-Site": "same-origin", "Origin": "http://localhost"}, False),
+    ({"Sec-Fetch-Site": "cross-site", "Origin": OTHER}, True),
+    ({"Sec-Fetch-Site": "same-site", "Origin": "https://sub.localhost"}, True),  # another origin all the same
+    ({"Origin": OTHER}, True),  # a browser without Sec-Fetch-Site: its Origin against the host
+    ({"Origin": "http://localhost"}, False),
+    ({"Origin": "null"}, True),  # a sandboxed page
+])
+def test_a_post_from_another_sites_page_is_told_apart(headers, refused):
+    with app.test_request_context("/inc-counter", method="POST", headers=headers, base_url="http://localhost"):
+        assert from_another_site(flask.request) is refused
+
+
+def test_an_allowed_origin_may_call_and_gets_its_cors_headers(monkeypatch):
+    monkeypatch.setattr(common, "CORS_ALLOWED_ORIGINS", frozenset({OTHER}))
+    headers = {"Origin": OTHER, "Sec-Fetch-Site": "cross-site"}
+    with app.test_request_context("/inc-counter", method="POST", headers=headers):
+        assert from_another_site(flask.request) is False
+        reply = json_reply({"ok": True})
+    assert reply.headers["Access-Control-Allow-Origin"] == OTHER and reply.headers["Vary"] == "Origin"
+    with app.test_request_context("/inc-counter", method="OPTIONS", headers=headers):
+        preflight = check_request(flask.request, ("POST",))
+    assert preflight.status_code == 204 and preflight.headers["Access-Control-Allow-Methods"] == "POST"
+
+
+def test_no_reply_carries_a_wildcard_cors_header_and_every_one_is_never_sniffed_or_framed():
+    with app.test_request_context("/get-counter", headers={"Origin": OTHER}):
+        reply = json_reply({"count": 1})
+    assert "Access-Control-Allow-Origin" not in reply.headers
+    assert reply.headers["X-Content-Type-Options"] == "nosniff"
+    assert "frame-ancestors 'none'" in reply.headers["Content-Security-Policy"]
+
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"traceparent": f"00-{TRACE}-00f067aa0ba902b7-01"}, (TRACE, "00f067aa0ba902b7")),
+    ({"X-Cloud-Trace-Context": f"{TRACE.upper()}/123;o=1"}, (TRACE, format(123, "016x"))),
+    ({"X-Cloud-Trace-Context": TRACE}, (TRACE, None)),
+    ({"traceparent": "00-nothex-00f067aa0ba902b7-01"}, (None, None)),
+    ({"X-Cloud-Trace-Context": "../../etc"}, (None, None)),
+    ({}, (None, None)),
+])
+def test_a_requests_trace_comes_from_either_header(headers, expected):
+    with app.test_request_context("/", headers=headers):
+        assert trace_of(flask.request) == expected
+
+
+def test_a_log_line_joins_its_trace_and_an_error_carries_its_stack_trace(capsys, monkeypatch):
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
+    try:
+        raise TimeoutError("Firestore did not answer")
+    except TimeoutError as error:
+        log("ERROR", "visit message", trace=(TRACE, "00f067aa0ba902b7"), exception=error, outcome="failed")
+    line = json.loads(capsys.readouterr().out)
+    assert line["logging.googleapis.com/trace"] == f"projects/p/traces/{TRACE}"
+    assert line["logging.googleapis.com/spanId"] == "00f067aa0ba902b7"
+    assert line["@type"].endswith("ReportedErrorEvent") and line["outcome"] == "failed"
+    assert line["stack_trace"].startswith("Traceback (most recent call last):")
+    assert "TimeoutError: Firestore did not answer" in line["stack_trace"]
+    log("INFO", "visit message", outcome="counted")
+    plain = json.loads(capsys.readouterr().out)
+    assert "@type" not in plain and "logging.googleapis.com/trace" not in plain

@@ -83,3 +83,20 @@ def test_an_unconfirmed_publish_says_a_retry_with_the_same_id_is_safe(monkeypatc
 def test_the_publish_is_retried_on_pubsubs_own_retryable_errors(error, retried):
     # Safe since a visit published twice counts once; a permission or topic error cannot heal.
     assert inc_counter.PUBLISH_RETRY._predicate(error) is retried
+
+
+def test_a_post_from_another_sites_page_is_refused_and_publishes_nothing(publisher):
+    with app.test_request_context(f"/inc-counter?visit_type=home&visit_id={VISIT}", method="POST",
+                                  headers={"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"}):
+        reply = flask.make_response(inc_counter.inc_counter(flask.request))
+    assert reply.status_code == 403 and "another site" in json.loads(reply.get_data())["error"]
+    assert publisher.calls == []
+
+
+def test_the_requests_trace_travels_with_the_visit(publisher):
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    with app.test_request_context(f"/inc-counter?visit_type=home&visit_id={VISIT}", method="POST",
+                                  headers={"X-Cloud-Trace-Context": f"{trace}/1;o=1"}):
+        assert flask.make_response(inc_counter.inc_counter(flask.request)).status_code == 202
+    [[message]] = publisher.calls
+    assert message["attributes"]["trace"] == trace

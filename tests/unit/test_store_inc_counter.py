@@ -157,3 +157,30 @@ def test_two_messages_of_one_visit_count_once(db, capsys):
     outcomes = [json.loads(line)["outcome"] for line in capsys.readouterr().out.splitlines()]
     assert outcomes == ["counted", "already_counted"]
     assert db.markers == {(FIRESTORE["markers"], marker_id(VISIT))}
+
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def test_a_failed_write_is_logged_as_failed_with_its_visit_and_raised_for_redelivery(monkeypatch, capsys):
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
+
+    def unavailable(*_):
+        raise google_errors.ServiceUnavailable("Firestore is down")
+
+    monkeypatch.setattr(store_inc_counter, "count_visit", unavailable)
+    data = base64.b64encode(b'{"visit_type": "jobs"}').decode()
+    with pytest.raises(google_errors.ServiceUnavailable):  # the 500 makes Pub/Sub deliver it again
+        store_inc_counter.store_inc_counter(cloud_event(
+            {"data": data, "messageId": "m-7", "attributes": {"visit_id": VISIT, "trace": TRACE}}))
+    line = json.loads(capsys.readouterr().out)
+    assert (line["severity"], line["outcome"], line["message_id"], line["visit_id"]) == ("ERROR", "failed", "m-7",
+                                                                                          VISIT)
+    assert "ServiceUnavailable: 503 Firestore is down" in line["stack_trace"]
+    assert line["logging.googleapis.com/trace"] == f"projects/p/traces/{TRACE}"  # the publishing request's
+
+
+@pytest.mark.parametrize("attributes, trace", [({"trace": TRACE}, (TRACE, None)), ({"trace": "x" * 32}, (None, None)),
+                                               ({}, (None, None)), (None, (None, None))])
+def test_a_message_carries_the_trace_of_the_request_that_published_it(attributes, trace):
+    assert store_inc_counter.trace_of({"attributes": attributes}) == trace
