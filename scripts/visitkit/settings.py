@@ -50,7 +50,8 @@ MESSAGES = {
 ACCESS_MODES = ("public", "authenticated")
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
-TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers"}
+TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
+                  "alert_notification_channels", "edge_protection"}
 
 
 @dataclass(frozen=True)
@@ -216,8 +217,12 @@ def function_environment(settings, function, *, project, topic, base_url=""):
     four share, and THREADS = the function's concurrency, so that functions-framework's gunicorn
     serves exactly as many requests at once as the platform sends it (its default is
     cpu_count x 4 threads). base_url: where the public functions live; "" keeps serve-page's calls
-    relative (one host)."""
+    relative (one host). The public functions also get CORS_ALLOWED_ORIGINS, which a settings file may
+    set (cors_allowed_origins, as Terraform's variable)."""
+    public = {"CORS_ALLOWED_ORIGINS": ",".join(settings.raw.get("cors_allowed_origins") or [])} \
+        if CATALOGUE[function].public else {}
     return {
+        **public,
         "THREADS": str(settings.functions[function].concurrency),
         "GOOGLE_CLOUD_PROJECT": project,
         "PUBSUB_TOPIC": topic,

@@ -74,7 +74,7 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
     assert "![latency p50/p95, requests by code class, instances, backlog, Firestore writes](gcp-metrics.png)" in section
     # per function over the window: requests, 429s, 5xx, worst minute's p50 and p95, most instances
     assert "| inc-counter | 5,155 | 480 | 450 | 3 | 192 | 3,072 | 2 |" in section
-    assert "1,610 counted, 18 already counted (redeliveries, changed nothing), 1 malformed; 5 moved" in section
+    assert "1,610 counted, 18 already counted (redeliveries, changed nothing), 1 malformed, 2 failed (500: delivered again); 5 moved" in section
     assert "undelivered messages peak 3,035, oldest unacked message peak 212 s" in section
     assert "Firestore document writes: 3,270 (peak 1,120/min" in section
     for name in ("request_count", "request_latencies", "instance_count", "undelivered_messages",

@@ -1,4 +1,5 @@
 """Iteration settings: the files in iterations/ load, and nonsense is refused."""
+import dataclasses
 import json
 import re
 
@@ -7,7 +8,7 @@ import pytest
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import SettingsError
 from visitkit.paths import ROOT
-from visitkit.settings import MESSAGES, check_invokers, function_environment, load_settings, parse_settings
+from visitkit.settings import MESSAGES, Settings, check_invokers, function_environment, load_settings, parse_settings
 
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
 VARIABLES_TF = (ROOT / "infra" / "variables.tf").read_text()
@@ -52,18 +53,25 @@ def test_nonsense_is_refused(change):
 
 
 def terraform_messages():
-    """Every validation message of infra/variables.tf, unescaped."""
-    found = re.findall(r'error_message\s*=\s*"((?:[^"\\]|\\.)*)"', VARIABLES_TF)
-    return {text.replace('\\"', '"') for text in found}
+    """Every validation message of infra/variables.tf, unescaped, by the variable it belongs to."""
+    by_variable = {}
+    for block in re.split(r'^variable "', VARIABLES_TF, flags=re.M)[1:]:
+        name = block.split('"', 1)[0]
+        found = re.findall(r'error_message\s*=\s*"((?:[^"\\]|\\.)*)"', block)
+        by_variable[name] = {text.replace('\\"', '"') for text in found}
+    return by_variable
 
 
 def test_every_rule_says_what_terraform_says():
     """The local stack refuses exactly what `terraform plan` refuses, in the same words: each
     message here is one of variables.tf's, and each of its messages on a settings key is here."""
-    terraform = terraform_messages()
+    by_variable = terraform_messages()
+    terraform = set().union(*by_variable.values())
     assert set(MESSAGES.values()) <= terraform, set(MESSAGES.values()) - terraform
-    infra_only = {m for m in terraform if m.startswith(("project_id", "region", "topic_name", "Each of load_generator_users"))}
-    assert terraform - infra_only <= set(MESSAGES.values()), terraform - infra_only - set(MESSAGES.values())
+    # the variables a settings file holds (the others are the deployment's: project, region, alerts...)
+    settings_keys = {field.name for field in dataclasses.fields(Settings)}
+    on_settings = set().union(*(messages for name, messages in by_variable.items() if name in settings_keys))
+    assert on_settings and on_settings <= set(MESSAGES.values()), on_settings - set(MESSAGES.values())
 
 
 def function(**changes):
@@ -130,12 +138,19 @@ def test_the_local_functions_get_the_environment_terraform_sets():
     block = re.search(r"\n  environment = \{\n(.*?)\n  \}", MAIN_TF, re.S)
     assert block, "infra/main.tf has no `environment = {...}` local"
     terraform = dict(re.findall(r"^\s*(\w+)\s*=\s*(.+?)\s*$", block[1], re.M))
-    per_function = re.search(r"merge\(local\.environment, \{ (\w+) = tostring\(f\.(\w+)\) \}\)", MAIN_TF)
+    public = re.search(r"\n  public_environment = \{ (\w+) = (.+) \}\n", MAIN_TF)
+    assert public, "infra/main.tf has no `public_environment = {...}` local"
+    per_function = re.search(r"\{ (\w+) = tostring\(f\.(\w+)\) \}", MAIN_TF)
     assert per_function, "infra/main.tf adds no per-function variable to local.environment"
     terraform[per_function[1]] = f"var.functions.{per_function[2]}"
-    settings = load_settings(ITERATIONS[0])
+    raw = {**json.loads(ITERATIONS[0].read_text()),
+           "cors_allowed_origins": ["https://a.example", "https://b.example"]}
+    settings = parse_settings(raw)
+    store = function_environment(settings, "store-inc-counter", project="p", topic="visits")
+    assert set(terraform) == set(store)  # the push-only function: the shared environment and THREADS
     local = function_environment(settings, "get-counter", project="p", topic="visits")
-    assert set(terraform) == set(local)
+    assert set(terraform) | {public[1]} == set(local)  # a public one: and CORS_ALLOWED_ORIGINS, as Terraform joins it
+    assert "var.cors_allowed_origins" in public[2] and local[public[1]] == "https://a.example,https://b.example"
     for variable, setting in (("SHARDS_PER_PAGE", "shards_per_page"), ("CACHE_TTL_SECONDS", "cache_ttl_seconds"),
                               ("MARKER_TTL_DAYS", "marker_ttl_days"), ("THREADS", "functions.concurrency")):
         assert f"var.{setting}" in terraform[variable]

@@ -58,6 +58,10 @@ PROPAGATION_ERRORS = (
                 min_wait_s=FIRESTORE_REUSE_WAIT_S),
     Propagation("two changes to one IAM policy met (retried by design)",
                 re.compile(r"Error 409: There were concurrent policy changes", re.I)),
+    # An alert policy on a log-based metric created in the same apply (Monitoring's own words).
+    Propagation("a log-based metric created moments ago is not visible to Monitoring yet",
+                re.compile(r"Cannot find metric\(s\) that match type = \"logging\.googleapis\.com/user/|"
+                           r"The metric referenced by the provided filter is unknown", re.I)),
 )
 
 # Errors that stop the apply, with what to do (the error itself says what happened).

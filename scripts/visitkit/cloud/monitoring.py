@@ -207,7 +207,7 @@ COUNTERS = ("requests", "responses_2xx", "responses_4xx", "responses_429", "resp
             "billable_instance_s")
 # Per minute, fractions of what an instance is allocated (Cloud Run's utilization distributions).
 UTILIZATIONS = ("cpu_utilization", "cpu_utilization_p95", "memory_utilization", "memory_utilization_p95")
-DELIVERY_OUTCOMES = ("counted", "already_counted", "malformed")
+DELIVERY_OUTCOMES = ("counted", "already_counted", "malformed", "failed")
 
 
 def empty_function():

@@ -330,7 +330,8 @@ def platform_section(s, plots):
                   "the shard and the dedup marker)",
                   f"- {PUSH_FUNCTION}'s deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
                   f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
-                  f"{fmt(deliveries.get('malformed'), 0)} malformed; "
+                  f"{fmt(deliveries.get('malformed'), 0)} malformed, {fmt(deliveries.get('failed'), 0)} failed (500: "
+                  "delivered again); "
                   f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic", ""]
     metric_types = {query.name: query.metric_type for query in QUERIES}
     lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"

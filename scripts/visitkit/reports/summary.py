@@ -3,7 +3,7 @@ plots' marks and compare read. Figures, and the headline's one rendering (headli
 verdict is verdict.py's, the report's words report.py's."""
 from visitkit.reports import analysis, audit, generator, overload
 from visitkit.twin import chaos, resources
-from visitkit.cloud import cost
+from visitkit.cloud import cost, monitoring
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms
 from visitkit.settings import summary_line
@@ -179,7 +179,7 @@ def platform_figures(samples):
             "firestore_writes": analysis.store_field("firestore_writes")(samples[-1]),
             "firestore_writes_peak_per_min": max(writes) * 60 if writes else None,
             "deliveries": {outcome: analysis.store_field(outcome)(samples[-1])
-                           for outcome in ("counted", "already_counted", "malformed")},
+                           for outcome in monitoring.DELIVERY_OUTCOMES},
             "dead_lettered": analysis.store_field("dead_lettered")(samples[-1])}
 
 
