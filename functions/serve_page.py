@@ -27,7 +27,7 @@ REFRESH_SECONDS = float(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
 REFRESH_TIMEOUT_SECONDS = float(os.environ.get("COUNTER_TIMEOUT_SECONDS", 10))
 REFRESH_MAX_SECONDS = float(os.environ.get("COUNTER_BACKOFF_MAX_SECONDS", 60))
 # How long the page waits for inc-counter before it posts the visit again: beyond the platform's
-# queue (10 s) plus inc-counter's publish deadline (10 s), so a slow answer is not taken for none.
+# queue (10 s) plus inc-counter's publish deadline (8 s, clients.py), so a slow answer is not taken for none.
 VISIT_TIMEOUT_SECONDS = float(os.environ.get("VISIT_TIMEOUT_SECONDS", 25))
 RETRY_AFTER_SECONDS = 1
 
