@@ -1,0 +1,184 @@
+"""Every Google call ends at its deadline, retries included (functions/clients.py), and get-counter
+does not pile up behind a frozen Firestore: real emulators, each behind a Toxiproxy proxy that the
+tests make hold every byte sent through it, and real functions-framework servers.
+
+The servers get CALL_DEADLINE_SECONDS=3 (8 s deployed) to keep the tests short.
+"""
+import contextlib
+import json
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
+from get_counter import FAILURE_TTL_SECONDS, STALE_HEADER
+from helpers import call, function_server, push_body
+
+from visitkit.catalogue import FIRESTORE
+from visitkit.net import free_port, http_status, wait_until
+from visitkit.twin import toxiproxy
+from visitkit.twin.stack import PROJECT, LocalStack, emulator_commands
+
+pytestmark = pytest.mark.timeout(120)
+
+DEADLINE = 3.0
+# What an answer may take beyond the deadline: Flask, the client library's last steps, a busy machine.
+SLACK = 2.0
+# An answer sooner than this before the deadline was not ended by it: a refused connection is
+# answered within about a second here (retried until the retry's own deadline, 1.5 s, has passed).
+EARLY = 0.5
+CACHE_TTL_SECONDS = 1  # get-counter's, in the concurrent tests: a cached total expires quickly
+CONCURRENT = 16
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def backends():
+    """The Firestore and Pub/Sub emulators, each behind a Toxiproxy proxy. `route`: the address a
+    function is given for each; `direct`: the emulator's own; `proxies`: Toxiproxy's API."""
+    firestore, pubsub, api = free_port(), free_port(), free_port()
+    firestore_command, pubsub_command = emulator_commands(firestore, pubsub)
+    with tempfile.TemporaryDirectory(prefix="deadlines-") as state_dir:
+        processes = LocalStack(state_dir)  # for its way of starting and stopping process groups
+        state = {"processes": []}
+        try:
+            processes._start(state, "firestore-emulator", firestore_command, port=firestore)
+            processes._start(state, "pubsub-emulator", pubsub_command, port=pubsub)
+            processes._start(state, "toxiproxy", toxiproxy.server_command(api), port=api)
+            assert wait_until(lambda: all(http_status(f"http://127.0.0.1:{port}/", timeout=1) is not None
+                                          for port in (firestore, pubsub, api)), timeout=90, interval=0.2)
+            proxies = toxiproxy.Toxiproxy(f"127.0.0.1:{api}")
+            direct = {"firestore": f"127.0.0.1:{firestore}", "pubsub": f"127.0.0.1:{pubsub}"}
+            route = {name: f"127.0.0.1:{free_port()}" for name in direct}
+            for name in direct:
+                proxies.proxy(name, route[name], direct[name], round_trip_ms=0)
+            # The topic inc-counter publishes to (its default name).
+            assert call(f"http://{direct['pubsub']}/v1/projects/{PROJECT}/topics/visits", "PUT", b"{}", JSON)[0] == 200
+            yield SimpleNamespace(route=route, direct=direct, proxies=proxies)
+        finally:
+            processes.down()
+
+
+@contextlib.contextmanager
+def held(backends, name):
+    """Toxiproxy holds every byte sent to the emulator, on open connections and new ones alike, until
+    the block ends: the emulator is there but never answers, so only a deadline ends a call."""
+    backends.proxies.toxic(name, {"name": "hold", "type": "timeout", "stream": "upstream",
+                                  "attributes": {"timeout": 0}})
+    try:
+        yield
+    finally:
+        backends.proxies.remove_toxic(name, "hold")
+
+
+def server(function, backends, **env):
+    return function_server(function, FIRESTORE_EMULATOR_HOST=backends.route["firestore"],
+                           PUBSUB_EMULATOR_HOST=backends.route["pubsub"], CALL_DEADLINE_SECONDS=str(DEADLINE), **env)
+
+
+def timed(request, *args, **kwargs):
+    """(what request(...) answered, seconds it took)."""
+    started = time.monotonic()
+    answer = request(*args, **kwargs)
+    return answer, time.monotonic() - started
+
+
+# ---- (a) each Google call past its deadline ------------------------------------------------------
+CALLS = {  # function: (the emulator its call goes to, a request making that call, the failure's status)
+    "get-counter": ("firestore", lambda url: call(f"{url}/?visit_type=jobs"), 503),  # a read
+    "inc-counter": ("pubsub", lambda url: call(f"{url}/?visit_type=home", "POST"), 503),  # a publish
+    "store-inc-counter": ("firestore", lambda url: call(url, "POST", push_body("home", str(uuid.uuid4())), JSON),
+                          500),  # a commit; the 500 makes Pub/Sub deliver the message again
+}
+
+
+@pytest.mark.parametrize("function", CALLS)
+def test_a_call_that_gets_no_answer_ends_at_its_deadline(backends, function):
+    backend, request, failed = CALLS[function]
+    with server(function, backends) as url:
+        assert request(url)[0] < 300  # the same call through the same proxy works: the hold is the fault
+        with held(backends, backend):
+            (status, reply), took = timed(request, url)
+    assert status == failed, reply
+    assert DEADLINE - EARLY < took < DEADLINE + SLACK, f"answered {status} after {took:.2f} s"
+
+
+# ---- (b) get-counter's concurrent reads while Firestore is frozen ------------------------------
+@pytest.fixture(scope="module")
+def counter(backends):
+    """get-counter with a cache, serving CONCURRENT requests at once (one thread each)."""
+    with server("get-counter", backends, THREADS=str(CONCURRENT), CACHE_TTL_SECONDS=str(CACHE_TTL_SECONDS)) as url:
+        yield url
+
+
+def read_at_once(url, page):
+    """[((status, reply, headers), seconds)] of CONCURRENT GETs of the page sent together."""
+    start = threading.Barrier(CONCURRENT)
+
+    def one(_):
+        start.wait(timeout=10)
+        started = time.monotonic()
+        try:  # time enough to tell one deadline from several, not to sit through a queue of 16
+            return timed(get, url, page, timeout=3 * DEADLINE)
+        except TimeoutError:
+            return (None, "no answer", {}), time.monotonic() - started
+
+    with ThreadPoolExecutor(max_workers=CONCURRENT) as pool:
+        return list(pool.map(one, range(CONCURRENT)))
+
+
+def get(url, page, timeout=30):
+    """(status, parsed JSON, headers) of one GET of get-counter."""
+    try:
+        with urllib.request.urlopen(f"{url}/?visit_type={page}", timeout=timeout) as reply:
+            return reply.status, json.load(reply), reply.headers
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error), error.headers
+
+
+def seed(backends, page, count):
+    """One shard document holding `count` visits, written straight to the emulator."""
+    document = (f"http://{backends.direct['firestore']}/v1/projects/{PROJECT}/databases/(default)/documents/"
+                f"{FIRESTORE['counters']}/{page}/{FIRESTORE['shards']}/0")
+    status, _ = call(document, "PATCH", json.dumps({"fields": {FIRESTORE["count_field"]: {
+        "integerValue": str(count)}}}).encode(), JSON)
+    assert status == 200
+
+
+def test_concurrent_reads_of_a_page_never_read_answer_503_within_one_deadline(backends, counter):
+    """No total known: the requests queued behind the page's one read answer 503 when it fails, not
+    each after a read of its own (the k-th after k deadlines)."""
+    with held(backends, "firestore"):
+        answers = read_at_once(counter, "about_offices")
+        (status, reply, _), took = timed(get, counter, "about_offices")  # one more, meanwhile
+    timings = sorted(round(seconds, 2) for _, seconds in answers)
+    assert [status for (status, *_), _ in answers] == [503] * CONCURRENT
+    assert max(timings) < DEADLINE + SLACK, timings
+    assert min(timings) > DEADLINE - EARLY, timings  # they did wait for the read, which the deadline ended
+    assert status == 503 and took < 1.0  # the failure is remembered: no new read, no wait
+    time.sleep(FAILURE_TTL_SECONDS)  # forgotten; Firestore is back
+    assert get(counter, "about_offices")[:2] == (200, {"visit_type": "about_offices", "count": 0})
+
+
+def test_concurrent_reads_of_an_expired_page_answer_its_last_total_marked_stale(backends, counter):
+    """A total read once, then expired: while Firestore is frozen every request answers it at once
+    the read fails, marked stale, within one deadline; once Firestore is back, fresh totals again."""
+    seed(backends, "about", 5)
+    assert get(counter, "about")[:2] == (200, {"visit_type": "about", "count": 5})
+    seed(backends, "about", 6)
+    time.sleep(CACHE_TTL_SECONDS + 0.2)  # expired
+    with held(backends, "firestore"):
+        answers = read_at_once(counter, "about")
+    timings = sorted(round(seconds, 2) for _, seconds in answers)
+    for (status, reply, headers), _ in answers:
+        assert (status, reply) == (200, {"visit_type": "about", "count": 5, "stale": True})
+        assert headers[STALE_HEADER] == "true"
+    assert max(timings) < DEADLINE + SLACK, timings
+    time.sleep(FAILURE_TTL_SECONDS)
+    status, reply, headers = get(counter, "about")
+    assert (status, reply) == (200, {"visit_type": "about", "count": 6}) and STALE_HEADER not in headers
