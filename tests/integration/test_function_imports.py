@@ -20,7 +20,8 @@ def loaded_after_looking_up(entry_point):
               f"print(json.dumps([m for m in sys.modules if m in {FUNCTION_MODULES + CLIENTS!r}]))")
     result = subprocess.run([sys.executable, "-c", script], cwd=FUNCTIONS_DIR, capture_output=True, text=True,
                             check=True)
-    return set(json.loads(result.stdout.splitlines()[-1]))
+    # the list is the line that is not a log line (an instance logs its start and its end)
+    return set(json.loads(next(line for line in result.stdout.splitlines() if line.startswith("["))))
 
 
 # Each function's own client library is imported as the instance starts (before it serves), not by its first
