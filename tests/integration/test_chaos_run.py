@@ -16,8 +16,8 @@ def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):
     iteration = tmp_path / "iteration-1"
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="48s", shape_set="spawn_rate=2",
-                                    chaos="every=6,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
+    config = runner.RunConfig.build(iteration, "breakpoint", duration="38s", shape_set="spawn_rate=2",
+                                    chaos="every=5,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
     folder, summary = runner.run(config, log=lambda *_: None)
 
     found = summary["chaos"]
@@ -35,10 +35,10 @@ def test_visits_retried_through_a_pubsub_outage_each_count_once_and_every_fate_i
     iteration = tmp_path / "iteration-1"
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
-    # Seed 1 freezes Pub/Sub first, for longer than inc-counter's publish deadline: 503s, some of
-    # whose publishes land when it resumes, and visits posted again with the same id.
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="40s", shape_set="spawn_rate=2",
-                                    chaos="every=8,seed=1,stall=11-12,actions=freeze-pubsub+kill-instance+pause-instance",
+    # Seed 1 freezes Pub/Sub first, for longer than inc-counter's publish deadline (8 s): 503s, some
+    # of whose publishes land when it resumes, and visits posted again with the same id.
+    config = runner.RunConfig.build(iteration, "breakpoint", duration="32s", shape_set="spawn_rate=2",
+                                    chaos="every=8,seed=1,stall=9-10,actions=freeze-pubsub+kill-instance+pause-instance",
                                     convergence_timeout=240, warm_up="0", retry_visits=3)
     folder, summary = runner.run(config, log=lambda *_: None)
 
