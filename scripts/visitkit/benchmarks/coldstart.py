@@ -47,7 +47,8 @@ DEFAULT_THREADS = 80  # iteration 4's concurrency: the most requests an instance
 # grows with requests in flight and with the files it writes (the file system is in memory).
 MEMORY_TIERS_MIB = (128, 256, 512, 1024, 2048, 4096, 8192)
 HEADROOM = 1 / 3
-WARM_UP_REQUESTS = 5  # per function through the stack, so the emulators have served each kind of call
+WARM_UP_REQUESTS = 5  # 2xx per function through the stack, so the emulators have served each kind of call
+WARM_UP_TIMEOUT = 60  # a first read slower than get-counter's deadline answers 503 for a while: wait it out
 FIRST_ANSWER_TIMEOUT = 60
 # What functions-framework does before it serves: import the source and look the entry point up;
 # then the moment it was done (the clock is the machine's, the parent's too), and out without teardown.
@@ -93,6 +94,22 @@ def send(connection, target):
 
 def ok(status):
     return status is not None and 200 <= status < 300
+
+
+def warm_up(host, function, timeout=WARM_UP_TIMEOUT):
+    """Sends `function` requests through the stack until WARM_UP_REQUESTS of them answered a 2xx."""
+    connection, answered, deadline = http.client.HTTPConnection(host, timeout=10), 0, time.monotonic() + timeout
+    try:
+        while answered < WARM_UP_REQUESTS:
+            if time.monotonic() > deadline:
+                raise VisitkitError(f"{function}: the warm stack did not answer it with a 2xx "
+                                    f"{WARM_UP_REQUESTS} times in {timeout} s")
+            if ok(send(connection, function)):
+                answered += 1
+            else:
+                time.sleep(0.5)
+    finally:
+        connection.close()
 
 
 def environment_of(pid):
@@ -237,11 +254,7 @@ def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAU
         host, starts = stack.base_url.removeprefix("http://"), []
         targets = {NOOP: (noop_command, {**os.environ, "THREADS": str(threads)}, hotpath.NOOP_SOURCE)}
         for function in functions:
-            warm = http.client.HTTPConnection(stack.state()["push_url"].removeprefix("http://")
-                                              if function == PUSH_FUNCTION else host, timeout=10)
-            if not all(ok(send(warm, function)) for _ in range(WARM_UP_REQUESTS)):
-                raise VisitkitError(f"{function}: the warm stack does not answer it with a 2xx")
-            warm.close()
+            warm_up(stack.state()["push_url"].removeprefix("http://") if function == PUSH_FUNCTION else host, function)
             env = {**environment_of(stack.instance_pid(f"{function}-0")), "THREADS": str(threads)}
             targets[function] = (lambda port, f=function: function_command(f, port), env, FUNCTIONS_SOURCE)
         settle(stack)
