@@ -14,7 +14,8 @@ Past the knee its queue grows until a user's cycle holds the extra wait (Little'
 users = capacity x (cycle + wait)); a request that waits longer than the queue timeout gets a 429:
   users at the first 429 = capacity x (cycle + queue timeout).
 Visits reach the topic at most as fast as the system serves pages (the bottleneck's capacity) and
-store-inc-counter drains them at its own capacity; the difference piles up as backlog, and the
+store-inc-counter drains them at its own capacity, each push delivery holding a slot for its service
+time plus the profile's push overhead (the delivery's round trip and acknowledgement); the difference piles up as backlog, and the
 counters converge (backlog / drain) after the load.
 
 get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance and
@@ -104,7 +105,8 @@ def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAU
     """The Prediction for Settings and a Profile (service times in ms)."""
     service, hit = profile.service_ms, profile.cache_hit_ms
     ttl = {name: settings.cache_ttl_seconds if name == READER_FUNCTION else 0 for name in settings.functions}
-    capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, service[name], ttl[name], hit),
+    slot_ms = {**service, PUSH_FUNCTION: service[PUSH_FUNCTION] + profile.push_overhead_ms}
+    capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, slot_ms[name], ttl[name], hit),
                                                cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
                 for name, spec in settings.functions.items()}
     limited_by = min(PUBLIC, key=lambda name: capacity[name])
@@ -144,6 +146,22 @@ def figure_to_measure(prediction, target, name):
     if target == "local" and prediction.get(f"machine_{name}") is not None:
         return prediction[f"machine_{name}"]
     return prediction.get(name)
+
+
+def convergence_for_load(prediction, series, target="local"):
+    """The model applied to the load a run actually applied: `series` is [(time, users running)].
+    Each second visits reach the topic at min(users / cycle, the knee's pages/s) and the store drains
+    drain_per_s of them; what is left when the load ends drains after it. The steady figure
+    extra_min_per_min assumes the whole load past the knee; a ramp or stages spend part of it below."""
+    pages_per_s = figure_to_measure(prediction, target, "knee_rps") / len(PUBLIC)
+    drain, backlog = prediction["drain_per_s"], 0.0
+    for (t, users), (t_next, _) in zip(series, series[1:]):
+        published = min(users / prediction["cycle_s"], pages_per_s)
+        backlog = max(0.0, backlog + (published - drain) * (t_next - t))
+    load_s = series[-1][0] - series[0][0] if len(series) > 1 else 0
+    after_s = backlog / drain
+    return {"backlog_at_end": backlog, "seconds_after_load": after_s,
+            "extra_min_per_min": after_s / load_s if load_s else None}
 
 
 def report_lines(p, settings):

@@ -2,7 +2,7 @@
 import pytest
 
 from visitkit.paths import ROOT
-from visitkit.predict import counter_reads_per_s, instance_rate, predict, report_lines
+from visitkit.predict import convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
 from visitkit.twin.profile import Profile
 from visitkit.settings import parse_settings
 
@@ -51,6 +51,19 @@ def test_iteration_3_is_limited_by_inc_counter_and_builds_a_backlog():
     assert p.backlog_per_min == pytest.approx(1397.1, abs=0.1)
     assert p.extra_min_per_min == pytest.approx(0.7568, abs=1e-4)
     assert p.convergence_min == pytest.approx(11.35, abs=0.01)  # after 15 minutes past the knee
+
+
+def test_a_push_overhead_holds_each_store_slot_longer_than_its_execution():
+    """The profile's push overhead is part of a delivery's slot time: the store drains slower, the
+    backlog grows faster; nothing the visitor calls changes."""
+    overhead = Profile("hand", {"push": 62}, STUDY_TIMES.service_ms, cache_hit_ms=2)
+    plain, held = predict(settings(), STUDY_TIMES), predict(settings(), overhead)
+    # 2 slots / (0.130 + 0.062) s = 10.42/s, now below the 13.33/s published at get-counter's knee
+    assert held.drain_per_s == pytest.approx(10.417, abs=1e-3)
+    assert held.backlog_per_min == pytest.approx((13.333 - 10.417) * 60, abs=0.1)
+    assert plain.backlog_per_min == 0
+    assert (held.knee_users, held.first_429_users, held.cycle_s) == (plain.knee_users, plain.first_429_users,
+                                                                      plain.cycle_s)
 
 
 def test_a_cache_too_short_to_help_is_just_the_miss_rate():
@@ -137,3 +150,20 @@ def test_get_counter_reads_firestore_per_request_or_once_per_page_and_ttl_per_in
     # 2 instances x 5 pages / 10 s = 1 read/s at most, however many requests
     assert counter_reads_per_s(settings(ttl=10), 100) == pytest.approx(1.0)
     assert counter_reads_per_s(settings(ttl=10), 0.4) == pytest.approx(0.4)  # fewer requests than that: each one
+
+
+def test_convergence_for_a_runs_own_load_counts_only_what_outran_the_store():
+    """10 pages/s at the knee, 5 drained: 10 s at 40 users (past the knee) leave 50 visits, 10 s at 20
+    users (5 pages/s, what the store drains) leave them there, 10 s at 8 users (2 pages/s) drain 30."""
+    prediction = {"cycle_s": 4.0, "knee_rps": 30.0, "drain_per_s": 5.0}
+    series = [(0, 40), (10, 20), (20, 8), (30, 0)]
+    model = convergence_for_load(prediction, series)
+    assert model["backlog_at_end"] == pytest.approx(20.0)
+    assert model["seconds_after_load"] == pytest.approx(4.0)
+    assert model["extra_min_per_min"] == pytest.approx(4.0 / 30)
+    # below the knee all along, the store keeps up: nothing left
+    assert convergence_for_load(prediction, [(0, 8), (60, 8)])["seconds_after_load"] == 0
+    # on the twin a machine knee below the platform's caps what can be published
+    capped = {**prediction, "machine_knee_rps": 15.0}
+    assert convergence_for_load(capped, [(0, 40), (10, 0)], "local")["backlog_at_end"] == 0
+    assert convergence_for_load(capped, [(0, 40), (10, 0)], "gcp")["backlog_at_end"] == pytest.approx(50.0)

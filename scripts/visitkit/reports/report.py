@@ -123,7 +123,9 @@ def prediction_section(s, _plots):
              + ("; this machine's CPU busy" if h.get("knee_machine_busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
             ("store drain (msg/s)", fmt(p["drain_per_s"]), measured_drain(s.get("store") or {}, h)),
-            ("extra min per min of load", fmt(p["extra_min_per_min"], 2), fmt(h.get("extra_min_per_min"), 2))]
+            ("extra min per min of load, past the knee", fmt(p["extra_min_per_min"], 2), "-"),
+            ("extra min per min of load, for this run's users", fmt((s.get("model_load") or {}).get("extra_min_per_min"), 2),
+             fmt(h.get("extra_min_per_min"), 2))]
     return ["## Predicted vs measured", "",
             f"The capacity model (`scripts/predict`, docs/local-twin.md) from the settings and the `{p['profile']}` "
             "profile's service times, before the run.", "",

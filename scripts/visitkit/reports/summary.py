@@ -6,6 +6,7 @@ from visitkit.twin import chaos, resources
 from visitkit.cloud import cost, monitoring
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms
+from visitkit.predict import convergence_for_load
 from visitkit.settings import summary_line
 
 
@@ -54,8 +55,18 @@ def summarize(data):
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0))
+    summary["model_load"] = model_for_load(run, data.history, load_start, load_end)
     summary["headline"] = headline(summary)
     return summary
+
+
+def model_for_load(run, history, load_start, load_end):
+    """The run's recorded prediction applied to the users it actually ran (predict.convergence_for_load)."""
+    prediction = run.get("prediction")
+    if not prediction or load_start is None or not prediction.get("drain_per_s"):
+        return None
+    series = [(s["time"], s["users"]) for s in history if load_start <= s["time"] <= load_end]
+    return convergence_for_load(prediction, series, run.get("target"))
 
 
 def machine_figures(breakpoint, samples, cores, on_platform):
