@@ -17,8 +17,8 @@ import urllib.request
 import pytest
 
 from conftest import running_stack
-from helpers import call
-from visitkit.catalogue import FUNCTIONS, PAGES
+from helpers import call, push_body
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.net import http_status, wait_until
 from visitkit.twin.profile import load_profile
 
@@ -68,6 +68,27 @@ def test_the_profile_adds_its_latency_to_a_function(twin, stack):
     page = median_ms(twin.base_url + "/app?view=about") - median_ms(stack.base_url + "/app?view=about")
     assert abs(page) < 30
     assert twin.state()["profile"]["name"] == "study"
+
+
+def test_a_push_delivery_holds_the_store_slot_for_the_profiles_overhead(twin):
+    """Through HAProxy's push port a delivery takes the instance's time plus the profile's push
+    overhead (Toxiproxy between HAProxy and the instance), so the slot HAProxy holds for it does too."""
+    state = twin.state()
+    instance = next(p["port"] for p in state["processes"] if p["name"] == "store-inc-counter-0")
+    path = CATALOGUE[PUSH_FUNCTION].path
+
+    def median_delivery_ms(base, tag):
+        taken = []
+        for i in range(12):
+            started = time.perf_counter()
+            status, _ = call(base + path, "POST", push_body("jobs", f"slot-{tag}-{i}"),
+                             {"Content-Type": "application/json"})
+            assert 200 <= status < 300, status
+            taken.append((time.perf_counter() - started) * 1000)
+        return statistics.median(taken[2:])
+
+    added = median_delivery_ms(state["push_url"], "haproxy") - median_delivery_ms(f"http://127.0.0.1:{instance}", "direct")
+    assert STUDY.push_overhead_ms * 0.8 < added < STUDY.push_overhead_ms * 1.5
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ def test_builtin_profiles_load():
     assert not none.needs_proxy
     assert study.needs_proxy and study.latency_ms["firestore"] > study.latency_ms["pubsub"] > 0
     assert study.derivation  # the file says where its numbers come from
+    assert study.push_overhead_ms > 0 and none.push_overhead_ms == 0
     written = json.loads((PROFILES_DIR / "study.json").read_text())
     assert study.record() == {"name": "study", "source": "study.json", "latency_ms": written["latency_ms"]}
 

@@ -2,11 +2,13 @@
 
 A profile says, per backend, how many milliseconds one request/response round trip gains on its way
 (Toxiproxy adds half on the way in and half on the way out), and the service time each function then
-has (what the capacity model in predict.py works from). `none` adds nothing; `study` is calibrated on
+has (what the capacity model in predict.py works from). `push` is the platform's own: what a push
+delivery holds a store-inc-counter slot beyond the function's execution (the delivery's round trip
+and its acknowledgement), put between HAProxy and each store instance. `none` adds nothing; `study` is calibrated on
 the reference study; a Google Cloud run writes a profile of its own with `profile_from_results`.
 
 A profile file (JSON):
-  {"name": "...", "latency_ms": {"firestore": 120, "pubsub": 20, "frontend": 0},
+  {"name": "...", "latency_ms": {"firestore": 120, "pubsub": 20, "frontend": 0, "push": 0},
    "service_ms": {"serve-page": .., "get-counter": .., "inc-counter": .., "store-inc-counter": ..},
    "cache_hit_ms": 2, "derivation": ["why these numbers", ...],
    optional: "cpu_ms": {function: ms},
@@ -21,7 +23,7 @@ from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FU
 from visitkit.errors import SettingsError
 
 PROFILES_DIR = Path(__file__).with_name("profiles")
-BACKENDS = ("firestore", "pubsub", "frontend")  # frontend: the client (Locust) to HAProxy
+BACKENDS = ("firestore", "pubsub", "frontend", "push")  # frontend: the client (Locust) to HAProxy
 DEFAULT = "none"
 # Which backend each function waits on once per request (get-counter: one aggregation query on a
 # cache miss; inc-counter: one publish; store-inc-counter: one batch commit); serve-page waits on none.
@@ -38,6 +40,11 @@ class Profile:
     source: str = ""
     cpu_ms: dict = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound in the model)
     host: dict = None  # the machine the twin runs on: cores, cpu_ms_per_page[, cpu_ms_per_counter_read] (None: unbounded)
+
+    @property
+    def push_overhead_ms(self):
+        """What a push delivery holds a store slot beyond the function's service time."""
+        return self.latency_ms.get("push", 0)
 
     @property
     def needs_proxy(self):

@@ -2,7 +2,8 @@
 function instance (each under a supervisor that restarts it when it crashes, as Cloud Run does),
 HAProxy in front of them playing the Cloud Functions platform, the push relay delivering Pub/Sub
 messages to store-inc-counter as a push subscription does, and, with a latency profile, Toxiproxy
-between the instances and the emulators.
+between the instances and the emulators (and, for the profile's push overhead, between HAProxy and
+each store-inc-counter instance).
 
 Every process runs in its own process group (the emulators are wrapper scripts that start java),
 is recorded in the state folder, and is stopped by group.
@@ -184,6 +185,7 @@ class LocalStack:
             self._start(state, "pubsub-emulator", pubsub_command, port=pubsub_port)
             routes = self._start_toxiproxy(state, profile, port)
             instances = self._start_functions(state, settings, routes)
+            instances = self._delay_pushes(state, profile, instances)
             self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout)
             self._wait_until_ready(state)
             self._create_topics_and_subscriptions(state, settings)
@@ -205,7 +207,8 @@ class LocalStack:
         api_port = free_port()
         self._start(state, "toxiproxy", toxiproxy.server_command(api_port), port=api_port)
         self._wait_until_ready(state, front_end=False)
-        proxies = toxiproxy.Toxiproxy(f"127.0.0.1:{api_port}")
+        state["toxiproxy_api"] = f"127.0.0.1:{api_port}"
+        proxies = toxiproxy.Toxiproxy(state["toxiproxy_api"])
         for backend in ("firestore", "pubsub"):
             latency = profile.latency_ms.get(backend, 0)
             if latency > 0:
@@ -218,6 +221,18 @@ class LocalStack:
         state["routes"] = routes
         self._save(state)
         return routes
+
+    def _delay_pushes(self, state, profile, instances):
+        """HAProxy reaches each store-inc-counter instance through a proxy adding the profile's push
+        overhead, so that a delivery holds its slot (HAProxy's maxconn) that much longer than the
+        function's execution, as a push delivery holds a Cloud Run instance's."""
+        if not profile.push_overhead_ms:
+            return instances
+        proxies, delayed = toxiproxy.Toxiproxy(state["toxiproxy_api"]), []
+        for i, port in enumerate(instances[PUSH_FUNCTION]):
+            delayed.append(free_port())
+            proxies.proxy(f"push-{i}", f"127.0.0.1:{delayed[-1]}", f"127.0.0.1:{port}", profile.push_overhead_ms)
+        return {**instances, PUSH_FUNCTION: delayed}
 
     def _relay_command(self, state, settings):
         config = push.RelayConfig.from_settings(
