@@ -168,6 +168,11 @@ def predict_command(args):
     settings = load_settings(args.iteration)
     prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
     print("\n".join(predict.report_lines(prediction, settings)))
+    if args.ramp is not None:
+        ramp = predict.breakpoint_convergence(prediction.as_dict(), args.ramp, args.minutes)
+        print(f"a breakpoint at +{args.ramp:g} users/s for {args.minutes:g} min: {ramp['backlog_at_end']:,.0f} visits "
+              f"left at its end, stored {ramp['seconds_after_load'] / 60:.1f} min after it: "
+              f"{ramp['extra_min_per_min']:.2f} extra minutes per minute of load")
     if args.fleet is not None:
         from visitkit.benchmarks import loadgen
 
@@ -348,6 +353,9 @@ def parser():
                          help="seconds queued before a 429 (default: %(default)g)")
     predict.add_argument("--minutes", type=float, default=15.0,
                          help="minutes of load past the knee, for the convergence time (default: 15)")
+    predict.add_argument("--ramp", type=float, metavar="USERS_PER_S",
+                         help="also print the convergence after a breakpoint adding this many users per second for "
+                              "--minutes (the study's: 1)")
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
                          help="also print the cost of one hour at this many visits per second (prices.json)")
     predict.add_argument("--cost-per-million", action="store_true",

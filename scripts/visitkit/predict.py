@@ -164,6 +164,11 @@ def convergence_for_load(prediction, series, target="local"):
             "extra_min_per_min": after_s / load_s if load_s else None}
 
 
+def breakpoint_convergence(prediction, users_per_s, minutes, target="gcp"):
+    """convergence_for_load for a breakpoint ramp: users_per_s more users each second for `minutes`."""
+    return convergence_for_load(prediction, [(t, users_per_s * t) for t in range(round(minutes * 60) + 1)], target)
+
+
 def report_lines(p, settings):
     """What `visitkit predict` prints."""
     lines = [f"capacity model, profile {p.profile}:"]

@@ -217,3 +217,24 @@ def test_the_cost_table_shows_every_iteration_or_those_named():
     named = docs.cost_table(ROOT / "iterations", None, "study iteration-3 iteration-6").splitlines()
     assert [row.split(" |")[0] for row in named[2:]] == ["| iteration-3", "| iteration-6"]
     assert named[:2] == every[:2] and set(named[2:]) <= set(every[2:])
+
+
+def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_breakpoints(tmp_path):
+    import json
+    import shutil
+
+    from visitkit import predict
+    from visitkit.paths import ROOT
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    for name, study in (("iteration-1", {"breakpoint_minutes": 15, "extra_min_per_min": 4.0, "convergence": "an hour"}),
+                        ("iteration-4", {"knee_users": 1})):  # no breakpoint minutes: no row
+        (tmp_path / name).mkdir()
+        shutil.copy(ROOT / "iterations" / name / "settings.tfvars.json", tmp_path / name)
+        (tmp_path / name / "study.json").write_text(json.dumps(study))
+    rows = docs.study_convergence_table(tmp_path, None, "study").splitlines()
+    model = predict.breakpoint_convergence(
+        predict.predict(load_settings(tmp_path / "iteration-1"), load_profile("study")).as_dict(), 1, 15)
+    assert len(rows) == 3 and rows[2].startswith("| iteration-1 | 15 min | an hour | ")
+    assert rows[2].endswith(f"4.00 / {model['extra_min_per_min']:.2f} ({model['extra_min_per_min'] / 4 - 1:+.0%}) |")

@@ -2,7 +2,7 @@
 import pytest
 
 from visitkit.paths import ROOT
-from visitkit.predict import convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
+from visitkit.predict import breakpoint_convergence, convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
 from visitkit.twin.profile import Profile
 from visitkit.settings import parse_settings
 
@@ -167,3 +167,13 @@ def test_convergence_for_a_runs_own_load_counts_only_what_outran_the_store():
     capped = {**prediction, "machine_knee_rps": 15.0}
     assert convergence_for_load(capped, [(0, 40), (10, 0)], "local")["backlog_at_end"] == 0
     assert convergence_for_load(capped, [(0, 40), (10, 0)], "gcp")["backlog_at_end"] == pytest.approx(50.0)
+
+
+def test_a_breakpoints_ramp_publishes_what_its_users_ask_until_the_knee():
+    """One user more each second, a page per user per second, 10 pages/s at the knee, 5 drained: nothing
+    left for the first 5 s, then 1, 2, 3, 4 more a second, then 5 a second from 10 users on."""
+    prediction = {"cycle_s": 1.0, "knee_rps": 30.0, "drain_per_s": 5.0}
+    model = breakpoint_convergence(prediction, 1, 1)
+    assert model["backlog_at_end"] == pytest.approx(1 + 2 + 3 + 4 + 50 * 5)
+    assert model["seconds_after_load"] == pytest.approx(52.0)
+    assert model["extra_min_per_min"] == pytest.approx(52 / 60)

@@ -21,7 +21,8 @@ functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole ta
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
 `<!-- figures cost-per-million: ../iterations study [iteration-3 ...] -->` (a million visits' cost in each
-iteration, or in those named).
+iteration, or in those named) and `<!-- figures study-convergence: ../iterations study -->` (the model's
+convergence after each of the study's own breakpoints, beside the study's).
 """
 import ast
 import difflib
@@ -302,6 +303,31 @@ def cost_table(iterations_dir, _link, arguments):
     return "\n".join(header + rows) + "\n"
 
 
+def study_convergence_table(iterations_dir, _link, arguments):
+    """For each iteration whose study.json gives its breakpoint's minutes: the model (with the profile named in
+    `arguments`) applied to that breakpoint's own ramp, +1 user/s (predict.breakpoint_convergence), beside
+    how long the study's counters took to converge."""
+    from visitkit import predict
+    from visitkit.reports import study
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    profile = load_profile((arguments or "study").strip())
+    rows = ["| iteration | the study's breakpoint (+1 user/s) | the study | the model: left at the end, stored after | "
+            "extra min per min: the study / the model |", "|---|---|---|---|---:|"]
+    for iteration in sorted(path.parent for path in iterations_dir.glob("iteration-*/settings.tfvars.json")):
+        figures = study.load(iteration) or {}
+        if "breakpoint_minutes" not in figures:
+            continue
+        prediction = predict.predict(load_settings(iteration), profile).as_dict()
+        ramp = predict.breakpoint_convergence(prediction, 1, figures["breakpoint_minutes"])
+        rows.append(f"| {iteration.name} | {figures['breakpoint_minutes']} min | {figures['convergence']} | "
+                    f"{ramp['backlog_at_end']:,.0f} visits, {ramp['seconds_after_load'] / 60:.1f} min | "
+                    f"{figures['extra_min_per_min']:.2f} / {ramp['extra_min_per_min']:.2f} "
+                    f"({ramp['extra_min_per_min'] / figures['extra_min_per_min'] - 1:+.0%}) |")
+    return "\n".join(rows) + "\n"
+
+
 def read_json(folder, stem):
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -311,7 +337,8 @@ def read_json(folder, stem):
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
-                "predict": predict_output, "cost-per-million": cost_table}
+                "predict": predict_output, "cost-per-million": cost_table,
+                "study-convergence": study_convergence_table}
 
 
 def differences(block, rendered, lines):
