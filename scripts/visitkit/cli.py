@@ -252,8 +252,9 @@ def parser():
     run.add_argument("--keep-fleet", action="store_true",
                      help="with a fleet: leave its VMs up after the run, to look inside (infra/loadgen/README.md)")
     run.add_argument("--convergence-timeout", type=float, help=(
-        "seconds to wait for the counters after the load (default: 3 x the load, at least 120, and on "
-        "Google Cloud at least the subscription's maximum backoff)"))
+        "seconds to wait for the counters after the load (default: 3 x the load, at least 120, at least twice "
+        "what the capacity model says the store needs after this run's load, and on Google Cloud at least the "
+        "subscription's maximum backoff)"))
     run.add_argument("--queue-timeout", type=float, default=QUEUE_TIMEOUT_S,
                      help="local: seconds in HAProxy's queue before a 429")
     run.add_argument("--keep-up", action="store_true", help="local: leave the stack running afterwards")

@@ -177,3 +177,16 @@ def test_a_breakpoints_ramp_publishes_what_its_users_ask_until_the_knee():
     assert model["backlog_at_end"] == pytest.approx(1 + 2 + 3 + 4 + 50 * 5)
     assert model["seconds_after_load"] == pytest.approx(52.0)
     assert model["extra_min_per_min"] == pytest.approx(52 / 60)
+
+
+def test_a_run_waits_for_its_counters_at_least_twice_what_the_model_says_its_load_left():
+    from types import SimpleNamespace
+
+    from visitkit.runs.runner import MIN_CONVERGENCE_WAIT_S, convergence_wait
+
+    local = SimpleNamespace(min_convergence_wait=0)
+    default = SimpleNamespace(convergence_timeout=None)
+    assert convergence_wait(default, local, 150) == 450  # 3 x the load
+    assert convergence_wait(default, local, 150, model_seconds=480) == 960  # the model's backlog needs longer
+    assert convergence_wait(default, local, 10) == MIN_CONVERGENCE_WAIT_S
+    assert convergence_wait(SimpleNamespace(convergence_timeout=60), local, 150, model_seconds=480) == 60

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from visitkit.reports import audit, publish, results
+from visitkit.reports import analysis, audit, publish, results
 from visitkit.runs import settle, suite
 from visitkit.twin.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
@@ -32,7 +32,7 @@ from visitkit.runs.progress import Progress
 from visitkit.predict import figure_to_measure, predict
 from visitkit.twin.profile import load_profile
 from visitkit.settings import check_invokers, load_settings
-from visitkit.reports.summary import headline_table
+from visitkit.reports.summary import headline_table, model_for_load
 from visitkit.runs.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
@@ -617,10 +617,21 @@ def _float(text):
         return None
 
 
-def convergence_wait(config, target, load_seconds):
+def convergence_wait(config, target, load_seconds, model_seconds=0):
+    """--convergence-timeout, else the longest of a floor, 3 x the load, twice what the model says the
+    store needs after this load (a run the model describes never times out; one it does not still ends)
+    and the target's own minimum."""
     if config.convergence_timeout is not None:
         return config.convergence_timeout
-    return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, target.min_convergence_wait)
+    return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, 2 * model_seconds, target.min_convergence_wait)
+
+
+def state_convergence_wait(state):
+    """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded."""
+    history = analysis.aggregated_history(results.read_csv(state.folder / results.HISTORY))
+    model = model_for_load(state.record, history, *analysis.load_window(history)) or {}
+    return convergence_wait(state.config, state.target, state.load_ended - state.load_started,
+                            model.get("seconds_after_load") or 0)
 
 
 def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1.0, progress=None,
@@ -651,7 +662,7 @@ def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1
 
 def converge(state):
     ledger = json.loads((state.folder / results.LEDGER).read_text())
-    wait = convergence_wait(state.config, state.target, state.load_ended - state.load_started)
+    wait = state_convergence_wait(state)
     progress = Progress("convergence")
     try:
         converged = wait_for_convergence(state.target, state.record["before"], ledger.get("acknowledged", {}),
@@ -676,7 +687,7 @@ def audit_visits(state):
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     # After a convergence, acknowledged visits the totals did not wait for may still be in a retry
     # backoff: the audit waits for them as long again. After none, it takes the store as it is.
-    wait = convergence_wait(state.config, state.target, state.load_ended - state.load_started) if state.converged else 0
+    wait = state_convergence_wait(state) if state.converged else 0
     record = audit.run(ledger, state.config.audit, getattr(state.target, "stored_visits", None),
                        getattr(state.target, "billed_region", None), totals=state.target.totals, wait_s=wait)
     state.folder.save_audit(record)
@@ -712,7 +723,8 @@ def plan(config, folder, target, fleet=None):
     """The run's steps, in order; the same list is run or printed."""
     load, shown_url = config.load, target.base_url
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
-                   f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load"
+                   f"up to the longest of {MIN_CONVERGENCE_WAIT_S} s, 3 x the load, twice the model's time to store "
+                   "this load's backlog"
                    + (f" and the subscription's maximum backoff plus its ack deadline ({target.min_convergence_wait} s)"
                       if target.min_convergence_wait else ""))
     steps = [*target.start_steps()]
