@@ -31,11 +31,9 @@ def test_the_document_describes_the_functions_public_paths_and_pages():
 
 @schema.parametrize()
 @FUZZ
-def test_every_answer_conforms_and_a_refused_request_publishes_nothing(case, stack):
-    accepted = stack.sample()["store"]["accepted"]
-    response = case.call_and_validate(base_url=stack.base_url, checks=CHECKS, timeout=30)
-    if response.status_code != 202:  # only a 202 may publish a visit
-        assert stack.sample()["store"]["accepted"] == accepted, (case.method, case.path, case.query)
+def test_every_answer_conforms(case, stack):
+    # That a refused call publishes nothing is checked below, where every message Pub/Sub pushed is counted.
+    case.call_and_validate(base_url=stack.base_url, checks=CHECKS, timeout=30)
 
 
 def test_fuzzed_visits_are_stored_exactly_once_and_nothing_else_counts(stack):
