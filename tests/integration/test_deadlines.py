@@ -1,11 +1,16 @@
-"""Every Google call ends at its deadline, retries included (functions/clients.py), and get-counter
-does not pile up behind a frozen Firestore: real emulators, each behind a Toxiproxy proxy that the
-tests make hold every byte sent through it, and real functions-framework servers.
+"""Every Google call ends at its deadline, retries included (functions/clients.py), get-counter
+does not pile up behind a frozen Firestore, a failed write is an error event in the logs, and an
+instance stopped mid-call answers the call inside Cloud Run's grace: real emulators, each behind a
+Toxiproxy proxy that the tests make hold every byte sent through it, and real functions-framework
+servers.
 
 The servers get CALL_DEADLINE_SECONDS=3 (8 s deployed) to keep the tests short.
 """
 import contextlib
 import json
+import os
+import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -17,12 +22,13 @@ from types import SimpleNamespace
 
 import pytest
 from get_counter import FAILURE_TTL_SECONDS, STALE_HEADER
+from common import REPORTED_ERROR_EVENT
 from helpers import call, function_server, push_body
 
 from visitkit.catalogue import FIRESTORE
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.twin import toxiproxy
-from visitkit.twin.stack import PROJECT, LocalStack, emulator_commands
+from visitkit.twin.stack import PROJECT, LocalStack, emulator_commands, function_command
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,6 +40,7 @@ SLACK = 2.0
 EARLY = 0.5
 CACHE_TTL_SECONDS = 1  # get-counter's, in the concurrent tests: a cached total expires quickly
 CONCURRENT = 16
+GRACE_S = 10  # from SIGTERM to the end of an instance, on Cloud Run
 JSON = {"Content-Type": "application/json"}
 
 
@@ -182,3 +189,72 @@ def test_concurrent_reads_of_an_expired_page_answer_its_last_total_marked_stale(
     time.sleep(FAILURE_TTL_SECONDS)
     status, reply, headers = get(counter, "about")
     assert (status, reply) == (200, {"visit_type": "about", "count": 6}) and STALE_HEADER not in headers
+
+
+# ---- (c) what a failure leaves: its answer, its log line, and the end of an instance ------------
+@contextlib.contextmanager
+def logged_server(function, backends, **env):
+    """A functions-framework server of the function whose stdout (its log lines) is kept:
+    yields (url, process)."""
+    port = free_port()
+    process = subprocess.Popen(function_command(function, port), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               text=True, env={**os.environ, "GOOGLE_CLOUD_PROJECT": PROJECT, "THREADS": "4",
+                                               "FIRESTORE_EMULATOR_HOST": backends.route["firestore"],
+                                               "PUBSUB_EMULATOR_HOST": backends.route["pubsub"], **env})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: http_status(url) is not None, timeout=30), f"{function} did not start"
+        yield url, process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def log_lines(output):
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def post_push(url, message_id):
+    """(status, content type) of one push delivery of a visit to store-inc-counter."""
+    request = urllib.request.Request(url, push_body("home", message_id), JSON, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=3 * DEADLINE) as reply:
+            return reply.status, reply.headers.get_content_type()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get_content_type()
+
+
+def test_a_write_that_fails_answers_the_frameworks_500_and_logs_an_error_event_with_its_visit(backends):
+    """store-inc-counter raises on a failed commit so that Pub/Sub delivers the visit again: the answer
+    is functions-framework's own 500 (an HTML page, as openapi.yaml's Failed says), and the line it
+    logs is one Error Reporting takes (ERROR, its type, the stack trace) with outcome "failed", which
+    the deliveries metric counts, and the message it failed."""
+    message_id = str(uuid.uuid4())
+    with logged_server("store-inc-counter", backends, CALL_DEADLINE_SECONDS=str(DEADLINE)) as (url, process):
+        with held(backends, "firestore"):
+            answer = post_push(url, message_id)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=GRACE_S)
+    assert answer == (500, "text/html")
+    [line] = [line for line in log_lines(output) if line.get("message_id") == message_id]
+    assert (line["severity"], line["outcome"], line["@type"]) == ("ERROR", "failed", REPORTED_ERROR_EVENT)
+    assert line["stack_trace"].startswith("Traceback") and "DeadlineExceeded" in line["stack_trace"]
+
+
+def test_an_instance_stopped_while_a_call_hangs_answers_it_within_the_grace(backends):
+    """Cloud Run sends SIGTERM and ends the instance 10 s later. A visit whose publish hangs when it
+    comes still gets its answer (503: post it again) at the deployed 8 s deadline, and the instance
+    ends inside the grace, having logged that it stops."""
+    with logged_server("inc-counter", backends) as (url, process):  # the deployed deadline
+        assert call(f"{url}/?visit_type=home", "POST")[0] == 202
+        with held(backends, "pubsub"), ThreadPoolExecutor(1) as pool:
+            visit = pool.submit(timed, call, f"{url}/?visit_type=home", "POST")
+            time.sleep(0.5)  # the request is in flight
+            stopped = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=GRACE_S)
+            ended = time.monotonic() - stopped
+            (status, reply), _ = visit.result(timeout=GRACE_S)
+    assert status == 503 and "visit_id" in reply
+    assert ended < GRACE_S and process.returncode == 0, f"ended {ended:.1f} s after SIGTERM"
+    assert "instance stopping" in [line["message"] for line in log_lines(output)]
