@@ -60,14 +60,18 @@ def test_py_spy_watches_the_process_and_its_children_without_pausing_them():
 
 def test_a_profile_keeps_no_machine_path():
     import sysconfig
+    import tempfile
 
     from visitkit.paths import ROOT
 
     stdlib = sysconfig.get_paths()["stdlib"]
-    raw = (f'process 7:"{ROOT}/.venv/bin/python -m functions_framework --source {ROOT}/functions/main.py";'
+    temporary = tempfile.gettempdir()
+    raw = (f'process 7:"{ROOT}/.venv/bin/python -m functions_framework --source {ROOT}/functions/main.py '
+           f'--restarts {temporary}/bench-hot-path-x1/restarts.jsonl";'
            f"a ({stdlib}/threading.py:1);b ({ROOT}/.venv/lib/python3.11/site-packages/grpc/_channel.py:2);"
            f"c ({ROOT}/functions/common.py:3) 4")
-    assert profiling.portable(raw) == ('process 7:".venv/bin/python -m functions_framework --source functions/main.py";'
+    assert profiling.portable(raw) == ('process 7:".venv/bin/python -m functions_framework --source functions/main.py '
+                                       '--restarts tmp/bench-hot-path-x1/restarts.jsonl";'
                                        "a (stdlib/threading.py:1);b (site-packages/grpc/_channel.py:2);"
                                        "c (functions/common.py:3) 4")
     assert str(ROOT) not in profiling.portable(raw)

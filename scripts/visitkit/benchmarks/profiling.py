@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 from visitkit.paths import ROOT
@@ -20,6 +21,7 @@ from visitkit.paths import ROOT
 FUNCTIONS_DIR = "functions"  # files as portable() writes them: relative to the checkout,
 SITE_PACKAGES = "site-packages"  # to the installed packages,
 STDLIB = "stdlib"  # or to the standard library
+TMP = "tmp"  # a temporary folder named in a process's command
 OURS, FRAMEWORK, GOOGLE, INTERPRETER = (
     "our code", "functions-framework, Flask, gunicorn", "Google client libraries", "interpreter")
 ORIGINS = (OURS, FRAMEWORK, GOOGLE, INTERPRETER)
@@ -54,9 +56,11 @@ def summarize(raw):
 
 def portable(raw):
     """py-spy's output with this machine's paths taken out: the checkout's files relative to it, the
-    installed packages' relative to site-packages/, the standard library's to stdlib/."""
+    installed packages' relative to site-packages/, the standard library's to stdlib/, and the
+    temporary folders in the processes' commands to tmp/."""
     raw = re.sub(r"[^\s;(\"]*/site-packages/", SITE_PACKAGES + "/", raw)
-    return raw.replace(sysconfig.get_paths()["stdlib"] + "/", STDLIB + "/").replace(str(ROOT) + "/", "")
+    raw = raw.replace(sysconfig.get_paths()["stdlib"] + "/", STDLIB + "/").replace(str(ROOT) + "/", "")
+    return raw.replace(tempfile.gettempdir().rstrip("/") + "/", TMP + "/")
 
 
 def origin_of(path):
