@@ -116,35 +116,51 @@ def hot_path_record(noop_cpu_ms=0.40):
         "samples": 1000, "shares": {profiling.OURS: ours, profiling.FRAMEWORK: server, profiling.GOOGLE: google,
                                     profiling.INTERPRETER: interpreter},
         "top_files": [[profiling.GOOGLE, "grpc/_channel.py", google], [profiling.OURS, "inc_counter.py", ours]]}
-    return {"format": 2, "benchmark": "hot-path", "machine": MACHINE, "locust": "2.47.0", "users": 32,
+    return {"format": 3, "benchmark": "hot-path", "machine": MACHINE, "locust": "2.47.0", "users": 32,
             "seconds": 30, "threads": 8,
-            "stack": {"rps": 783.4, "failures": 0, "cpu_ms_per_request": {"serve-page": 0.6, "inc-counter": 1.2},
+            "stack": {"rps": 783.4, "failures": 0,
+                      "cpu_ms_per_request": {"serve-page": 0.6, "inc-counter": 1.2, "store-inc-counter": 2.0},
+                      "requests_per_s": {"serve-page": 261.0, "get-counter": 261.2, "inc-counter": 261.5,
+                                         "store-inc-counter": 128.0},
                       "cpu_ms_per_visitor_request": {"HAProxy": 0.19, "Firestore emulator": 0.47, "serve-page": 0.22},
                       "store": {"accepted_per_s": 254.0, "stored_per_s": 128.0, "backlog_at_end": 3844,
                                 "converged_after_s": 8.6},
                       "profile": {"serve-page": profile(0.0, 0.75, 0.0, 0.25), "inc-counter": profile(0.05, 0.3, 0.5, 0.15)}},
             "noop": {"via_platform": {"rps": 1900.0, "failures": 1, "cpu_ms_per_request": noop_cpu_ms,
                                       "profile": profile(0.0, 0.8, 0.0, 0.2)},
-                     "direct": {"rps": 2353.0, "failures": 0, "cpu_ms_per_request": 0.3, "profile": None}}}
+                     "direct": {"rps": 2353.0, "failures": 0, "cpu_ms_per_request": 0.3, "profile": None},
+                     "at_stack_rate": {"rps": 258.9, "failures": 0, "cpu_ms_per_request": 0.6, "profile": None,
+                                       "target_rps": 261.2},
+                     "at_push_rate": {"rps": 127.0, "failures": 0, "cpu_ms_per_request": 0.8, "profile": None,
+                                      "target_rps": 128.0}}}
 
 
 def test_the_hot_path_tables_put_each_function_beside_the_no_op_reached_the_same_way():
     lines = hotpath.render(hot_path_record())
-    assert lines[2:6] == ["| whole local stack | 783 | 0 |",
+    assert lines[2:8] == ["| whole local stack | 783 | 0 |",
                           "| no-op function, through the stack's HAProxy (a connection per request) | 1900 | 1 |",
+                          "| no-op function, through the stack's HAProxy, paced to the rate of each public function in "
+                          "the stack (261 requests/s) | 259 | 0 |",
+                          "| no-op function, through the stack's HAProxy, paced to store-inc-counter's rate in the stack "
+                          "(128 requests/s) | 127 | 0 |",
                           "| no-op function, direct (kept-alive connections) | 2353 | 0 |",
                           "| ratio (stack / no-op through HAProxy) | 0.41x | |"]
-    # CPU split in the profile's proportions; the ratios against the no-op through HAProxy; our code's
-    # part added to the no-op's (inc-counter: 0.05 x 1.2 = 0.06 ms over 0.40 ms)
-    assert lines[9:13] == [
-        "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | 1.50x | 1.00x |",
-        "| inc-counter | 1.20 | 0.06 | 0.54 | 0.60 | 3.00x | 1.15x |",
-        "| no-op, through the stack's HAProxy | 0.40 | 0.00 | 0.40 | 0.00 | 1.00x | 1.00x |",
-        "| no-op, direct | 0.30 | n/a | n/a | n/a | 0.75x | n/a |"]
+    # CPU split in the profile's proportions; the ratios against the no-op through HAProxy at the
+    # function's own rate (store-inc-counter: its deliveries') and flat out; our code's part added to
+    # the flat-out no-op's (inc-counter: 0.05 x 1.2 = 0.06 ms over 0.40 ms)
+    assert lines[11:18] == [
+        "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | 1.00x | 1.50x | 1.00x |",
+        "| inc-counter | 1.20 | 0.06 | 0.54 | 0.60 | 2.00x | 3.00x | 1.15x |",
+        "| store-inc-counter | 2.00 | n/a | n/a | n/a | 2.50x | 5.00x | n/a |",
+        "| no-op, through the stack's HAProxy | 0.40 | 0.00 | 0.40 | 0.00 | n/a | 1.00x | 1.00x |",
+        "| no-op, direct | 0.30 | n/a | n/a | n/a | n/a | 0.75x | n/a |",
+        "| no-op, through the stack's HAProxy, at the public functions' rate | 0.60 | n/a | n/a | n/a | n/a | 1.50x | n/a |",
+        "| no-op, through the stack's HAProxy, at store-inc-counter's rate | 0.80 | n/a | n/a | n/a | n/a | 2.00x | n/a |"]
     # the parts by cost, most first, and their sum
     assert lines[-4:] == ["| Firestore emulator | 0.47 |", "| serve-page | 0.22 |", "| HAProxy | 0.19 |",
                           "| all parts (Locust apart) | 0.88 |"]
-    assert "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | n/a | n/a |" in hotpath.render(hot_path_record(noop_cpu_ms=None))
+    assert "| serve-page | 0.60 | 0.00 | 0.60 | 0.00 | 1.00x | n/a | n/a |" in hotpath.render(
+        hot_path_record(noop_cpu_ms=None))
     summary = hotpath.summary_lines(hot_path_record(), "x")
     assert "| inc-counter | 1,000 | grpc/_channel.py (Google client libraries, 50%); inc_counter.py (our code, 5%) |" in summary
     assert summary[-1] == (
@@ -152,13 +168,21 @@ def test_the_hot_path_tables_put_each_function_beside_the_no_op_reached_the_same
         "after it")
 
 
+def test_the_no_op_is_paced_by_the_think_time_that_gives_the_rate():
+    assert hotpath.think_time_for(300, 32) == "0.320-0.320"  # 32 visitors x 3 requests every 0.32 s
+
+
 def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatch):
     record = hot_path_record()
     monkeypatch.setattr(hotpath, "measure_stack", lambda users, seconds, folder: record["stack"])
-    monkeypatch.setattr(hotpath, "measure_noop", lambda users, seconds, folder: record["noop"])
+    paced = []
+    monkeypatch.setattr(hotpath, "measure_noop",
+                        lambda users, seconds, folder, rates: paced.append(rates) or record["noop"])
     folder, written = hotpath.benchmark(32, 30, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "hot-path-20261123-135950" and hotpath.load(folder) == written
     assert written["when"] == "2026-11-23T13:59:50"
+    # the no-op paced to the public functions' mean rate in the stack run, and to the store's
+    assert paced == [{"at_stack_rate": 261.2, "at_push_rate": 128.0}]
     assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
     assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
     assert benchfolder.render(folder) == hotpath.render(written)  # the docs' table, from the record alone

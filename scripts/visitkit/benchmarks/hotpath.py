@@ -4,6 +4,11 @@ functions-framework function on the same machine, in one run, side by side. Repo
 CPU milliseconds per request per function, and whether the store kept up: its backlog when the
 load ended and how long the counters took to converge after it.
 
+A server's CPU per request depends on its request rate (gunicorn's loop wakes once for fewer
+requests at a lower one: the no-op costs more per request at ~300 requests/s than flat out), so the
+no-op is also measured at about the rate each function served in the stack run, the yardstick a
+function's own cost is compared with.
+
 `benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, Locust's CSV files of each run (stack-locust_*.csv, noop-locust_*.csv), and
 the samples the CPU and store figures come from (stack-samples.json, noop-samples.json).
@@ -22,19 +27,23 @@ from pathlib import Path
 from visitkit.benchmarks import benchfolder, profiling
 from visitkit.twin import haproxy, resources
 from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
-from visitkit.catalogue import FUNCTIONS
+from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.predict import PUBLIC
 from visitkit.settings import parse_settings
 from visitkit.twin.stack import LocalStack
 
-FORMAT = 2  # 2: the no-op measured through the stack's HAProxy and directly; profiles
+FORMAT = 3  # 3: the no-op also at the functions' own request rate; 2: through the stack's HAProxy and directly
 KIND = "hot-path"
+PACED_TO = {"at_stack_rate": "the rate of each public function in the stack",
+            "at_push_rate": "store-inc-counter's rate in the stack"}
 NOOP_SOURCE = Path(__file__).with_name("noop") / "main.py"
 THREADS = 8
 DEFAULT_USERS, DEFAULT_SECONDS = 32, 30
-NOOP_ROWS = {"via_platform": "no-op, through the stack's HAProxy", "direct": "no-op, direct"}
+NOOP_ROWS = {"via_platform": "no-op, through the stack's HAProxy", "direct": "no-op, direct",
+             "at_stack_rate": "no-op, through the stack's HAProxy, at the public functions' rate",
+             "at_push_rate": "no-op, through the stack's HAProxy, at store-inc-counter's rate"}
 
 
 def bench_settings(threads=THREADS):
@@ -44,12 +53,13 @@ def bench_settings(threads=THREADS):
                           "hot-path benchmark settings")
 
 
-def locust_rps(base_url, users, seconds, csv_prefix, logfile):
-    """Requests per second Locust measured, flat out, over the whole run, and its failures; its CSV
-    files are written as csv_prefix_*.csv."""
+def locust_rps(base_url, users, seconds, csv_prefix, logfile, think_time="0"):
+    """Requests per second Locust measured over the whole run (flat out unless think_time, Locust's
+    MIN-MAX seconds between pages, says otherwise), and its failures; its CSV files are written as
+    csv_prefix_*.csv."""
     subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUST_DIR / "locustfile.py"), "--headless",
                     "--host", base_url, "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s",
-                    "--think-time", "0", "--csv", str(csv_prefix), "--only-summary", "--exit-code-on-error", "0",
+                    "--think-time", think_time, "--csv", str(csv_prefix), "--only-summary", "--exit-code-on-error", "0",
                     "--stop-timeout", "5", "--logfile", str(logfile)],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=seconds + 120)
     with open(f"{csv_prefix}_stats.csv", newline="") as f:
@@ -109,6 +119,7 @@ def measure_stack(users, seconds, folder, threads=THREADS):
         profile = profiled_pass({name: pid for name, (pid,) in groups().items() if name in FUNCTIONS},
                                 stack.base_url, users, seconds, folder, stack.state_dir)
         return {"rps": round(rps, 1), "failures": failures, "cpu_ms_per_request": cpu_ms,
+                "requests_per_s": {name: round(served[name] / elapsed, 1) for name in FUNCTIONS},
                 "cpu_ms_per_visitor_request": per_visitor_request, "store": store, "profile": profile}
     finally:
         stack.down()
@@ -129,11 +140,12 @@ def noop_front_end(noop_port, state_dir):
     return process, f"http://127.0.0.1:{port}"
 
 
-def measure_noop(users, seconds, folder, threads=THREADS):
-    """One no-op functions-framework server with `threads` threads, under the same load twice: through
-    the local stack's HAProxy configuration (as the functions are reached: `via_platform`) and
-    directly, on kept-alive connections (`direct`). Each: RPS, failures, CPU ms per request, the
-    profile's shares; raw files into `folder`."""
+def measure_noop(users, seconds, folder, rates, threads=THREADS):
+    """One no-op functions-framework server with `threads` threads, under the same load: flat out
+    through the local stack's HAProxy configuration (as the functions are reached: `via_platform`),
+    paced through it to each of `rates` ({key: requests/s}: `at_stack_rate`, `at_push_rate`), and
+    flat out directly, on kept-alive connections (`direct`). Each: RPS, failures, CPU ms per
+    request, the profile's shares; raw files into `folder`."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "functions_framework", "--target", "noop", "--source",
                                str(NOOP_SOURCE), "--host", "127.0.0.1", "--port", str(port)],
@@ -147,6 +159,11 @@ def measure_noop(users, seconds, folder, threads=THREADS):
             wait_until(lambda: http_status(front_url + "/app") is not None, timeout=30)
             figures = {"via_platform": measure_one_noop(server.pid, front_url, users, seconds, folder, "noop", scratch,
                                                              profile_it=True)}
+            for key, rate in rates.items():
+                figures[key] = measure_one_noop(server.pid, front_url, users, seconds, folder,
+                                                f"noop-{key.replace('_', '-')}", scratch, profile_it=False,
+                                                think_time=think_time_for(rate, users))
+                figures[key]["target_rps"] = rate
             front_end.kill()
             figures["direct"] = measure_one_noop(server.pid, f"http://127.0.0.1:{port}", users, seconds, folder,
                                                  "noop-direct", scratch, profile_it=False)
@@ -158,11 +175,19 @@ def measure_noop(users, seconds, folder, threads=THREADS):
                 process.wait()
 
 
-def measure_one_noop(pid, url, users, seconds, folder, name, scratch, profile_it):
+def think_time_for(rate, users):
+    """Locust's think time (MIN-MAX) at which `users` visitors, each page three quick requests, send
+    about `rate` requests/s."""
+    seconds = 3 * users / rate
+    return f"{seconds:.3f}-{seconds:.3f}"
+
+
+def measure_one_noop(pid, url, users, seconds, folder, name, scratch, profile_it, think_time="0"):
     sampler = resources.ProcessSampler(lambda: {"no-op": [pid]})  # its own process group
     sampler.sample()
     started = time.monotonic()
-    rps, failures = locust_rps(url, users, seconds, folder / f"{name}-locust", Path(scratch) / f"{name}-locust.log")
+    rps, failures = locust_rps(url, users, seconds, folder / f"{name}-locust", Path(scratch) / f"{name}-locust.log",
+                               think_time)
     used, elapsed = sampler.sample(), time.monotonic() - started
     profile = profiled_pass({name: pid}, url, users, seconds, folder, scratch)[name] if profile_it else None
     (folder / f"{name}-samples.json").write_text(json.dumps({"seconds": elapsed, "cpu": used}, indent=2) + "\n")
@@ -178,12 +203,20 @@ def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
         stack = measure_stack(users, seconds, folder)
-        noop = measure_noop(users, seconds, folder)
+        noop = measure_noop(users, seconds, folder, rates=paced_rates(stack))
         record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "locust": importlib.metadata.version("locust"),
                   "users": users, "seconds": seconds, "threads": THREADS, "stack": stack, "noop": noop}
         benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
+
+
+def paced_rates(stack):
+    """The rates the no-op is measured at too: the requests/s the public functions served in the stack
+    run (on average: each page is one request to each) and the deliveries/s store-inc-counter served."""
+    served = stack["requests_per_s"]
+    return {"at_stack_rate": round(sum(served[name] for name in PUBLIC) / len(PUBLIC), 1),
+            "at_push_rate": served[PUSH_FUNCTION]}
 
 
 def load(folder):
@@ -215,27 +248,34 @@ def cpu_rows(record):
 
 def render(record):
     """The Markdown tables of a record: RPS side by side; CPU ms per request per function, split by
-    origin and against the no-op reached as the functions are; and per visitor request per part of
-    the stack (the most expensive first)."""
+    origin and against the no-op reached as the functions are, at each function's own rate and flat
+    out; and per visitor request per part of the stack (the most expensive first)."""
     stack, noop = record["stack"], record["noop"]
     yardstick = noop["via_platform"]
     fmt = lambda value, unit="": "n/a" if value is None else f"{value:.2f}{unit}"  # noqa: E731
+    ratio = lambda value, base: value / base if value is not None and base else None  # noqa: E731
     lines = ["| target | RPS | failures |", "|---|---:|---:|",
              f"| whole local stack | {stack['rps']:.0f} | {stack['failures']} |",
              f"| no-op function, through the stack's HAProxy (a connection per request) | {yardstick['rps']:.0f} | "
              f"{yardstick['failures']} |",
+             *(f"| no-op function, through the stack's HAProxy, paced to {paced_to} "
+               f"({noop[key]['target_rps']:.0f} requests/s) | {noop[key]['rps']:.0f} | {noop[key]['failures']} |"
+               for key, paced_to in PACED_TO.items()),
              f"| no-op function, direct (kept-alive connections) | {noop['direct']['rps']:.0f} | "
              f"{noop['direct']['failures']} |",
              f"| ratio (stack / no-op through HAProxy) | {stack['rps'] / yardstick['rps']:.2f}x | |", "",
              "| function | CPU ms per request | our code | server (functions-framework, Flask, gunicorn) "
-             "| Google client libraries | x the no-op's | x the no-op's, our code added to it |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| Google client libraries | x the no-op's at the function's rate | x the no-op's flat out "
+             "| x the no-op's flat out, our code added to it |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     base = yardstick["cpu_ms_per_request"]
     for name, value, split in cpu_rows(record):
-        ratio = value / base if value is not None and base else None
         alone = (base + split["ours"]) / base if split and base else None
+        same_rate = (noop["at_push_rate" if name == PUSH_FUNCTION else "at_stack_rate"]["cpu_ms_per_request"]
+                     if name in FUNCTIONS else None)  # a function's yardstick: the no-op at its own rate
         lines.append(f"| {name} | {fmt(value)} | {fmt(split and split['ours'])} | {fmt(split and split['server'])} | "
-                     f"{fmt(split and split['google'])} | {fmt(ratio, 'x')} | {fmt(alone, 'x')} |")
+                     f"{fmt(split and split['google'])} | {fmt(ratio(value, same_rate), 'x')} | "
+                     f"{fmt(ratio(value, base), 'x')} | {fmt(alone, 'x')} |")
     per_visitor_request = stack["cpu_ms_per_visitor_request"]
     lines += ["", "| part of the local stack | CPU ms per visitor request |", "|---|---:|"]
     lines += [f"| {part} | {value:.2f} |" for part, value in sorted(per_visitor_request.items(), key=lambda kv: -kv[1])]
@@ -262,7 +302,8 @@ def summary_lines(record, name):
     return [f"# Hot path ({name})", "",
             f"The study's visitor mix, {record['users']} users with no think time, {record['seconds']} s each, "
             f"against the whole local stack (every function 1 instance x {record['threads']} threads) and then a "
-            f"no-op functions-framework function, through the stack's HAProxy configuration and directly "
+            f"no-op functions-framework function, through the stack's HAProxy configuration (flat out, and paced to "
+            f"the rate each function served in the stack) and directly "
             f"({machine['processor']}, {machine['cores']} cores, Locust {record['locust']} on the same cores). "
             "CPU is split by origin in the proportions of py-spy's samples of each process (profile-*.txt).",
             "", *render(record), "", *profile_lines(record), "",
