@@ -1,6 +1,7 @@
 """Every Google call ends at its deadline, retries included (functions/clients.py), get-counter
-does not pile up behind a frozen Firestore, a failed write is an error event in the logs, and an
-instance stopped mid-call answers the call inside Cloud Run's grace: real emulators, each behind a
+does not pile up behind a frozen Firestore, a failed write is an error event in the logs, an
+instance stopped mid-call answers the call inside Cloud Run's grace, and a site the deployment
+allows may call the API: real emulators, each behind a
 Toxiproxy proxy that the tests make hold every byte sent through it, and real functions-framework
 servers.
 
@@ -258,3 +259,25 @@ def test_an_instance_stopped_while_a_call_hangs_answers_it_within_the_grace(back
     assert status == 503 and "visit_id" in reply
     assert ended < GRACE_S and process.returncode == 0, f"ended {ended:.1f} s after SIGTERM"
     assert "instance stopping" in [line["message"] for line in log_lines(output)]
+
+
+# ---- (d) a site the deployment allows to call the API -------------------------------------------
+def test_an_origin_the_deployment_allows_may_post_visits_and_others_still_may_not(backends):
+    """CORS_ALLOWED_ORIGINS (Terraform's cors_allowed_origins) as a real instance reads it: the listed
+    site's preflight and POST get its CORS headers and the visit is published; another site is still
+    refused 403 (that a refusal publishes nothing, test_request_trail shows through the stack)."""
+    partner, stranger = "https://partner.example", "https://elsewhere.example"
+    with logged_server("inc-counter", backends, CORS_ALLOWED_ORIGINS=f"{partner},https://other.example") as (url, _):
+        preflight = urllib.request.Request(f"{url}/?visit_type=home", method="OPTIONS", headers={
+            "Origin": partner, "Access-Control-Request-Method": "POST", "Sec-Fetch-Site": "cross-site"})
+        with urllib.request.urlopen(preflight, timeout=10) as reply:
+            assert reply.status == 204 and reply.headers["Access-Control-Allow-Origin"] == partner
+            assert "POST" in reply.headers["Access-Control-Allow-Methods"]
+        visit = urllib.request.Request(f"{url}/?visit_type=home", method="POST",
+                                       headers={"Origin": partner, "Sec-Fetch-Site": "cross-site"})
+        with urllib.request.urlopen(visit, timeout=10) as reply:
+            assert reply.status == 202 and reply.headers["Access-Control-Allow-Origin"] == partner
+            assert json.load(reply)["message_id"]  # Pub/Sub took it
+        status, reply = call(f"{url}/?visit_type=home", "POST",
+                             headers={"Origin": stranger, "Sec-Fetch-Site": "cross-site"})
+        assert status == 403 and "message_id" not in reply
