@@ -112,17 +112,25 @@ def settle(stack, low, high=None, timeout=180, hold=HOLD_SECONDS):
 
 
 @contextlib.contextmanager
-def function_server(function, **env):
+def function_process(function, stdout=subprocess.DEVNULL, **env):
     """One real functions-framework server of a function (say "inc-counter"), started as the stack
-    starts an instance, with the environment given."""
+    starts an instance, with the environment given: (its URL, its process). stdout=subprocess.PIPE
+    keeps its log lines for process.communicate()."""
     port = free_port()
     process = subprocess.Popen(function_command(function, port),
                                env={**os.environ, "GOOGLE_CLOUD_PROJECT": PROJECT, "THREADS": "1", **env},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=stdout, stderr=subprocess.DEVNULL, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
         assert wait_until(lambda: http_status(url) is not None, timeout=30), f"{function} did not start"
-        yield url
+        yield url, process
     finally:
         process.kill()
         process.wait()
+
+
+@contextlib.contextmanager
+def function_server(function, **env):
+    """function_process's URL alone."""
+    with function_process(function, **env) as (url, _):
+        yield url

@@ -9,7 +9,6 @@ The servers get CALL_DEADLINE_SECONDS=3 (8 s deployed) to keep the tests short.
 """
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -24,12 +23,12 @@ from types import SimpleNamespace
 import pytest
 from get_counter import FAILURE_TTL_SECONDS, STALE_HEADER
 from common import REPORTED_ERROR_EVENT
-from helpers import call, function_server, push_body
+from helpers import call, function_process, function_server, push_body
 
 from visitkit.catalogue import FIRESTORE
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.twin import toxiproxy
-from visitkit.twin.stack import PROJECT, LocalStack, emulator_commands, function_command
+from visitkit.twin.stack import PROJECT, LocalStack, emulator_commands
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -193,22 +192,11 @@ def test_concurrent_reads_of_an_expired_page_answer_its_last_total_marked_stale(
 
 
 # ---- (c) what a failure leaves: its answer, its log line, and the end of an instance ------------
-@contextlib.contextmanager
 def logged_server(function, backends, **env):
-    """A functions-framework server of the function whose stdout (its log lines) is kept:
-    yields (url, process)."""
-    port = free_port()
-    process = subprocess.Popen(function_command(function, port), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True, env={**os.environ, "GOOGLE_CLOUD_PROJECT": PROJECT, "THREADS": "4",
-                                               "FIRESTORE_EMULATOR_HOST": backends.route["firestore"],
-                                               "PUBSUB_EMULATOR_HOST": backends.route["pubsub"], **env})
-    try:
-        url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: http_status(url) is not None, timeout=30), f"{function} did not start"
-        yield url, process
-    finally:
-        process.kill()
-        process.wait()
+    """A server of the function whose stdout (its log lines) is kept: (url, process)."""
+    return function_process(function, stdout=subprocess.PIPE, THREADS="4",
+                            FIRESTORE_EMULATOR_HOST=backends.route["firestore"],
+                            PUBSUB_EMULATOR_HOST=backends.route["pubsub"], **env)
 
 
 def log_lines(output):
