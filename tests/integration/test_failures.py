@@ -92,8 +92,8 @@ def test_a_visit_answered_503_while_pubsub_hangs_counts_once_when_posted_again(s
     pubsub = pid_of(stack, "pubsub-emulator")
     os.killpg(pubsub, signal.SIGSTOP)  # Pub/Sub stops answering: the publish can only time out
     try:
-        # The functions never answer 429: one is HAProxy's (on a busy machine both instances were held past its
-        # queue timeout; seen once in a full CI run), the visit was not published, and the client asks again.
+        # The functions never answer 429: one is HAProxy's (both instances busy past its queue timeout, or not
+        # yet counted up, which the stack now waits for), the visit was not published, and the client asks again.
         for _ in range(3):
             status, reply, took = timed_call(
                 f"{stack.base_url}/inc-counter?visit_type=about_offices&visit_id={visit_id}", "POST")

@@ -17,6 +17,14 @@ def row(pxname, svname, **values):
     return {**base, **{k: str(v) for k, v in values.items()}}
 
 
+def test_an_instance_not_up_is_named_until_haproxy_counts_it_up():
+    rows = [row("inc-counter", "FRONTEND", status="OPEN"), row("inc-counter", "instance-0"),
+            row("inc-counter", "instance-1", status="DOWN 1/2"), row("inc-counter", "BACKEND"),
+            row("store-inc-counter", "instance-0", status="DOWN"), row("store-inc-counter", "BACKEND", status="DOWN")]
+    assert haproxy.servers_not_up(rows) == ["inc-counter/instance-1", "store-inc-counter/instance-0"]
+    assert haproxy.servers_not_up([row("inc-counter", "instance-1", status="UP 1/3")]) == []
+
+
 def test_figures_separate_platform_429s_from_function_errors():
     rows = [
         row("inc-counter", "FRONTEND"),

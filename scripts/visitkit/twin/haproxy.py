@@ -111,6 +111,14 @@ def _int(value):
     return int(value) if value not in (None, "") else 0
 
 
+def servers_not_up(rows):
+    """"backend/server" of every server `show stat` rows do not report UP. A server HAProxy checked
+    before its instance listened is DOWN until two checks pass (1 s apart), and meanwhile HAProxy
+    refuses its requests (its 503 error file: a 429) if the function has no other server UP."""
+    return [f"{r['pxname']}/{r['svname']}" for r in rows
+            if r["svname"] not in ("BACKEND", "FRONTEND") and not r["status"].startswith("UP")]
+
+
 def function_figures(rows, functions):
     """Per function: in flight, queued and cumulative response counts, from `show stat` rows.
 

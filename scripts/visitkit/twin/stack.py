@@ -288,11 +288,16 @@ class LocalStack:
                 time.sleep(0.2)
         if not front_end:
             return
-        # Ready means a page is served through the front end and Firestore has answered once
+        # Ready means a page is served through the front end, HAProxy counts every instance UP
+        # (it may have checked one before the instance listened) and Firestore has answered once
         # (its first request is slow).
         while http_status(f"{state['base_url']}/app?view=home") != 200:
             if time.monotonic() > deadline:
                 raise StackError("the front end does not serve pages")
+            time.sleep(0.2)
+        while down := haproxy.servers_not_up(haproxy.show_stat(state["haproxy_stats"])):
+            if time.monotonic() > deadline:
+                raise StackError("HAProxy does not count these instances up: " + ", ".join(down))
             time.sleep(0.2)
         self.totals()
 
