@@ -111,12 +111,17 @@ def _int(value):
     return int(value) if value not in (None, "") else 0
 
 
+def is_server(row):
+    """A `show stat` row of one server (an instance), not a proxy's FRONTEND or BACKEND summary."""
+    return row["svname"] not in ("BACKEND", "FRONTEND")
+
+
 def servers_not_up(rows):
     """"backend/server" of every server `show stat` rows do not report UP. A server HAProxy checked
     before its instance listened is DOWN until two checks pass (1 s apart), and meanwhile HAProxy
     refuses its requests (its 503 error file: a 429) if the function has no other server UP."""
     return [f"{r['pxname']}/{r['svname']}" for r in rows
-            if r["svname"] not in ("BACKEND", "FRONTEND") and not r["status"].startswith("UP")]
+            if is_server(r) and not r["status"].startswith("UP")]
 
 
 def function_figures(rows, functions):
@@ -130,7 +135,7 @@ def function_figures(rows, functions):
     figures = {}
     for function in functions:
         backend = next((r for r in rows if r["pxname"] == function and r["svname"] == "BACKEND"), None)
-        servers = [r for r in rows if r["pxname"] == function and r["svname"] not in ("BACKEND", "FRONTEND")]
+        servers = [r for r in rows if r["pxname"] == function and is_server(r)]
         if backend is None:
             continue
         server_5xx = sum(_int(s["hrsp_5xx"]) for s in servers)
