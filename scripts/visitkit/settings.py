@@ -42,12 +42,16 @@ MESSAGES = {
     "max_delivery_attempts": "subscription.max_delivery_attempts must be a whole number from 5 to 100.",
     "message_retention_seconds": "subscription.message_retention_seconds must be a whole number from 600 "
                                  "(10 minutes) to 604800 (7 days).",
-    "access": "access must be \"public\" (anyone may call the three HTTP functions) or \"authenticated\" "
-              "(only the accounts in invokers, with a Google-signed ID token).",
+    "access": "access must be \"auto\" (the kit chooses public or authenticated from the organization policy; "
+              "Terraform alone treats auto as public), \"public\" (anyone may call the three HTTP functions) or "
+              "\"authenticated\" (only the accounts in invokers, with a Google-signed ID token).",
     "invokers": "Each of invokers must be an IAM principal such as \"user:me@example.com\" or "
                 "\"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\".",
 }
-ACCESS_MODES = ("public", "authenticated")
+# "auto": the kit's preflight reads the organization policy and deploys "public" where it lets allUsers
+# invoke, "authenticated" where it refuses them; Terraform is only ever given the two others.
+ACCESS_MODES = ("auto", "public", "authenticated")
+DEPLOYED_ACCESS_MODES = ACCESS_MODES[1:]
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
@@ -91,7 +95,8 @@ class Settings:
     functions: dict  # name -> FunctionSettings, in catalogue order
     subscription: SubscriptionSettings = SubscriptionSettings()
     marker_ttl_days: int = 7
-    access: str = "public"  # or "authenticated": no allUsers, every request carries an ID token
+    access: str = "auto"  # "public", "authenticated" (no allUsers, every request carries an ID token), or auto
+    dead_letter: bool = True  # False: no dead-letter topic, and no grant names Pub/Sub's service agent
     raw: dict = field(default_factory=dict, compare=False)  # the file's own content
     source: str = ""  # where it was read from
 
@@ -179,8 +184,11 @@ def parse_settings(raw, source="settings"):
     _require(_whole(raw["cache_ttl_seconds"], 0), "cache_ttl_seconds", source, raw["cache_ttl_seconds"])
     marker_ttl_days = raw.get("marker_ttl_days", 7)
     _require(_whole(marker_ttl_days, 1), "marker_ttl_days", source, marker_ttl_days)
-    access = raw.get("access", "public")
+    access = raw.get("access", "auto")
     _require(access in ACCESS_MODES, "access", source, access)
+    dead_letter = raw.get("dead_letter", True)
+    if not isinstance(dead_letter, bool):
+        raise SettingsError(f"{source}: dead_letter must be true or false. Got {dead_letter!r}.")
     given = raw["functions"]
     _require(isinstance(given, dict) and set(given) == set(FUNCTIONS), "functions", source,
              sorted(given) if isinstance(given, dict) else given)
@@ -188,7 +196,7 @@ def parse_settings(raw, source="settings"):
         shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
         functions={name: _function(name, given[name], source) for name in FUNCTIONS},
         subscription=_subscription(raw.get("subscription", {}), source),
-        marker_ttl_days=marker_ttl_days, access=access, raw=raw, source=str(source))
+        marker_ttl_days=marker_ttl_days, access=access, dead_letter=dead_letter, raw=raw, source=str(source))
 
 
 def check_invokers(invokers, where="--invoker"):

@@ -152,8 +152,9 @@ def test_a_missing_tool_stops_before_any_call():
 def test_the_callers_own_check_runs_after_the_checks_and_before_anything_is_created():
     seen = []
 
-    def own_check():
+    def own_check(access):
         seen.append(list(fake_requests))
+        assert access == "authenticated"
         raise GcpError("your credentials cannot mint ID tokens")
 
     with FakeGoogle(Scenario(enabled=READ_APIS + ("pubsub.googleapis.com",))) as fake:
@@ -163,3 +164,43 @@ def test_the_callers_own_check_runs_after_the_checks_and_before_anything_is_crea
             preflight.run(PROJECT, "authenticated", apis=apis, which=tools, before_creating=own_check,
                           log=lambda *_: None)
     assert any("getEffectivePolicy" in path for _, path, _ in seen[0]) and fake.mutations == []
+
+
+# --- access "auto": the organization policy decides --------------------------------------------------
+
+@pytest.mark.parametrize("constraint, policy", [
+    ("iam.allowedPolicyMemberDomains", "policy-domains-restricted"),
+    ("iam.managed.allowedPolicyMembers", "policy-managed-enforced"),
+])
+def test_auto_goes_on_authenticated_where_the_organization_refuses_all_users(constraint, policy):
+    policies = {"iam.allowedPolicyMemberDomains": "policy-none", "iam.managed.allowedPolicyMembers": "policy-none",
+                constraint: policy}
+    told = []
+    result, fake, logged = run(Scenario(policies=policies), access="auto", before_creating=told.append)
+    assert isinstance(result, preflight.Preflight) and result.access == "authenticated" and told == ["authenticated"]
+    [said] = [line for line in logged if line.startswith("access auto:")]
+    assert f"authenticated, since project {PROJECT}'s organization policy {constraint} refuses allUsers" in said
+    assert "cannot be opened in a plain browser" in said
+    assert any("generateServiceIdentity" in path for path in fake.mutations)  # the run goes on
+
+
+def test_auto_goes_on_public_where_no_policy_refuses_all_users():
+    told = []
+    result, _, logged = run(Scenario(policies={"iam.allowedPolicyMemberDomains": "policy-allow-all"}), access="auto",
+                            before_creating=told.append)
+    assert result.access == "public" and told == ["public"]
+    assert [line for line in logged if line.startswith("access auto:")] == [result.access_reason]
+    assert "no organization policy" in result.access_reason
+
+
+def test_auto_goes_on_public_where_the_policy_cannot_be_read_and_names_both_ways_out():
+    result, _, logged = run(Scenario(errors={"orgpolicy": "error-policy-denied"}), access="auto")
+    assert result.access == "public" and "could not be read" in result.access_reason
+    assert any("could not be read" in line and "--access authenticated" in line for line in logged)
+
+
+def test_an_explicit_access_is_honoured_and_says_no_choice():
+    result, _, logged = run(Scenario(policies={"iam.allowedPolicyMemberDomains": "policy-domains-restricted"}),
+                            access="authenticated")
+    assert result.access == "authenticated" and result.access_reason is None
+    assert not any(line.startswith("access auto:") for line in logged)

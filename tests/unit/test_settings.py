@@ -175,6 +175,15 @@ def test_invokers_are_checked_as_terraform_checks_them(member, ok):
             check_invokers([member])
 
 
-def test_access_is_public_unless_the_file_says_otherwise():
-    assert parse_settings(good()).access == "public"
+def test_access_is_auto_unless_the_file_says_otherwise():
+    assert parse_settings(good()).access == "auto"
+    assert parse_settings({**good(), "access": "auto"}).access == "auto"
+    assert parse_settings({**good(), "access": "public"}).access == "public"
     assert parse_settings({**good(), "access": "authenticated"}).access == "authenticated"
+
+
+def test_dead_letter_is_on_unless_the_file_turns_it_off():
+    assert parse_settings(good()).dead_letter is True
+    assert parse_settings({**good(), "dead_letter": False}).dead_letter is False
+    with pytest.raises(SettingsError, match="dead_letter must be true or false"):
+        parse_settings({**good(), "dead_letter": "no"})

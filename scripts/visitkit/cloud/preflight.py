@@ -7,9 +7,10 @@ In order, each failure one sentence with the command that fixes it:
    Terraform would turn them on anyway (reading them costs nothing);
 3. the project exists, is ACTIVE, and its number (Cloud Resource Manager);
 4. billing is enabled (Cloud Billing), where the API answers;
-5. with access "public", the organization policy lets allUsers be granted run.invoker
-   (the effective iam.allowedPolicyMemberDomains and iam.managed.allowedPolicyMembers; with
-   "authenticated", a restriction is only noted);
+5. the organization policy (the effective iam.allowedPolicyMemberDomains and
+   iam.managed.allowedPolicyMembers): with access "auto", the default, it decides: "public" where
+   it lets allUsers be granted run.invoker, "authenticated" where it refuses them; with "public" a
+   refusal stops the run; with "authenticated", a restriction is only noted;
 6. the caller's own last check (an authenticated run's ID tokens);
 7. then, all checks passed, Pub/Sub is turned on and its service agent created if it does not
    exist yet, so that the dead-letter grants find it (Service Usage's generateServiceIdentity).
@@ -39,9 +40,12 @@ PROPAGATION_TRIES, PROPAGATION_WAIT_S = 4, 20  # an API turned on moments ago ma
 
 @dataclass(frozen=True)
 class Preflight:
-    """What the preflight learnt: the project's number, and what it could not check."""
+    """What the preflight learnt: the project's number, the access to deploy with, and what it
+    could not check."""
     project_number: str
     notes: tuple = ()  # said once to the user too
+    access: str = "public"  # "public" or "authenticated": what Terraform is given
+    access_reason: str = None  # with access "auto": the one line that says what it chose and why
 
 
 # --- the organization policy, as data ---------------------------------------------------------------
@@ -230,29 +234,51 @@ def check_billing(apis, project, patient):
 
 
 def check_org_policy(apis, project, patient, access):
-    """With access "public", stops where an organization policy refuses allUsers; returns the notes
-    of what could not be read, and, with "authenticated", of a restriction that may still bite."""
+    """What the organization policy allows: (notes, the access to deploy with, why, with "auto").
+    With "public", stops where a policy refuses allUsers; with "auto", chooses "authenticated"
+    there and "public" elsewhere (also where a policy cannot be read: the apply's own refusal then
+    stops the run naming both ways out); with "authenticated", only notes a restriction that may
+    still bite."""
     from google.api_core import exceptions
 
-    notes = []
+    notes, refusing, unread = [], [], []
     for constraint in (DOMAINS_CONSTRAINT, MANAGED_CONSTRAINT):
         try:
             policy = patient(functools.partial(apis.effective_policy, constraint))
         except (exceptions.NotFound, exceptions.BadRequest):
             continue  # a constraint this organization's API does not know refuses nothing
         except exceptions.Forbidden:
-            if access == "public":
-                notes.append(f"the organization policy {constraint} could not be read (orgpolicy.policy.get); if the "
-                             "apply says `do not belong to a permitted customer`, " + org_policy_way_out(project, constraint))
+            unread.append(constraint)
             continue
-        if not all_users_refused_by(policy, constraint):
-            continue
-        if access == "public":
-            raise GcpError(f"Project {project}'s organization policy {constraint} refuses allUsers, which the public "
-                           "functions need (access \"public\"): " + org_policy_way_out(project, constraint) + ".")
-        if constraint == DOMAINS_CONSTRAINT:
-            notes.append(SERVICE_AGENT_NOTE.format(constraint=constraint, project=project))
-    return notes
+        if all_users_refused_by(policy, constraint):
+            refusing.append(constraint)
+    if refusing and access == "public":
+        raise GcpError(f"Project {project}'s organization policy {refusing[0]} refuses allUsers, which the public "
+                       "functions need (access \"public\"): " + org_policy_way_out(project, refusing[0]) + ".")
+    if access != "authenticated" and not refusing:
+        notes += [f"the organization policy {constraint} could not be read (orgpolicy.policy.get); if the apply says "
+                  "`do not belong to a permitted customer`, " + org_policy_way_out(project, constraint)
+                  for constraint in unread]
+    if DOMAINS_CONSTRAINT in refusing:
+        notes.append(SERVICE_AGENT_NOTE.format(constraint=DOMAINS_CONSTRAINT, project=project))
+    if access != "auto":
+        return notes, access, None
+    return notes, ("authenticated" if refusing else "public"), access_choice(project, refusing, unread)
+
+
+def access_choice(project, refusing, unread):
+    """The one line that says what access "auto" chose and why."""
+    if refusing:
+        return (f"access auto: authenticated, since project {project}'s organization policy {' and '.join(refusing)} "
+                "refuses allUsers; the kit and Locust send ID tokens, and the pages cannot be opened in a plain browser "
+                f"(for public pages an Organization Policy Administrator runs `gcloud org-policies reset {refusing[0]} "
+                f"--project={project}`, then run with --access public)")
+    if unread:
+        return (f"access auto: public, since the organization policy ({' and '.join(unread)}) could not be read; if the "
+                "apply refuses allUsers, the run stops and names both ways out (--access authenticated, or a reset of "
+                "the policy)")
+    return (f"access auto: public, since no organization policy on project {project} refuses allUsers (the pages open "
+            "in any browser)")
 
 
 def create_pubsub_agent(apis, pubsub_on, log):
@@ -274,8 +300,9 @@ def create_pubsub_agent(apis, pubsub_on, log):
 def run(project, access="public", *, credentials=None, apis=None, which=shutil.which, sleep=time.sleep, log=print,
         before_creating=None):
     """The whole preflight; returns a Preflight or raises GcpError with one sentence. Nothing is
-    created before every check passed (turning on the APIs the checks read aside); before_creating()
-    is the caller's own last check."""
+    created before every check passed (turning on the APIs the checks read aside);
+    before_creating(access) is the caller's own last check, given the access to deploy with ("auto"
+    decided by then)."""
     from google.api_core import exceptions
 
     check_tools(which)
@@ -289,9 +316,12 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
         patient = functools.partial(patiently, sleep=sleep, tries=PROPAGATION_TRIES if turned_on else 1)
         number = check_project(apis, project, patient)
         notes = check_billing(apis, project, patient)
-        notes += check_org_policy(apis, project, patient, access)
+        policy_notes, access, access_reason = check_org_policy(apis, project, patient, access)
+        notes += policy_notes
+        if access_reason:
+            log(access_reason)
         if before_creating is not None:
-            before_creating()
+            before_creating(access)
         notes += create_pubsub_agent(apis, pubsub_on, log)
     except GcpError:
         raise
@@ -307,7 +337,7 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
         raise
     for note in notes:
         log(f"preflight: {note}")
-    return Preflight(number, notes=tuple(notes))
+    return Preflight(number, notes=tuple(notes), access=access, access_reason=access_reason)
 
 
 def check_tools(which=shutil.which):
@@ -328,7 +358,13 @@ def describe(project, access):
         f"Cloud Resource Manager: project {project} exists and is ACTIVE; its number",
         f"Cloud Billing: billing enabled on {project}",
     ]
-    if access == "public":
+    if access == "auto":
+        lines.append(f"Organization Policy: access will be decided by the effective {DOMAINS_CONSTRAINT} and "
+                     f"{MANAGED_CONSTRAINT} on {project}: public where they let allUsers invoke the three HTTP "
+                     "functions, authenticated (ID tokens; the pages then cannot be opened in a plain browser) where "
+                     "they refuse them; public where they cannot be read, and a refusal by the apply then stops the "
+                     "run naming both ways out")
+    elif access == "public":
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
                      "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both ways "
                      "out (--access authenticated, or a project-level reset of the constraint)")
