@@ -171,10 +171,12 @@ def test_waits_until_the_warm_up_visits_are_stored():
 
 # --- the whole start and stop --------------------------------------------------------------------
 
-def preflight_passing(project, access, credentials, before_creating=None):
-    """The preflight's contract: the caller's own check runs last, before anything is created."""
+def preflight_passing(project, access, credentials, before_creating=None, decides="public"):
+    """The preflight's contract: the caller's own check runs last, before anything is created, and
+    is told the access to deploy with (access "auto" decided: here as an organization that lets
+    allUsers invoke)."""
     if before_creating is not None:
-        before_creating()
+        before_creating(decides if access == "auto" else access)
 
 
 def target(**options):
@@ -288,8 +290,8 @@ def test_dry_run_lists_every_step_and_command_and_runs_nothing(monkeypatch):
     assert "Locust test 'breakpoint'" in text
     for query in monitoring.QUERIES:
         assert query.metric_type.split("{")[0] in text
-    assert text.index("preflight") < text.index("apply") < text.index("warm up") < text.index("Locust")
-    assert text.index("Locust") < text.index("destroy")
+    assert text.index("preflight") < text.index("apply") < text.index("warm up") < text.index("Locust test")
+    assert text.index("Locust test") < text.index("destroy")
     assert "apply retry policy: up to 3 tries" in text and "visits-dead-letter" in text
     assert "after 20 delivery attempts" in text
 
@@ -328,6 +330,43 @@ def test_a_public_run_sends_no_token_and_passes_access_public():
     assert deployed.locust_args == []
 
 
+def test_access_auto_deploys_as_the_preflight_decides_in_an_organization_that_refuses_all_users():
+    run, firestore, token = FakeRun(), FakeFirestore({}), "t"
+
+    def refusing_organization(project, access, credentials, before_creating=None):
+        assert access == "auto"  # the settings file says nothing: the kit decides
+        preflight_passing(project, access, credentials, before_creating, decides="authenticated")
+
+    class Creds:  # a service account key's credentials, as google-auth names them
+        __module__ = "google.oauth2.service_account"
+        service_account_email = "loadgen@p1.iam.gserviceaccount.com"
+
+    deployed = target(run=run, preflight=refusing_organization, credentials=Creds(), firestore=firestore,
+                      status=StoringSite(firestore, token=token),
+                      id_tokens=IdTokens(lambda audience: (f"{token}:{audience}", 4_000_000_000)))
+    assert deployed.access == "auto"
+    quietly([*deployed.start_steps(), deployed.stop_step()])
+    assert deployed.access == "authenticated" and deployed.locust_args[:2] == ["--auth", "id-token"]
+    apply = next(call for call in run.calls if call[2] == "apply")
+    assert "-var=access=authenticated" in apply and "-var=access=auto" not in apply
+
+
+def test_a_dry_run_with_access_auto_says_it_will_be_decided_and_gives_terraform_no_auto():
+    text = dry_run()
+    assert "access: auto, decided by the preflight from the organization policy" in text
+    assert "Organization Policy: access will be decided by the effective iam.allowedPolicyMemberDomains" in text
+    assert f"-var=access={gcp.DECIDED_ACCESS}" in text and "-var=access=auto" not in text
+
+
+def test_without_dead_letter_the_plan_says_what_a_failing_delivery_then_does(tmp_path):
+    raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
+    (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "dead_letter": False}))
+    deploy = gcp.GcpTarget(load_settings(tmp_path), tmp_path, "p1", infra_dir=INFRA).start_steps()[1]
+    text = "\n".join(deploy.details)
+    assert "dead_letter: false" in text and "retried until its message expires" in text
+    assert "visits-dead-letter" not in text
+
+
 def test_the_settings_files_access_applies_unless_a_flag_overrides_it(tmp_path):
     raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
     (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "access": "authenticated"}))
@@ -346,7 +385,7 @@ def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_befor
     deployed = target(access="authenticated", credentials=Creds(), id_tokens=IdTokens(
         lambda audience: calls.append(("mint", audience)) or ("t", 4_000_000_000)),
         preflight=lambda project, access, credentials, before_creating: (
-            calls.append(("checks", access)), before_creating(), calls.append(("create", access))))
+            calls.append(("checks", access)), before_creating(access), calls.append(("create", access))))
     deployed._check()
     assert deployed.invokers == ["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]
     assert '-var=invokers=["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]' in deployed.commands["apply"]
@@ -420,6 +459,38 @@ def test_a_first_visit_never_stored_because_of_refused_pushes_says_what_to_do():
         gcp.first_visit_stored(BASE, lambda url, method: 202, lambda: {"home": 0}, timeout=660,
                                refusals=lambda: 1, log=lambda *_: None, now=clock.now, sleep=clock.sleep)
     assert clock.t >= 660
+
+
+@pytest.mark.parametrize("refused", [403, 404, 429, 503])
+def test_a_first_visit_refused_while_the_deployment_propagates_is_posted_again_with_its_id(refused):
+    clock, logged, posted = FakeClock(), [], []
+    answers = [refused, refused, 202]
+
+    def status(url, method):
+        posted.append(url)
+        return answers.pop(0)
+
+    gcp.first_visit_stored(BASE, status, lambda: {"home": len(posted) >= 3}, timeout=660, log=logged.append,
+                           now=clock.now, sleep=clock.sleep)
+    assert len(posted) == 3 and len(set(posted)) == 1 and "visit_id=" in posted[0]  # one visit, counted once
+    assert len(logged) == 1 and f"HTTP {refused}" in logged[0] and "probably" in logged[0]
+
+
+def test_a_first_visit_still_refused_after_five_minutes_stops_saying_what_propagates():
+    clock = FakeClock()
+    with pytest.raises(gcp.GcpError, match=r"HTTP 403 for 300 s; probably a run.invoker binding"):
+        gcp.first_visit_stored(BASE, lambda url, method: 403, lambda: {"home": 0}, timeout=660,
+                               log=lambda *_: None, now=clock.now, sleep=clock.sleep)
+    assert 300 <= clock.t < 320
+
+
+@pytest.mark.parametrize("answer", [400, 500, 502])
+def test_a_first_visit_answered_otherwise_stops_at_once(answer):
+    clock, posted = FakeClock(), []
+    with pytest.raises(gcp.GcpError, match=rf"HTTP {answer}\)"):
+        gcp.first_visit_stored(BASE, lambda url, method: posted.append(url) or answer, lambda: {"home": 0},
+                               timeout=660, log=lambda *_: None, now=clock.now, sleep=clock.sleep)
+    assert len(posted) == 1 and clock.t == 0
 
 
 def test_the_first_visit_waits_at_least_the_maximum_backoff_and_the_ack_deadline():

@@ -7,9 +7,10 @@ real visits until they are stored; then `totals()` (the shards in Firestore, rea
 credentials), the platform's metrics for the test window (read after the run) and the tear-down
 when asked to. A dry run prints the same steps without running any of them.
 
-With `"access": "authenticated"` (or --access authenticated) no function is public: run.invoker
-goes to the account of the user's credentials (or --invoker), and every request the kit and Locust
-send carries an ID token for its function (idtoken.py).
+Access "auto" (the default) is decided by the preflight from the organization policy, before
+Terraform sees it. With "authenticated" (chosen so, or by --access authenticated) no function is
+public: run.invoker goes to the account of the user's credentials (or --invoker), and every
+request the kit and Locust send carries an ID token for its function (idtoken.py).
 
 Google's client libraries are imported only inside the functions that need them, and every
 command, HTTP call, clock and client can be injected, so tests never reach Google.
@@ -19,6 +20,7 @@ import json
 import os
 import shlex
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,7 +36,18 @@ from visitkit.runs.steps import Step
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5
 FIRST_VISIT_POLL_S = 15
+# Right after an apply, these answers to the first visit usually mean something still propagating:
+# what it probably is, said while the kit asks again (up to FIRST_VISIT_ANSWER_TIMEOUT_S).
+FIRST_VISIT_PROPAGATING = {
+    403: "a run.invoker binding made by the apply is not honoured yet",
+    404: "the function's new revision is not serving on its URL yet",
+    429: "the function's first instances are still starting",
+    503: "the function's first instance is still starting, or its own role on Pub/Sub is not visible yet",
+}
+FIRST_VISIT_ANSWER_TIMEOUT_S = 300
+FIRST_VISIT_ANSWER_POLL_S = 10
 YOUR_ACCOUNT = "<the account of your credentials>"  # what a dry run shows for the invokers
+DECIDED_ACCESS = "<public or authenticated, as the preflight decides>"  # what a dry run shows for access auto
 PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push account's run.invoker binding has not "
                 "propagated yet (it can take several minutes on a new deployment)")
 
@@ -44,14 +57,14 @@ PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push acc
 def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=(),
                        load_generator_users=()):
     """The terraform command lines for an iteration, by step: init, apply, output, destroy. `access`
-    is passed even when the settings file says the same (a flag may override the file); `invokers`
-    and `load_generator_users` only with access "authenticated"."""
+    is passed even when the settings file says the same (a flag may override the file, and "auto"
+    is the kit's to decide); `invokers` and `load_generator_users` only with access "authenticated"."""
     infra_dir = Path(infra_dir)
     var_file = Path(os.path.relpath(Path(iteration_dir).resolve() / SETTINGS_FILE, infra_dir.resolve()))
     variables = [f"-var-file={var_file}", f"-var=project_id={project}"]
     if region:
         variables.append(f"-var=region={region}")
-    variables.append(f"-var=access={access}")
+    variables.append(f"-var=access={DECIDED_ACCESS if access == 'auto' else access}")
     if access == "authenticated":
         variables.append(f"-var=invokers={json.dumps(list(invokers))}")
         if load_generator_users:
@@ -128,10 +141,8 @@ def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, lo
     since the visit (its request logs); a refusal is said at once, and the wait goes on, since
     Pub/Sub retries the push for up to its maximum backoff."""
     baseline = totals()
-    answer = status(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_type={PAGES[0]}", "POST")
-    if answer != 202:
-        raise GcpError(f"{PUBLISHER_FUNCTION} did not accept a visit (HTTP {answer}): see `gcloud functions logs read "
-                       f"{CATALOGUE[PUBLISHER_FUNCTION].service}`")
+    accepted_first_visit(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_id={uuid.uuid4()}&visit_type="
+                         f"{PAGES[0]}", status, log, now=now, sleep=sleep)
     deadline, refused = now() + timeout, False
     while sum(totals().values()) <= sum(baseline.values()):
         if not refused and refusals():
@@ -143,6 +154,30 @@ def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, lo
                                "same command again in a few minutes (the deployment stays; without --destroy)")
             raise GcpError(f"the first visit was not stored after {timeout} s: see `gcloud functions logs read "
                            f"{CATALOGUE[PUSH_FUNCTION].service}` and the subscription's backlog")
+        sleep(interval)
+
+
+def accepted_first_visit(url, status, log=print, timeout=FIRST_VISIT_ANSWER_TIMEOUT_S,
+                         interval=FIRST_VISIT_ANSWER_POLL_S, now=time.monotonic, sleep=time.sleep):
+    """POSTs the first visit until inc-counter accepts it (202). A 403, 404, 429 or 503 right after
+    the apply is usually something still propagating: said once, and the same visit (one visit id,
+    so it counts once) is posted again for up to `timeout` s. Any other answer stops at once."""
+    deadline, said = now() + timeout, set()
+    while True:
+        answer = status(url, "POST")
+        if answer == 202:
+            return
+        why = FIRST_VISIT_PROPAGATING.get(answer)
+        if why is None or now() >= deadline:
+            waited = f" for {timeout} s" if why else ""
+            raise GcpError(f"{PUBLISHER_FUNCTION} did not accept a visit (HTTP {answer}{waited}"
+                           f"{f'; probably {why}' if why else ''}): see `gcloud functions logs read "
+                           f"{CATALOGUE[PUBLISHER_FUNCTION].service}`; the deployment stays, so run the same command "
+                           "again in a few minutes")
+        if answer not in said:
+            said.add(answer)
+            log(f"{PUBLISHER_FUNCTION} answered the first visit with HTTP {answer}: probably {why}; asking again "
+                f"every {interval} s for up to {timeout} s")
         sleep(interval)
 
 
@@ -237,31 +272,38 @@ class GcpTarget:
         ready = ", ".join(f"OPTIONS <base_url>{path}" for path in PUBLIC_PATHS)
         subscription = self.settings.subscription
         topic = self.settings.raw.get("topic_name", "visits")
-        if self.access == "authenticated":
-            who = (", ".join(self.invokers) if self.invokers else
-                   f"the account of your credentials{f' (impersonating {self.impersonate})' if self.impersonate else ''}")
-            access = (f"access: authenticated; run.invoker on the three HTTP functions to {who}; every request of the "
-                      "kit and of Locust carries an ID token for its function, minted now to fail before anything is "
-                      "created if these credentials cannot; a user login, which cannot, acts instead as the "
-                      "visitkit-loadgen account Terraform creates for it (-var=load_generator_users)")
-        else:
-            access = "access: public (allUsers may invoke the three HTTP functions, as a browser needs)"
+        who = (", ".join(self.invokers) if self.invokers else
+               f"the account of your credentials{f' (impersonating {self.impersonate})' if self.impersonate else ''}")
+        authenticated = (f"run.invoker on the three HTTP functions to {who}; every request of the kit and of Locust "
+                         "carries an ID token for its function, minted now to fail before anything is created if these "
+                         "credentials cannot; a user login, which cannot, acts instead as the visitkit-loadgen account "
+                         "Terraform creates for it (-var=load_generator_users)")
+        public = "allUsers may invoke the three HTTP functions, as a browser needs"
+        access = {"authenticated": f"access: authenticated; {authenticated}",
+                  "public": f"access: public ({public})",
+                  "auto": (f"access: auto, decided by the preflight from the organization policy: public ({public}) "
+                           f"where it lets allUsers invoke; authenticated where it refuses them ({authenticated}); "
+                           "the run says which it chose and why")}[self.access]
         steps = [
             Step("preflight: check what the deployment needs, before anything is created",
-                 [access, *preflight.describe(self.project, self.access)], self._check),
+                 [access, *preflight.describe(self.project, self.access)], self._check, again=True),
             Step(f"deploy {self.iteration_name} to project {self.project}"
                  + (f", region {self.region}" if self.region else " (region: infra default)"),
                  [command_line(self.commands["init"]), command_line(self.commands["apply"]),
                   f"apply retry policy: {firstrun.retry_policy_text()}",
                   f"store path: push subscription to store-inc-counter (OIDC), ack deadline "
                   f"{subscription.ack_deadline_seconds} s, retry backoff {subscription.minimum_backoff_seconds}-"
-                  f"{subscription.maximum_backoff_seconds} s; after {subscription.max_delivery_attempts} delivery "
-                  f"attempts a visit goes to the dead-letter topic {topic}-dead-letter (counted in the report)",
+                  f"{subscription.maximum_backoff_seconds} s; " + (
+                      f"after {subscription.max_delivery_attempts} delivery attempts a visit goes to the dead-letter "
+                      f"topic {topic}-dead-letter (counted in the report)" if self.settings.dead_letter else
+                      f"dead_letter: false, so no dead-letter topic and no grant to Pub/Sub's service agent: a delivery "
+                      f"that always fails is retried until its message expires ({subscription.message_retention_seconds}"
+                      " s) and is not counted as dead-lettered"),
                   command_line(self.commands["output"]) + "   (base_url, subscription_name, log metric names)"],
-                 self._deploy),
+                 self._deploy, resumed=self._deployed),
             Step("wait until every HTTP function answers",
                  [f"204 to a preflight ({ready}); up to {READY_TIMEOUT_SECONDS} s; a 403 there is a run.invoker "
-                  "binding still propagating"], self._wait_ready),
+                  "binding still propagating"], self._wait_ready, again=True),
             Step("send one visit and see it stored", [
                 f"POST <base_url>/inc-counter, then read Firestore until it is stored, up to {self.redelivery_wait} s "
                 "(the subscription's maximum backoff plus its ack deadline: a refused push is retried that late); "
@@ -295,24 +337,31 @@ class GcpTarget:
 
     # --- actions ---
     def _check(self, _run=None):
-        # Authenticated, the ID tokens are tried once the preflight has turned on the IAM
-        # Credentials API (impersonation goes through it) and before it creates anything.
-        before_creating = self._authenticate if self.access == "authenticated" else None
-        self._preflight(self.project, self.access, credentials=self._credentials, before_creating=before_creating)
+        self._preflight(self.project, self.access, credentials=self._credentials, before_creating=self._decided)
+
+    def _decided(self, access):
+        """The preflight's last call, before anything is created: the access to deploy with ("auto"
+        decided by now). Authenticated, the ID tokens are tried now, once the preflight has turned
+        on the IAM Credentials API (impersonation goes through it)."""
+        self.access = access
+        self.commands = self._terraform_commands()
+        if access == "authenticated":
+            self._authenticate()
 
     def _authenticate(self):
         """Who invokes the functions, and the ID tokens to do it with; fails before anything is
         created when the credentials cannot mint them. A user login cannot mint a token for a
         function itself: it then acts as the deployment's load-generator account (visitkit-loadgen,
-        created by Terraform), whose tokens are minted once it exists (_wait_for_tokens)."""
+        created by Terraform), whose tokens are minted once it exists (_wait_for_tokens); so does
+        Cloud Shell, whose metadata server speaks for the user."""
         from visitkit.cloud import idtoken
-        from visitkit.cloud.credentials import caller_member, impersonating
+        from visitkit.cloud.credentials import caller_member, impersonating, speaks_for_user
 
         def signer():
             return impersonating(self.credentials(), self.impersonate) if self.impersonate else self.credentials()
 
         acts_as_load_generator = (self.id_tokens is None and not self.impersonate
-                                  and idtoken.kind_of(self.credentials()) == "user")
+                                  and speaks_for_user(self.credentials()))
         if not self.invokers:
             member = caller_member(signer())
             if member is None:
@@ -365,6 +414,14 @@ class GcpTarget:
     def _deploy(self, _run=None):
         run_command(self.commands["init"], self._run)
         firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
+        self._read_outputs()
+
+    def _deployed(self, _run=None):
+        """A resumed run whose apply had finished: what it made, read without applying again."""
+        run_command(self.commands["init"], self._run)
+        self._read_outputs()
+
+    def _read_outputs(self):
         self.outputs = parse_outputs(run_command(self.commands["output"], self._run, capture=True))
         self.base_url = self.outputs["base_url"].rstrip("/")
         self.subscription = self.outputs.get("subscription_name", "")
