@@ -5,6 +5,8 @@ Google bills each call to, and checks each API's state in, that project, so an e
 project the user deploys to and no other (without it, user credentials bill the project named in
 the ADC file, or none).
 """
+import os
+
 from visitkit.errors import GcpError
 from visitkit.cloud.idtoken import kind_of
 
@@ -37,6 +39,20 @@ def impersonating(credentials, service_account):
                                                 target_scopes=SCOPES)
 
 
+def on_cloud_shell(environ=os.environ):
+    """Cloud Shell, whose metadata server speaks for the logged-in user, not a service account
+    (Cloud Shell sets CLOUD_SHELL=true in its sessions)."""
+    return environ.get("CLOUD_SHELL") == "true"
+
+
+def speaks_for_user(credentials, environ=os.environ):
+    """True when the credentials are a person's: a user login, or Cloud Shell's metadata server.
+    A person cannot mint an ID token for a function, so the kit then acts as the deployment's
+    load-generator account (gcp.py)."""
+    kind = kind_of(credentials)
+    return kind == "user" or (kind == "metadata" and on_cloud_shell(environ))
+
+
 def caller_member(credentials, request=None):
     """The IAM principal the credentials act as ("user:..." or "serviceAccount:..."), which an
     authenticated deployment grants run.invoker to; None when it cannot be told."""
@@ -47,7 +63,9 @@ def caller_member(credentials, request=None):
         import google.auth.transport.requests
 
         credentials.refresh(request or google.auth.transport.requests.Request())  # learns its email
-        return f"serviceAccount:{credentials.service_account_email}"
+        email = credentials.service_account_email
+        # A VM's or Cloud Run's metadata server names a service account; Cloud Shell's, the user.
+        return f"{'serviceAccount' if email.endswith('.gserviceaccount.com') else 'user'}:{email}"
     if kind == "user":
         import google.auth.transport.requests
         from google.auth import jwt

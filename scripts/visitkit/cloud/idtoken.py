@@ -13,8 +13,9 @@ What each kind of application-default credentials can mint (google-auth):
   here on top of a user login: SA's ID tokens through the IAM Credentials API
   (impersonated_credentials.IDTokenCredentials; the user needs roles/iam.serviceAccountTokenCreator
   on SA);
-- the metadata server (a VM, Cloud Shell, Cloud Run): the attached service account's tokens
-  (compute_engine.IDTokenCredentials);
+- the metadata server of a VM or Cloud Run: the attached service account's tokens
+  (compute_engine.IDTokenCredentials); Cloud Shell's metadata server speaks for the user, who is
+  then taken as a user login (credentials.speaks_for_user);
 - a plain user login (`gcloud auth application-default login`): none for another audience, so the
   kit acts as the deployment's visitkit-loadgen account instead (gcp.py), or as --impersonate SA;
 - workload identity federation (external_account): none here; --impersonate SA is the way out.
