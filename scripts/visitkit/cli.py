@@ -72,7 +72,7 @@ def run_command(args):
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
-        impersonate=args.impersonate, retry_visits=args.retry_visits, audit=args.audit)
+        impersonate=args.impersonate, retry_visits=args.retry_visits, audit=args.audit, resume=args.resume)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -233,7 +233,8 @@ def parser():
         "iterations/iteration-N/results/<test>-<timestamp>/ (report.md first).\n"
         "  visitkit run iterations/iteration-0 --test breakpoint --duration 60s\n"
         "  visitkit run iterations/iteration-1 --test breakpoint --target gcp --project P [--region R] [--destroy]\n"
-        "      [--access authenticated [--impersonate SERVICE_ACCOUNT] [--invoker MEMBER]]\n"
+        "      [--access auto|public|authenticated [--impersonate SERVICE_ACCOUNT] [--invoker MEMBER]]\n"
+        "      [--resume RESULTS_DIR]   continue a failed Google Cloud run after its last finished step\n"
         "  add --dry-run to print the steps (commands included) without starting or contacting anything"))
     run.add_argument("iteration", type=Path, help="an iteration folder, e.g. iterations/iteration-0")
     run.add_argument("--test", required=True, choices=TESTS)
@@ -263,9 +264,10 @@ def parser():
     run.add_argument("--project", help="gcp: the Google Cloud project")
     run.add_argument("--region", help="gcp: region (default: the infra's)")
     run.add_argument("--destroy", action="store_true", help="gcp: destroy the deployment afterwards")
-    run.add_argument("--access", choices=["public", "authenticated"], help=(
-        "gcp: who may call the three HTTP functions, over the settings file's \"access\" (default public; "
-        "authenticated where an organization policy refuses allUsers: see README.md)"))
+    run.add_argument("--access", choices=["auto", "public", "authenticated"], help=(
+        "gcp: who may call the three HTTP functions, over the settings file's \"access\" (default auto: public "
+        "where the organization policy lets allUsers invoke them, authenticated where it refuses them: "
+        "docs/google-cloud.md)"))
     run.add_argument("--invoker", action="append", metavar="MEMBER", help=(
         "gcp, authenticated: grant run.invoker to this principal, e.g. user:me@example.com or "
         "serviceAccount:loadgen@P.iam.gserviceaccount.com (repeatable; default: your credentials' account)"))
@@ -287,6 +289,9 @@ def parser():
     run.add_argument("--audit", choices=["auto", "exact", "totals"], default="auto", help=(
         "after convergence, read the store's marker of every visit id (exact), or compare the totals (totals); "
         "auto: exact, except on Google Cloud above 1,000,000 visits (one billed read each)"))
+    run.add_argument("--resume", type=Path, metavar="RESULTS_DIR", help=(
+        "gcp: continue a failed run in its results folder after the last step that finished (no second apply "
+        "when the apply had finished); give the same iteration, --test and --project"))
     run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
     run.set_defaults(handler=run_command)
 

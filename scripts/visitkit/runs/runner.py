@@ -31,7 +31,7 @@ from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.runs.progress import Progress
 from visitkit.predict import figure_to_measure, predict
 from visitkit.twin.profile import load_profile
-from visitkit.settings import check_invokers, load_settings
+from visitkit.settings import DEPLOYED_ACCESS_MODES, check_invokers, load_settings
 from visitkit.reports.summary import headline_table, model_for_load
 from visitkit.runs.steps import Step, plan_lines, run_steps
 
@@ -231,7 +231,7 @@ class RunConfig:
     project: str = None
     region: str = None
     destroy: bool = False
-    access: str = None  # gcp: "public" or "authenticated", over the settings file's
+    access: str = None  # gcp: "auto", "public" or "authenticated", over the settings file's
     invokers: tuple = ()  # gcp, authenticated: who gets run.invoker (default: the credentials' account)
     impersonate: str = None  # gcp, authenticated: mint ID tokens as this service account
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
@@ -241,6 +241,7 @@ class RunConfig:
     worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
     update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
+    resume: Path = None  # gcp: a failed run's results folder, continued after its last finished step
     prediction: object = None  # predict.Prediction from the settings and the profile, made once here
 
     @classmethod
@@ -256,6 +257,10 @@ class RunConfig:
         if any(options.get(key) for key in ("access", "invokers", "impersonate")) and target != "gcp":
             raise RunError("--access, --invoker and --impersonate shape a Google Cloud deployment: use them with "
                            "--target gcp")
+        if options.get("resume") is not None:
+            if target != "gcp":
+                raise RunError("--resume continues a failed Google Cloud run: use it with --target gcp")
+            options["resume"] = resumable(options["resume"], Path(iteration_dir).resolve(), test)
         if (warm_up is not None or warm_up_users is not None) and target != "local":
             raise RunError("--warm-up warms the local stack's emulators: Google Cloud runs warm up by themselves")
         iteration_dir = Path(iteration_dir).resolve()
@@ -287,6 +292,18 @@ class RunConfig:
     def on_fleet(self):
         """Locust runs on a fleet of VMs in Google Cloud (infra/loadgen)."""
         return bool(self.load.workers) and self.target != "local"
+
+
+def resumable(results_dir, iteration_dir, test):
+    """A results folder --resume can continue: a run of the same iteration and test."""
+    folder = results.ResultsFolder(Path(results_dir).resolve())
+    record = folder.run()  # RunError where it is not a results folder
+    if record.get("iteration") != iteration_dir.name or record.get("test") != test:
+        raise RunError(f"{folder.path} holds a {record.get('test')} run of {record.get('iteration')}: resume it with "
+                       "that iteration and --test")
+    if record.get("target") != "gcp":
+        raise RunError(f"{folder.path} is not a Google Cloud run: only those can be resumed")
+    return folder.path
 
 
 def make_fleet(config, folder):
@@ -436,6 +453,8 @@ def warm_up_stack(state):
 
 def read_totals_before(state):
     state.record["base_url"] = state.target.base_url
+    if getattr(state.target, "access", None):
+        state.record["access"] = state.target.access  # as deployed ("auto" decided by the preflight)
     if getattr(state.target, "deployed_region", None):
         state.record["region"] = state.target.deployed_region
     state.record["before"] = state.target.totals()
@@ -477,6 +496,7 @@ def run_load(state):
             faults.stop()  # before the convergence wait: nothing stays frozen
             state.record["chaos"] = {"plan": config.chaos.describe(), "events": faults.events}
     state.load_ended = time.time()
+    state.record["load_window"] = [state.load_started, state.load_ended]
     state.record["locust_exit_code"] = locust.returncode
     if locust.returncode != 0:
         state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
@@ -485,6 +505,8 @@ def run_load(state):
 def provision_fleet(state):
     fleet, target = state.fleet, state.target
     fleet.region = getattr(target, "deployed_region", None) or fleet.region  # beside the functions
+    if getattr(target, "access", None) in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
+        fleet.access = target.access
     fleet.stage(state.config.load, target.base_url)
     state.record["fleet"] = {"workers": fleet.workers, "worker_type": fleet.worker_type,
                              "processes": fleet.expect_workers, "region": fleet.region}
@@ -516,6 +538,7 @@ def run_on_fleet(state):
     # the load's own window, from the master's clock, rather than the wait's (VMs booting first)
     state.load_started = float(seconds[0]) if seconds else waited_from
     state.load_ended = float(seconds[-1] + 1) if seconds else time.time()
+    state.record["load_window"] = [state.load_started, state.load_ended]
     state.folder.save_run(state.record)
 
 
@@ -663,6 +686,9 @@ def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1
 def converge(state):
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     wait = state_convergence_wait(state)
+    if state.sampler is None:  # a resumed run whose load had finished
+        state.sampler = Sampler(state.target, state.folder / results.SAMPLES)
+        state.sampler.start()
     progress = Progress("convergence")
     try:
         converged = wait_for_convergence(state.target, state.record["before"], ledger.get("acknowledged", {}),
@@ -673,7 +699,7 @@ def converge(state):
         state.sampler.stop()
     if hasattr(state.target, "twin_figures"):
         state.record["twin"] = state.target.twin_figures()
-    state.converged = converged
+    state.converged = state.record["converged"] = converged
     if not converged:
         state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
     if state.sampler.errors:
@@ -840,22 +866,63 @@ def dry_run(config):
 
 
 def run(config, log=print):
-    """Runs the plan; returns (ResultsFolder, summary)."""
-    folder = results.ResultsFolder.new(config.iteration_dir, config.load.test)
-    folder.create()
+    """Runs the plan (or, with config.resume, what a failed run left); returns (ResultsFolder, summary)."""
+    if config.resume:
+        folder = results.ResultsFolder(config.resume)
+        record = folder.run()
+        record.pop("format_version", None)
+        log(f"results: {folder.path} (resumed after: {', '.join(record.get('steps_done') or ['nothing'])})")
+    else:
+        folder = results.ResultsFolder.new(config.iteration_dir, config.load.test)
+        folder.create()
+        record = None
     target = make_target(config, folder)
-    record = {"iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
-              "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
-              "shape": config.load.describe(), "notes": list(target.notes),
-              "workers": config.load.workers or config.load.processes or 0,
-              "profile": config.profile.record() if config.target == "local" else None,
-              "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
-              "prediction": config.prediction.as_dict()}
+    record = record or {
+        "iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
+        "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
+        "shape": config.load.describe(), "notes": list(target.notes),
+        "workers": config.load.workers or config.load.processes or 0,
+        "profile": config.profile.record() if config.target == "local" else None,
+        "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
+        "prediction": config.prediction.as_dict()}
     state = RunState(config, folder, target, log, record, fleet=make_fleet(config, folder))
+    state.load_started, state.load_ended = record.get("load_window") or (None, None)
+    state.converged = record.get("converged", False)
     folder.save_run(record)
-    log(f"results: {folder.path}")
-    run_steps(plan(config, folder, target, state.fleet), state, log)
+    if not config.resume:
+        log(f"results: {folder.path}")
+    steps = plan(config, folder, target, state.fleet)
+    run_steps(steps, state, log, done=set(record.get("steps_done") or ()), on_done=lambda step: finished(state, step),
+              on_failure=lambda step, error: failed(state, step, error))
     return folder, state.summary
+
+
+def finished(state, step):
+    """Records a finished step in run.json, for --resume; a tear-down forgets the deployment's."""
+    done = state.record.setdefault("steps_done", [])
+    if getattr(state.target, "destroy", False) and step.name == state.target.stop_step().name:
+        done.clear()  # the deployment is gone: a resumed run deploys again
+    elif step.name not in done:
+        done.append(step.name)
+    state.folder.save_run(state.record)
+
+
+def failed(state, step, error):
+    """A failed Google Cloud step leaves failure.json (ids replaced by placeholders) and says how to
+    send it home, where the catalogue of first-run errors learns from it."""
+    state.record["failed_step"] = step.name
+    state.folder.save_run(state.record)
+    if state.config.target != "gcp":
+        return
+    from visitkit.cloud import failures
+
+    try:
+        path = failures.write_failure(state.folder.path, step.name, error, project=state.config.project)
+    except Exception as unwritten:  # noqa: BLE001 - the step's own error is what the user must see
+        state.log(f"  (failure.json could not be written: {unwritten!r})")
+        return
+    state.log(failures.send_home(path))
+    state.log(f"to continue after the last finished step: the same command with --resume {state.folder.path}")
 
 
 def headline_lines(folder, summary):

@@ -9,6 +9,11 @@ class Step:
     details: list = field(default_factory=list)  # what it does; a command line starts with "$ "
     action: Optional[Callable] = None  # action(run_state); None: nothing to do but say it
     always: bool = False  # run even when an earlier step failed (clean-up)
+    # A resumed run (--resume) skips the steps that finished before, except that a step with
+    # `again` runs again (it only checks, or sets up what later steps use), and a step with
+    # `resumed` runs that instead (e.g. the deploy reads what the finished apply made).
+    again: bool = False
+    resumed: Optional[Callable] = None
 
 
 def plan_lines(steps):
@@ -20,21 +25,33 @@ def plan_lines(steps):
     return lines
 
 
-def run_steps(steps, state, log=print):
-    """Runs the steps in order. After a failure only the `always` steps run; then it re-raises."""
+def run_steps(steps, state, log=print, done=(), on_done=None, on_failure=None):
+    """Runs the steps in order. After a failure only the `always` steps run; then it re-raises.
+    `done`: the names of the steps a resumed run finished before. on_done(step) after each step
+    that finished, on_failure(step, error) after the first that failed."""
     failure = None
     for number, step in enumerate(steps, 1):
         if failure is not None and not step.always:
             continue
-        log(f"[{number}/{len(steps)}] {step.name}")
-        if step.action is None:
+        action = step.action
+        if step.name in done and not step.again:
+            action = step.resumed
+            log(f"[{number}/{len(steps)}] {step.name}: finished before" + ("" if action else ", skipped"))
+        else:
+            log(f"[{number}/{len(steps)}] {step.name}")
+        if action is None:
             continue
         try:
-            step.action(state)
+            action(state)
         except BaseException as error:  # noqa: B902 - clean-up steps must run on Ctrl-C too
             if failure is None:
                 failure = error
+                if on_failure is not None:
+                    on_failure(step, error)
             else:
                 log(f"  ({step.name} failed too: {error})")
+            continue
+        if on_done is not None:
+            on_done(step)
     if failure is not None:
         raise failure
