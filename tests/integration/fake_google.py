@@ -1,8 +1,10 @@
 """A local fake of the Google APIs the kit calls before and around a deployment, answering the JSON
 recorded in tests/fixtures/google/ (shapes and texts from Google's API references and error pages):
-Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy, the OAuth token endpoint
-of a service account key, Cloud Logging's entries:list, and functions behind Cloud Run's invoker
-check. Google's own client libraries talk to it over HTTP (REST transport); it records every request.
+Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy (GOOGLE_ROUTES: each with
+the discovery method it stands for, whose response schema its answers are checked against by
+tests/unit/test_google_schemas.py), the OAuth token endpoint of a service account key and of a user
+login, and functions behind Cloud Run's invoker check. Google's own client libraries talk to it over
+HTTP (REST transport); it records every request and every answer.
 """
 import base64
 import json
@@ -60,6 +62,7 @@ class FakeGoogle(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.scenario = scenario
         self.requests = []  # (method, path, headers)
+        self.answers = []  # (method, path, HTTP status, JSON answer), in the order given
         self.lock = threading.Lock()
 
     @property
@@ -103,6 +106,8 @@ class Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append((method, self.path, dict(self.headers)))
         status, payload = self.route(method, path, body)
+        with self.server.lock:
+            self.server.answers.append((method, self.path, status, payload))
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -144,49 +149,91 @@ class Handler(BaseHTTPRequestHandler):
             if claims.get("aud") != self.server.url + path or claims.get("email") != s.functions[path]:
                 return 403, {"error": "Your client does not have permission to get URL from this server."}
             return 204 if method == "OPTIONS" else 200, {}
-        if m := re.fullmatch(r"/v1/projects/([^/]+)/services:batchGet", path):
-            if err := self.error("serviceusage"):
-                return err
-            names = re.findall(r"names=([^&]+)", self.path)
-            services = []
-            for name in names:
-                name = name.replace("%2F", "/")
-                service = name.rsplit("/", 1)[-1]
-                services.append({"name": f"projects/{NUMBER}/services/{service}", "parent": f"projects/{NUMBER}",
-                                 "config": {"name": service},
-                                 "state": "ENABLED" if service in s.enabled else "DISABLED"})
-            return 200, {"services": services}
-        if m := re.fullmatch(r"/v1/projects/([^/]+)/services:batchEnable", path):
-            if not s.may_enable:
-                return fixture("error-enable-denied")["error"]["code"], fixture("error-enable-denied")
-            s.enabled |= set(json.loads(body)["serviceIds"])
-            return 200, {"name": "operations/acf.p2-enable", "done": True, "response": {
-                "@type": "type.googleapis.com/google.api.serviceusage.v1.BatchEnableServicesResponse",
-                "services": []}}
-        if re.fullmatch(r"/v3/projects/([^/]+)", path):
-            if err := self.error("cloudresourcemanager"):
-                return err
-            if "cloudresourcemanager.googleapis.com" not in s.enabled:
-                return 403, fixture("error-crm-disabled")
-            return 200, {"name": f"projects/{NUMBER}", "projectId": s.project, "state": s.state,
-                         "displayName": s.project, "parent": "organizations/987654321"}
-        if re.fullmatch(r"/v1/projects/([^/]+)/billingInfo", path):
-            if err := self.error("cloudbilling"):
-                return err
-            return 200, {"name": f"projects/{s.project}/billingInfo", "projectId": s.project,
-                         "billingAccountName": "billingAccounts/000000-AAAAAA-BBBBBB" if s.billing else "",
-                         "billingEnabled": s.billing}
-        if m := re.fullmatch(r"/v2/projects/([^/]+)/policies/([^/:]+):getEffectivePolicy", path):
-            if err := self.error("orgpolicy"):
-                return err
-            name = s.policies.get(m[2])
-            if name is None:
-                return 400, fixture("error-unknown-constraint")
-            policy = fixture(name)
-            policy["name"] = f"projects/{NUMBER}/policies/{m[2]}"
-            return 200, policy
-        if re.fullmatch(r"/v1beta1/projects/([^/]+)/services/pubsub\.googleapis\.com:generateServiceIdentity", path):
-            return 200, {"name": "operations/finished.DONE_OPERATION", "done": True, "response": {
-                "@type": "type.googleapis.com/google.api.serviceusage.v1beta1.ServiceIdentity",
-                "email": f"service-{NUMBER}@gcp-sa-pubsub.iam.gserviceaccount.com", "uniqueId": "1234567890"}}
+        if found := google_route(method, path):
+            route, m = found
+            return getattr(self, route[-1])(m, body)
         return 404, {"error": {"code": 404, "message": f"the fake has no {method} {path}", "status": "NOT_FOUND"}}
+
+    # --- the Google API methods of GOOGLE_ROUTES: (HTTP status, JSON answer) -----------------------
+
+    def batch_get(self, m, body):
+        s = self.server.scenario
+        if err := self.error("serviceusage"):
+            return err
+        services = []
+        for name in re.findall(r"names=([^&]+)", self.path):
+            service = urllib.parse.unquote(name).rsplit("/", 1)[-1]
+            services.append({"name": f"projects/{NUMBER}/services/{service}", "parent": f"projects/{NUMBER}",
+                             "config": {"name": service},
+                             "state": "ENABLED" if service in s.enabled else "DISABLED"})
+        return 200, {"services": services}
+
+    def batch_enable(self, m, body):
+        s = self.server.scenario
+        if not s.may_enable:
+            return fixture("error-enable-denied")["error"]["code"], fixture("error-enable-denied")
+        service_ids = json.loads(body)["serviceIds"]
+        s.enabled |= set(service_ids)
+        return 200, {"name": "operations/acf.p2-enable", "done": True, "response": {
+            "@type": "type.googleapis.com/google.api.serviceusage.v1.BatchEnableServicesResponse",
+            "services": [{"name": f"projects/{NUMBER}/services/{service}", "parent": f"projects/{NUMBER}",
+                          "config": {"name": service}, "state": "ENABLED"} for service in service_ids]}}
+
+    def get_project(self, m, body):
+        s = self.server.scenario
+        if err := self.error("cloudresourcemanager"):
+            return err
+        if "cloudresourcemanager.googleapis.com" not in s.enabled:
+            return 403, fixture("error-crm-disabled")
+        return 200, {"name": f"projects/{NUMBER}", "projectId": s.project, "state": s.state,
+                     "displayName": s.project, "parent": "organizations/987654321"}
+
+    def get_billing_info(self, m, body):
+        s = self.server.scenario
+        if err := self.error("cloudbilling"):
+            return err
+        return 200, {"name": f"projects/{s.project}/billingInfo", "projectId": s.project,
+                     "billingAccountName": "billingAccounts/000000-AAAAAA-BBBBBB" if s.billing else "",
+                     "billingEnabled": s.billing}
+
+    def get_effective_policy(self, m, body):
+        s = self.server.scenario
+        if err := self.error("orgpolicy"):
+            return err
+        name = s.policies.get(m[2])
+        if name is None:
+            return 400, fixture("error-unknown-constraint")
+        policy = fixture(name)
+        policy["name"] = f"projects/{NUMBER}/policies/{m[2]}"
+        return 200, policy
+
+    def generate_service_identity(self, m, body):
+        return 200, {"name": "operations/finished.DONE_OPERATION", "done": True, "response": {
+            "@type": "type.googleapis.com/google.api.serviceusage.v1beta1.ServiceIdentity",
+            "email": f"service-{NUMBER}@gcp-sa-{m[2].split('.')[0]}.iam.gserviceaccount.com", "uniqueId": "1234567890"}}
+
+
+def google_route(method, path):
+    """The GOOGLE_ROUTES entry serving `method` `path` (no query), with its path's match; None if none."""
+    for route in GOOGLE_ROUTES:
+        if (m := re.fullmatch(route[1], path)) and route[0] == method:
+            return route, m
+    return None
+
+
+# The Google API methods the fake serves: HTTP method, path, the method's discovery document and id (its
+# answers are checked against that method's response schema: tests/unit/test_google_schemas.py), and
+# the Handler method that answers it.
+GOOGLE_ROUTES = [
+    ("GET", r"/v1/projects/([^/]+)/services:batchGet", "serviceusage.v1", "serviceusage.services.batchGet",
+     "batch_get"),
+    ("POST", r"/v1/projects/([^/]+)/services:batchEnable", "serviceusage.v1", "serviceusage.services.batchEnable",
+     "batch_enable"),
+    ("GET", r"/v3/projects/([^/]+)", "cloudresourcemanager.v3", "cloudresourcemanager.projects.get", "get_project"),
+    ("GET", r"/v1/projects/([^/]+)/billingInfo", "cloudbilling.v1", "cloudbilling.projects.getBillingInfo",
+     "get_billing_info"),
+    ("GET", r"/v2/projects/([^/]+)/policies/([^/:]+):getEffectivePolicy", "orgpolicy.v2",
+     "orgpolicy.projects.policies.getEffectivePolicy", "get_effective_policy"),
+    ("POST", r"/v1beta1/projects/([^/]+)/services/(pubsub\.googleapis\.com):generateServiceIdentity",
+     "serviceusage.v1beta1", "serviceusage.services.generateServiceIdentity", "generate_service_identity"),
+]

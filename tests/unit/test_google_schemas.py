@@ -1,0 +1,182 @@
+"""Every fake Google answer the tests use, checked against the schema of the method it stands for in
+Google's discovery documents (google-api-python-client's copies, version pinned in
+requirements-dev.txt; the validator: tests/google_schemas.py): the saved answers under
+tests/fixtures/google/ and tests/fixtures/monitoring/, and what the fake server of
+tests/integration/fake_google.py answers inline, served over its HTTP in each of its scenarios.
+An error answer is checked against Google's JSON error format (google.rpc.Status)."""
+import json
+import re
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path += [str(TESTS), str(TESTS / "integration")]  # the validator and the fake, when run alone
+import google_schemas  # noqa: E402
+from fake_google import GOOGLE_ROUTES, FakeGoogle, Scenario, google_route  # noqa: E402
+
+FIXTURES = TESTS / "fixtures"
+RESPONSE, ERROR = "response", "error"
+ORGPOLICY = ("orgpolicy.v2", "orgpolicy.projects.policies.getEffectivePolicy")
+TIME_SERIES = ("monitoring.v3", "monitoring.projects.timeSeries.list")
+PROJECTS_GET = ("cloudresourcemanager.v3", "cloudresourcemanager.projects.get")
+BATCH_GET = ("serviceusage.v1", "serviceusage.services.batchGet")
+BATCH_ENABLE = ("serviceusage.v1", "serviceusage.services.batchEnable")
+
+# Each saved answer (path under tests/fixtures/) -> what it is: a method's response, or an error
+# answer of the method (its API's document gives google.rpc.Status). A new fixture file must be named here.
+SAVED = {
+    "google/policy-none.json": (RESPONSE, *ORGPOLICY),
+    "google/policy-domains-restricted.json": (RESPONSE, *ORGPOLICY),
+    "google/policy-allow-all.json": (RESPONSE, *ORGPOLICY),
+    "google/policy-managed-enforced.json": (RESPONSE, *ORGPOLICY),
+    "google/policy-managed-allows-all-users.json": (RESPONSE, *ORGPOLICY),
+    "google/error-crm-disabled.json": (ERROR, *PROJECTS_GET),
+    "google/error-project-missing.json": (ERROR, *PROJECTS_GET),
+    "google/error-project-denied.json": (ERROR, *BATCH_GET),
+    "google/error-enable-denied.json": (ERROR, *BATCH_ENABLE),
+    "google/error-policy-denied.json": (ERROR, *ORGPOLICY),
+    "google/error-unknown-constraint.json": (ERROR, *ORGPOLICY),
+    **{f"monitoring/{name}.json": (RESPONSE, *TIME_SERIES) for name in (
+        "billable_instance_time", "cpu_utilizations", "dead_lettered", "firestore_deletes", "firestore_reads",
+        "firestore_writes", "instance_count", "memory_utilizations", "oldest_unacked_age", "request_count",
+        "request_latencies", "requests_429_logged", "store_deliveries", "undelivered_messages")},
+}
+SAVED_FOLDERS = ("google", "monitoring")
+
+
+def saved_files():
+    return sorted(str(path.relative_to(FIXTURES)) for folder in SAVED_FOLDERS
+                  for path in (FIXTURES / folder).glob("*.json"))
+
+
+def problems(kind, doc, method_id, answer, http_status=None):
+    if kind == RESPONSE:
+        return google_schemas.response_problems(answer, doc, method_id)
+    google_schemas.method(doc, method_id)  # the method exists in the document
+    return google_schemas.error_problems(answer, doc, http_status)
+
+
+@pytest.mark.parametrize("name", saved_files())
+def test_a_saved_answer_fits_its_methods_schema(name):
+    assert name in SAVED, f"tests/fixtures/{name} stands for no Google method: map it in SAVED ({__file__})"
+    kind, doc, method_id = SAVED[name]
+    answer = json.loads((FIXTURES / name).read_text())
+    assert problems(kind, doc, method_id, answer) == [], (
+        f"{name} against {method_id} of {google_schemas.label(doc)}")
+
+
+def test_every_mapped_fixture_exists():
+    assert sorted(SAVED) == saved_files()
+
+
+# --- the fake server's own answers -------------------------------------------------------------
+
+PROJECT = "visitkit-fake"
+CONSTRAINTS = ("iam.allowedPolicyMemberDomains", "iam.managed.allowedPolicyMembers")
+SERVICES = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com",
+            "iamcredentials.googleapis.com", "pubsub.googleapis.com")
+# the requests the kit's preflight makes (Google's REST clients), each once per scenario
+REQUESTS = [
+    ("GET", f"/v1/projects/{PROJECT}/services:batchGet?parent=projects%2F{PROJECT}&"
+            + "&".join(f"names=projects%2F{PROJECT}%2Fservices%2F{service}" for service in SERVICES), None),
+    ("POST", f"/v1/projects/{PROJECT}/services:batchEnable", {"serviceIds": ["pubsub.googleapis.com"]}),
+    ("GET", f"/v3/projects/{PROJECT}", None),
+    ("GET", f"/v1/projects/{PROJECT}/billingInfo", None),
+    *[("GET", f"/v2/projects/{PROJECT}/policies/{constraint}:getEffectivePolicy", None) for constraint in CONSTRAINTS],
+    ("POST", f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity", {}),
+    ("GET", f"/v1/projects/{PROJECT}/services:batchEnable", None),  # a verb the path does not take: 404
+]
+POLICIES = ["policy-none", "policy-domains-restricted", "policy-allow-all", "policy-managed-enforced",
+            "policy-managed-allows-all-users"]
+SCENARIOS = {
+    "ready": {},
+    "apis-off": {"enabled": ()},
+    "no-billing-being-deleted": {"billing": False, "state": "DELETE_REQUESTED"},
+    "may-not-enable": {"may_enable": False},
+    "denied-everywhere": {"errors": {"serviceusage": "error-project-denied",
+                                     "cloudresourcemanager": "error-project-missing",
+                                     "orgpolicy": "error-policy-denied"}},
+    **{f"{policy}-and-unknown-constraint": {"policies": {CONSTRAINTS[0]: policy}} for policy in POLICIES},
+    **{f"managed-{policy}": {"policies": {CONSTRAINTS[0]: "policy-none", CONSTRAINTS[1]: policy}}
+       for policy in POLICIES},
+}
+
+
+def serve(fake, scenario):
+    """What the fake answers the kit's requests in a scenario: [(method, path, HTTP status, JSON)]."""
+    fake.scenario, fake.answers = Scenario(**scenario), []
+    for method, path, body in REQUESTS:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(fake.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                json.load(reply)
+        except urllib.error.HTTPError as error:
+            json.load(error)
+    return list(fake.answers)
+
+
+@pytest.fixture(scope="module")
+def served():
+    with FakeGoogle(Scenario()) as fake:
+        return {name: serve(fake, scenario) for name, scenario in SCENARIOS.items()}
+
+
+def answer_problems(method, path, status, answer):
+    found = google_route(method, path.split("?", 1)[0])
+    if found is None:  # the fake's own "no such method": still Google's error format
+        return google_schemas.error_problems(answer, google_schemas.STATUS_DOCUMENT, status)
+    (_verb, _pattern, doc, method_id, _handler), _match = found
+    return problems(RESPONSE if 200 <= status < 300 else ERROR, doc, method_id, answer, status)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_fake_servers_answers_fit_their_methods_schemas(served, scenario):
+    answers = served[scenario]
+    assert len(answers) == len(REQUESTS)
+    found = {f"{method} {path} -> {status}": answer_problems(method, path, status, answer)
+             for method, path, status, answer in answers}
+    assert {request: p for request, p in found.items() if p} == {}
+
+
+def test_every_method_the_fake_serves_answers_and_every_saved_error_is_served(served):
+    answers = [answer for scenario in served.values() for answer in scenario]
+    answered = {found[0][3] for method, path, status, _ in answers
+                if 200 <= status < 300 and (found := google_route(method, path.split("?", 1)[0]))}
+    assert answered == {route[3] for route in GOOGLE_ROUTES}
+    errors = [answer for _, _, status, answer in answers if status >= 400]
+    saved = [json.loads((FIXTURES / name).read_text()) for name, (kind, *_) in SAVED.items() if kind == ERROR]
+    assert [answer for answer in saved if answer not in errors] == []
+
+
+@pytest.mark.parametrize("route", GOOGLE_ROUTES, ids=[route[3] for route in GOOGLE_ROUTES])
+def test_each_route_of_the_fake_is_its_methods_verb_and_path(route):
+    verb, pattern, doc, method_id, _handler = route
+    described = google_schemas.method(doc, method_id)
+    template = re.sub(r"\{[^}]+\}", "[^/]+", re.escape(described["flatPath"]).replace(r"\{", "{").replace(r"\}", "}"))
+    requested = [path.split("?", 1)[0] for method, path, _ in REQUESTS if method == verb and re.fullmatch(
+        pattern, path.split("?", 1)[0])]
+    assert described["httpMethod"] == verb and requested
+    assert all(re.fullmatch("/" + template, path) for path in requested), (described["flatPath"], requested)
+
+
+def test_the_validator_refuses_what_google_does_not_send():
+    """The checks are real: a field the schema lacks, a number for an int64, a wrong enum, an Any of
+    an unknown type, an error without its status."""
+    series = json.loads((FIXTURES / "monitoring" / "request_count.json").read_text())
+    series["timeSeries"][0]["points"][0]["value"]["int64Value"] = 5
+    series["timeSeries"][0]["metricKind"] = "DELTAS"
+    series["timeSeries"][0]["resource"]["zone"] = "us-central1-a"
+    found = google_schemas.response_problems(series, *TIME_SERIES)
+    assert len(found) == 3 and any("int64 is a JSON string" in problem for problem in found), found
+    operation = {"name": "operations/x", "done": True, "response": {"@type": "type.googleapis.com/x.Y"}}
+    assert "no schema for @type" in google_schemas.response_problems(operation, *BATCH_ENABLE)[0]
+    assert google_schemas.error_problems({"error": {"code": 403, "message": "m"}}, "serviceusage.v1") == [
+        "$.error: no status"]
+    assert "not the HTTP status" in google_schemas.error_problems(
+        {"error": {"code": 400, "message": "m", "status": "PERMISSION_DENIED"}}, "serviceusage.v1")[0]
