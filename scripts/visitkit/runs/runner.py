@@ -807,8 +807,9 @@ def fleet_steps(config, folder, target, fleet):
             f"apply retry policy: {_retry_policy()}",
             "a bucket for the files, its own network (workers reach the master's port on the internal network only; "
             "SSH only through IAP), Cloud NAT for the VMs' connections (no external address), a service account"
-            + (" with run.invoker on the three HTTP functions (the VMs mint their own ID tokens)"
-               if fleet.access == "authenticated" else ""),
+            + {"authenticated": " with run.invoker on the three HTTP functions (the VMs mint their own ID tokens)",
+               "auto": " (with run.invoker on the three HTTP functions, the VMs minting their own ID tokens, if the "
+                       "preflight decides access authenticated)"}.get(fleet.access, ""),
             "each VM installs the pinned Locust and starts its node (infra/loadgen/startup.sh.tftpl); the master:",
             f"$ {shlex.join(master)}", f"each of the {fleet.workers} worker VMs:", f"$ {shlex.join(worker)}"],
              provision_fleet),
@@ -860,9 +861,16 @@ def audit_words(requested, target):
 
 def dry_run(config):
     """The plan as lines to print; starts, writes and contacts nothing."""
-    folder = results.ResultsFolder(config.iteration_dir / "results" / f"{config.load.test}-<timestamp>")
+    if config.resume:
+        folder = results.ResultsFolder(config.resume)
+        done = folder.run().get("steps_done") or []
+        head = [f"results: {folder.path} (resumed: {', '.join(done) or 'no step had finished'}; a finished step is "
+                "skipped, except the checks, which run again, and the deploy, which reads the apply's outputs)"]
+    else:
+        folder = results.ResultsFolder(config.iteration_dir / "results" / f"{config.load.test}-<timestamp>")
+        head = [f"results: {folder.path}"]
     target = make_target(config, folder)
-    return [f"results: {folder.path}", *plan_lines(plan(config, folder, target, make_fleet(config, folder)))]
+    return [*head, *plan_lines(plan(config, folder, target, make_fleet(config, folder)))]
 
 
 def run(config, log=print):
