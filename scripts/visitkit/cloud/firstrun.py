@@ -1,7 +1,10 @@
 """What makes the first apply on a brand-new Google Cloud project work (the checks before it are
 preflight.py's): `terraform apply` tried again, with growing waits, only on the errors Google Cloud
 gives while a change made moments earlier is still propagating (an API just enabled, a service
-agent not created yet, a role not visible yet). Any other error stops at once.
+agent not created yet, a role not visible yet): the catalogue below, matched on the sentence and on
+what Terraform prints besides it (the ErrorInfo `reason`). An error not in the catalogue gets one more
+try when it is a 403 or 404 naming something the same apply created or granted (an apply is
+idempotent, so a try costs only time); any other error stops at once.
 
 The error texts come from real runs and provider issues; each pattern has a recorded example in
 tests/fixtures/terraform/, and its test says which patterns must and must not match.
@@ -12,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from visitkit.errors import GcpError
+from visitkit.cloud.failures import CommandFailed
 
 APPLY_TRIES = 3
 APPLY_WAITS_S = (60, 180)  # before the 2nd and the 3rd try
@@ -23,16 +26,20 @@ class Propagation:
     reason: str
     pattern: re.Pattern
     min_wait_s: int = 0  # what Google says must pass before the same call can succeed
+    reasons: tuple = ()  # ErrorInfo or googleapi reasons that mean it whatever the sentence says
 
 
 FIRESTORE_REUSE_WAIT_S = 300  # "you cannot immediately re-use the database ID until after 5 minutes"
 
 PROPAGATION_ERRORS = (
+    # googleapi prints the reason twice: ErrorInfo's "SERVICE_DISABLED" and the legacy ", accessNotConfigured".
     Propagation("an API was enabled moments ago",
-                re.compile(r"has not been used in project \S+ before or it is disabled|\bSERVICE_DISABLED\b")),
+                re.compile(r"has not been used in project \S+ before or it is disabled"),
+                reasons=("SERVICE_DISABLED", "accessNotConfigured")),
+    # \w+ rather than \d+ for the project number: redacted texts say PROJECT_NUMBER.
     Propagation("a Google service agent does not exist yet",
-                re.compile(r"service-\d+@gcp-sa-[\w-]+\.iam\.gserviceaccount\.com (does not exist|not found)|"
-                           r"Service account service-\d+@gcp-sa-[\w-]+\S* does not exist", re.I)),
+                re.compile(r"service-\w+@gcp-sa-[\w-]+\.iam\.gserviceaccount\.com (does not exist|not found)|"
+                           r"Service account service-\w+@gcp-sa-[\w-]+\S* does not exist", re.I)),
     Propagation("a new service account is not visible yet",
                 re.compile(r"Service account \S+@\S+\.iam\.gserviceaccount\.com does not exist|"
                            r"serviceAccounts/\S+ (was )?not found", re.I)),
@@ -50,9 +57,11 @@ PROPAGATION_ERRORS = (
                            r"Cloud Run Service Agent (?:does not have|must have) permission|"
                            r"(?:may|might) take a few minutes (?:before all necessary permissions are propagated|"
                            r"to propagate)", re.I)),
-    Propagation("Cloud Functions' own image repository is not ready yet (a first build in the project)",
+    # Any repository: gcf-artifacts (Cloud Functions' own) or infra/main.tf's visitkit-functions, whose
+    # metadata the Cloud Functions service agent reads on a first build.
+    Propagation("the Cloud Functions service agent cannot read an image repository yet (a first build in the project)",
                 re.compile(r"Unable to retrieve the repository metadata for projects/[^/\s]+/locations/[^/\s]+/"
-                           r"repositories/gcf-artifacts")),
+                           r"repositories/[\w-]+")),
     Propagation("Firestore's (default) database was deleted less than 5 minutes ago",
                 re.compile(r"Database ID '\(default\)' is not available in project \S+ Please retry in \d+ seconds"),
                 min_wait_s=FIRESTORE_REUSE_WAIT_S),
@@ -78,9 +87,39 @@ STOP_HINTS = (
 )
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Terraform colours its output even into a pipe
+
+
+def plain(output):
+    return ANSI.sub("", output or "")
+
+
+# A long-running operation's error is a google.rpc.Code ("Error code 7, message: ..."), a googleapi
+# error an HTTP status ("googleapi: Error 403: ..."): the codes as the statuses they stand for.
+RPC_STATUS = {3: 400, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 13: 500, 14: 503, 16: 401}
+
+
+def statuses(output):
+    """The HTTP statuses of the errors in a Terraform output."""
+    text = plain(output)
+    found = {int(code) for code in re.findall(r"\bError (\d{3})\b", text)}
+    return found | {RPC_STATUS[int(code)] for code in re.findall(r"\bError code (\d+), message:", text)
+                    if int(code) in RPC_STATUS}
+
+
+def reasons(output):
+    """The reasons Google gave: ErrorInfo's `"reason": "SERVICE_DISABLED"` in the details Terraform
+    prints, and the legacy reason googleapi appends to a message (`..., accessNotConfigured`)."""
+    text = plain(output)
+    legacy = re.findall(r", ([a-z][A-Za-z]+)(?=\.?[ \t]*$|\. )", text, re.M)  # at a message's end
+    return set(re.findall(r'"reason":\s*"(\w+)"', text)) | set(legacy)
+
+
 def propagation_error(output):
     """The propagation error a failed apply met (worth another try), or None to stop."""
-    return next((known for known in PROPAGATION_ERRORS if known.pattern.search(output or "")), None)
+    text, found = plain(output), reasons(output)
+    return next((known for known in PROPAGATION_ERRORS
+                 if known.pattern.search(text) or found.intersection(known.reasons)), None)
 
 
 def propagation_reason(output):
@@ -91,12 +130,49 @@ def propagation_reason(output):
 
 def stop_hint(output):
     """What to do about an error that stops the apply, where the kit knows it; else None."""
-    return next((hint for pattern, hint in STOP_HINTS if pattern.search(output or "")), None)
+    return next((hint for pattern, hint in STOP_HINTS if pattern.search(plain(output))), None)
+
+
+# What an apply announces it created or changed: `NAME: Creation complete after 2s [id=ID]`.
+DONE = re.compile(r"^\S+: (?:Creation|Modifications) complete after \S+ \[\w+=(.+)\]\s*$", re.M)
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+PROGRESS = re.compile(r"^\S+: (?:Creating|Modifying|Destroying|Reading|Refreshing|Still \w+|\w+ complete)\b")
+WHERE = re.compile(r"^[│ \t]*(?:with \S+|on \S+ line \d+.*|\d+: .*)$")  # the error's resource and source line
+
+
+def created_names(output):
+    """The ids an apply announced it created or changed, with the e-mail addresses in them and their
+    last part (`visits` of projects/P/topics/visits, `pubsub.googleapis.com` of P/pubsub.googleapis.com)."""
+    names = set()
+    for made in DONE.findall(plain(output)):
+        names |= {made, made.rsplit("/", 1)[-1], *EMAIL.findall(made)}
+    return {name for name in names if len(name) >= 4}
+
+
+def error_text(output):
+    """The error blocks alone: from the first `Error:` on, without progress lines or the resource's address."""
+    lines = plain(output).splitlines()
+    start = next((i for i, line in enumerate(lines) if "Error:" in line), len(lines))
+    return "\n".join(line for line in lines[start:] if not PROGRESS.match(line) and not WHERE.match(line))
+
+
+def fresh_name(output, names):
+    """What a 403 or 404 error names of what this apply created or granted (`names`), else None."""
+    if not statuses(output) & {403, 404}:
+        return None
+    text = error_text(output)
+    return next((name for name in sorted(names, key=len, reverse=True)
+                 if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text)), None)
+
+
+def error_key(output):
+    """One error's identity across tries (the summary lines, numbers aside)."""
+    return frozenset(re.sub(r"\d+", "N", line.strip()) for line in plain(output).splitlines() if "Error:" in line)
 
 
 def error_lines(output, most=12):
     """Terraform's error block(s), for a short message."""
-    lines = (output or "").splitlines()
+    lines = plain(output).splitlines()
     start = next((i for i, line in enumerate(lines) if "Error:" in line), max(0, len(lines) - most))
     return "\n".join(line.rstrip() for line in lines[start:start + most])
 
@@ -118,25 +194,45 @@ def stream_command(argv, check=False, text=True, capture_output=False, echo=True
 
 def apply_with_retries(argv, run=stream_command, sleep=time.sleep, log=print, tries=APPLY_TRIES,
                        waits=APPLY_WAITS_S):
-    """Runs terraform apply; on a propagation error waits and tries again, up to `tries` times."""
-    for attempt in range(1, tries + 1):
+    """Runs terraform apply; on a propagation error waits and tries again, up to `tries` times; on an
+    error not in the catalogue that names something this apply created or granted, one more try
+    (once per distinct error). Raises CommandFailed with the last output."""
+    made, extra, known_failures, attempt = set(), set(), 0, 0
+    while True:
+        attempt += 1
         result = run(argv, check=False, text=True, capture_output=True)
         if result.returncode == 0:
             return
         output = (result.stdout or "") + (result.stderr or "")
-        known = propagation_error(output)
-        if known is None or attempt == tries:
-            why = f" after {attempt} tries ({known.reason})" if known else ""
-            hint = stop_hint(output) if known is None else None
-            raise GcpError(f"terraform apply failed{why}:\n{error_lines(output)}" + (f"\nWhat to do: {hint}" if hint else ""))
-        wait = max(waits[min(attempt - 1, len(waits) - 1)], known.min_wait_s)
-        log(f"terraform apply failed because {known.reason}: Google Cloud is still propagating it; "
-            f"trying again in {wait} s (try {attempt + 1} of {tries})")
-        sleep(wait)
+        made |= created_names(output)
+        known, key = propagation_error(output), error_key(output)
+        if known is not None and attempt < tries + len(extra):
+            known_failures += 1
+            wait = max(waits[min(known_failures - 1, len(waits) - 1)], known.min_wait_s)
+            log(f"terraform apply failed because {known.reason}: Google Cloud is still propagating it; "
+                f"trying again in {wait} s (try {attempt + 1} of {tries + len(extra)})")
+            sleep(wait)
+            continue
+        named = fresh_name(output, made) if known is None and key not in extra else None
+        if named:
+            extra.add(key)
+            log(f"terraform apply failed on an error not in the catalogue that names {named}, which this apply "
+                f"created or granted minutes ago: trying once more in {waits[0]} s (an apply is idempotent). "
+                f"Please send this failure text to the project (an issue or pull request), so that the catalogue "
+                f"learns it:\n{error_lines(output)}")
+            sleep(waits[0])
+            continue
+        why = f" after {attempt} tries ({known.reason})" if known else ""
+        if known is None and key in extra:
+            why = f" after {attempt} tries (one more try did not mend this error, which is not in the catalogue)"
+        hint = stop_hint(output) if known is None else None
+        raise CommandFailed(argv, result.returncode, output, f"terraform apply failed{why}:\n{error_lines(output)}"
+                            + (f"\nWhat to do: {hint}" if hint else ""))
 
 
 def retry_policy_text(tries=APPLY_TRIES, waits=APPLY_WAITS_S):
-    reasons = "; ".join(known.reason + (f" (then at least {known.min_wait_s} s)" if known.min_wait_s else "")
-                        for known in PROPAGATION_ERRORS)
+    listed = "; ".join(known.reason + (f" (then at least {known.min_wait_s} s)" if known.min_wait_s else "")
+                      for known in PROPAGATION_ERRORS)
     return (f"up to {tries} tries, waiting {' then '.join(f'{w} s' for w in waits)}, only when the error is "
-            f"a known propagation error ({reasons}); any other error stops at once")
+            f"a known propagation error ({listed}); one more try for an error not in that catalogue that is a "
+            f"403 or 404 naming something the same apply created or granted; any other error stops at once")
