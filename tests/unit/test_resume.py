@@ -106,3 +106,23 @@ def test_a_resumed_deploy_reads_the_outputs_and_applies_nothing():
     assert deploy.name.startswith("deploy") and deploy.resumed is not None
     deploy.resumed(None)
     assert terraform.calls == ["init", "output"] and deployed.outputs["base_url"].startswith("https://")
+
+
+def test_a_failed_cloud_step_leaves_failure_json_and_says_how_to_send_it_home(tmp_path):
+    from visitkit.cloud.failures import CommandFailed
+
+    state = Record(tmp_path)
+    error = CommandFailed(["terraform", "apply", "-var=project_id=visitkit-p123"], 1,
+                          "Error: googleapi: Error 418: a teapot in project visitkit-p123 (me@example.com)")
+    runner.failed(state, Step("deploy iteration-1 to project visitkit-p123"), error)
+    failure = json.loads((tmp_path / "failure.json").read_text())
+    assert failure["exit_code"] == 1 and "Error 418" in failure["error"]
+    assert "visitkit-p123" not in json.dumps(failure) and "me@example.com" not in json.dumps(failure)
+    assert any("failure.json" in line and "scripts/kit fixture" in line for line in state.logged)
+    assert any(f"--resume {tmp_path}" in line for line in state.logged)
+    assert json.loads((tmp_path / results.RUN).read_text())["failed_step"].startswith("deploy")
+
+
+def test_a_failed_local_step_leaves_no_failure_json(tmp_path):
+    runner.failed(Record(tmp_path, target="local"), Step("start the stack"), RuntimeError("no emulator"))
+    assert not (tmp_path / "failure.json").exists()

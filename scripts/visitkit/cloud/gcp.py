@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from visitkit.cloud import cost, firstrun, monitoring, preflight
+from visitkit.cloud.failures import CommandFailed
 from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBLIC_PATHS, PUBLISHER_FUNCTION,
                                 PUSH_FUNCTION, READER_FUNCTION, stored_totals, stored_visits)
 from visitkit.errors import GcpError
@@ -83,10 +84,11 @@ def command_line(argv):
 
 
 def run_command(argv, run=firstrun.stream_command, capture=False):
-    """Run one command, its output shown to the user unless captured (and returned)."""
-    result = run(argv, check=False, text=True, capture_output=capture, echo=False)
+    """Run one command, its output shown to the user as it comes unless `capture` (then returned);
+    a failure keeps what it printed, for failure.json."""
+    result = run(argv, check=False, text=True, capture_output=True, echo=not capture)
     if result.returncode != 0:
-        raise GcpError(f"command failed ({result.returncode}): {shlex.join(argv)}")
+        raise CommandFailed(argv, result.returncode, (result.stdout or "") + (result.stderr or ""))
     return result.stdout if capture else ""
 
 

@@ -27,7 +27,7 @@ from visitkit.errors import RunError
 from visitkit.formatting import percent
 from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
-from visitkit.paths import LOCUST_DIR, ROOT
+from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.runs.progress import Progress
 from visitkit.predict import figure_to_measure, predict
 from visitkit.twin.profile import load_profile
@@ -925,7 +925,8 @@ def failed(state, step, error):
     from visitkit.cloud import failures
 
     try:
-        path = failures.write_failure(state.folder.path, step.name, error, project=state.config.project)
+        path = failures.write_failure(state.folder.path, step.name, error, failures.versions(INFRA_DIR),
+                                      project=state.config.project)
     except Exception as unwritten:  # noqa: BLE001 - the step's own error is what the user must see
         state.log(f"  (failure.json could not be written: {unwritten!r})")
         return
