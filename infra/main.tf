@@ -51,10 +51,16 @@ locals {
     { THREADS = tostring(f.concurrency) },
   ) }
 
+  # access = "auto" is resolved by the kit's runner, which reads the organization policy and
+  # passes -var=access=public or -var=access=authenticated itself. Terraform alone (a manual plan
+  # or destroy with an iteration's settings file that says "auto") treats it as "public". Every
+  # use of the access setting goes through this local.
+  access = var.access == "auto" ? "public" : var.access
+
   # Who invokes the three HTTP functions: everyone, or (access = "authenticated") each listed
   # principal and the load-generator account, one binding per function and principal.
-  load_generator  = var.access == "authenticated" && length(var.load_generator_users) > 0
-  public_invokers = var.access == "public" ? ["allUsers"] : concat(var.invokers, local.load_generator ? ["serviceAccount:visitkit-loadgen@${var.project_id}.iam.gserviceaccount.com"] : [])
+  load_generator  = local.access == "authenticated" && length(var.load_generator_users) > 0
+  public_invokers = local.access == "public" ? ["allUsers"] : concat(var.invokers, local.load_generator ? ["serviceAccount:visitkit-loadgen@${var.project_id}.iam.gserviceaccount.com"] : [])
   invoker_bindings = { for pair in setproduct(local.public_functions, local.public_invokers) :
   "${pair[0]} ${pair[1]}" => { function = pair[0], member = pair[1] } }
 
@@ -84,7 +90,8 @@ locals {
   ))
 
   # Pub/Sub's service agent: it pushes to store-inc-counter (with the push account's OIDC
-  # token) and moves failed messages to the dead-letter topic.
+  # token) and moves failed messages to the dead-letter topic. Named in grants only with
+  # dead_letter = true (below).
   pubsub_service_agent = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 
   # Every project-wide role the kit grants, in one place (tests/wiring.tftest.hcl checks the
@@ -95,15 +102,26 @@ locals {
     # datastore.user is the narrowest predefined role that can write entities
     # (it also reads them, which the dedup check needs).
     "store-inc-counter-writes-firestore" = { role = "roles/datastore.user", member = google_service_account.function["store-inc-counter"].member }
-    # The build account's logs: Cloud Logging has no finer resource than the project.
+    # The build account's roles are the three Google lists for a custom build account, each as
+    # narrow as it may be granted (README.md, "The build account"):
+    # https://cloud.google.com/functions/docs/securing/build-custom-sa and
+    # https://cloud.google.com/run/docs/configuring/services/build-service-account ("Logs Writer
+    # (roles/logging.logWriter) - for storing build logs in Cloud Logging. Artifact Registry
+    # Writer (roles/artifactregistry.writer) - for storing build images in Artifact Registry.
+    # Storage Object Admin (roles/storage.objectAdmin) - for retrieving the function source from
+    # the Cloud Storage bucket, and to store build images in Artifact Registry.").
+    #
+    # Logs Writer, for the build's logs (same pages): Cloud Logging has no finer resource than
+    # the project to grant it on.
     "build-writes-logs" = { role = "roles/logging.logWriter", member = google_service_account.build.member }
-    # Cloud Functions copies the source zip into its own gcf-v2-sources-NUMBER-REGION bucket,
-    # created on the first deployment, and the build fetches it from there ("Access to bucket
-    # gcf-v2-sources-... denied. You must grant Storage Object Viewer permission"): that
-    # bucket does not exist before the first function, so it cannot be granted on the bucket;
-    # the condition limits the project-wide grant to it.
-    "build-reads-sources" = {
-      role   = "roles/storage.objectViewer"
+    # Storage Object Admin, for the function source (same pages). Cloud Functions copies the
+    # source zip into its own gcf-v2-sources-NUMBER-REGION bucket, created on the first
+    # deployment, and the build fetches it from there (a build without a role there failed with
+    # "Access to bucket gcf-v2-sources-... denied"): that bucket does not exist before the first
+    # function, so the role cannot be granted on the bucket; the condition limits the
+    # project-wide grant to it. Our own source bucket is granted on the bucket (below).
+    "build-gcf-sources" = {
+      role   = "roles/storage.objectAdmin"
       member = google_service_account.build.member
       condition = {
         title      = "gcf-v2-sources bucket only"
@@ -194,15 +212,20 @@ resource "google_pubsub_subscription" "store_inc_counter" {
   }
 
   # A failed push (any non-2xx answer, including a 429 at max instances, or no answer within
-  # the ack deadline) is retried with exponential backoff, then dead-lettered.
+  # the ack deadline) is retried with exponential backoff, then dead-lettered (dead_letter).
   retry_policy {
     minimum_backoff = "${var.subscription.minimum_backoff_seconds}s"
     maximum_backoff = "${var.subscription.maximum_backoff_seconds}s"
   }
 
-  dead_letter_policy {
-    dead_letter_topic     = google_pubsub_topic.dead_letter.id
-    max_delivery_attempts = var.subscription.max_delivery_attempts
+  # With dead_letter = false there is no dead-letter policy: a delivery that always fails is
+  # retried until the message expires (message_retention_duration), and is counted nowhere.
+  dynamic "dead_letter_policy" {
+    for_each = var.dead_letter ? [google_pubsub_topic.dead_letter[0].id] : []
+    content {
+      dead_letter_topic     = dead_letter_policy.value
+      max_delivery_attempts = var.subscription.max_delivery_attempts
+    }
   }
 
   expiration_policy {
@@ -215,9 +238,12 @@ resource "google_pubsub_subscription" "store_inc_counter" {
   ]
 }
 
-# Visits Pub/Sub gave up on after max_delivery_attempts; the runner counts them.
+# Visits Pub/Sub gave up on after max_delivery_attempts; the runner counts them. Only with
+# dead_letter = true: without a dead-letter policy nothing would ever reach them.
 resource "google_pubsub_topic" "dead_letter" {
   # checkov:skip=CKV_GCP_83: visit events are not sensitive; Google-managed encryption is enough for a load test.
+  count = var.dead_letter ? 1 : 0
+
   project = var.project_id
   name    = "${var.topic_name}-dead-letter"
 
@@ -227,9 +253,11 @@ resource "google_pubsub_topic" "dead_letter" {
 # A pull subscription keeps dead-lettered visits (messages on a topic without a
 # subscription are lost) for the runner to count or a person to inspect.
 resource "google_pubsub_subscription" "dead_letter" {
+  count = var.dead_letter ? 1 : 0
+
   project = var.project_id
   name    = "${var.topic_name}-dead-letter-pull"
-  topic   = google_pubsub_topic.dead_letter.id
+  topic   = google_pubsub_topic.dead_letter[0].id
 
   ack_deadline_seconds       = 60
   message_retention_duration = "604800s" # 7 days
@@ -237,6 +265,17 @@ resource "google_pubsub_subscription" "dead_letter" {
   expiration_policy {
     ttl = ""
   }
+}
+
+# Deployments made before the dead_letter setting keep their dead-letter topic and subscription.
+moved {
+  from = google_pubsub_topic.dead_letter
+  to   = google_pubsub_topic.dead_letter[0]
+}
+
+moved {
+  from = google_pubsub_subscription.dead_letter
+  to   = google_pubsub_subscription.dead_letter[0]
 }
 
 # --- Function images -----------------------------------------------------------
@@ -254,6 +293,11 @@ resource "google_artifact_registry_repository" "functions" {
   depends_on = [google_project_service.this]
 }
 
+# Artifact Registry Writer, "for storing build images in Artifact Registry"
+# (https://cloud.google.com/run/docs/configuring/services/build-service-account), granted on the
+# repository the builds use (docker_repository below) rather than the project: the Cloud Functions
+# page lets it be set in the repository's IAM policy, on gcf-artifacts by default or on your own
+# repository given as dockerRepository (https://cloud.google.com/functions/docs/securing/build-custom-sa).
 resource "google_artifact_registry_repository_iam_member" "build_pushes_images" {
   project    = var.project_id
   location   = google_artifact_registry_repository.functions.location
@@ -339,14 +383,49 @@ resource "google_cloudfunctions2_function" "this" {
     }
   }
 
-  # The build runs as the build account: its roles first (they may still take a minute to
-  # propagate on a new project; see README.md).
+  # The build runs as the build account: its roles first, then the wait for them to propagate
+  # (terraform_data.build_grants_wait below; tests/unit/test_infra_graph.py checks this edge).
   depends_on = [
     google_project_service.this,
     google_project_iam_member.this,
-    google_storage_bucket_iam_member.build_reads_source,
+    google_storage_bucket_iam_member.build_source_objects,
     google_artifact_registry_repository_iam_member.build_pushes_images,
+    terraform_data.build_grants_wait,
   ]
+}
+
+# New IAM grants take a while to propagate, and a build started at once may be refused. The google
+# provider's own example of a function built by a custom build account
+# (google_cloudfunctions2_function) puts a 60 s time_sleep between the grants and the function;
+# the time provider is not one this kit uses, so this is Terraform's built-in terraform_data with
+# a local sleep (a POSIX shell's). Its triggers are the build account's grants: it is replaced,
+# and sleeps again, only when one of them changes (not when only the number of seconds does).
+# build_grants_wait_seconds = 0 creates nothing, and runs no command.
+resource "terraform_data" "build_grants_wait" {
+  count = var.build_grants_wait_seconds > 0 ? 1 : 0
+
+  triggers_replace = merge(
+    { for key, grant in google_project_iam_member.this : key => { role = grant.role, member = grant.member, on = "project ${grant.project}", condition = try(one(grant.condition).expression, "") } if startswith(key, "build-") },
+    {
+      "build-source-objects" = {
+        role      = google_storage_bucket_iam_member.build_source_objects.role
+        member    = google_storage_bucket_iam_member.build_source_objects.member
+        on        = "bucket ${google_storage_bucket_iam_member.build_source_objects.bucket}"
+        condition = ""
+      }
+      "build-pushes-images" = {
+        role      = google_artifact_registry_repository_iam_member.build_pushes_images.role
+        member    = google_artifact_registry_repository_iam_member.build_pushes_images.member
+        on        = "repository ${google_artifact_registry_repository_iam_member.build_pushes_images.repository}"
+        condition = ""
+      }
+    },
+  )
+  input = var.build_grants_wait_seconds
+
+  provisioner "local-exec" {
+    command = "sleep ${self.input}"
+  }
 }
 
 # --- Identities and access -----------------------------------------------------
@@ -408,10 +487,29 @@ moved {
   to   = google_project_iam_member.this["store-inc-counter-writes-firestore"]
 }
 
-# The build reads our source zip (the copy in gcf-v2-sources is covered in project_roles).
-resource "google_storage_bucket_iam_member" "build_reads_source" {
+# Deployments made before the dead_letter setting keep the Pub/Sub service agent's grants.
+moved {
+  from = google_pubsub_topic_iam_member.pubsub_agent_dead_letters
+  to   = google_pubsub_topic_iam_member.pubsub_agent_dead_letters[0]
+}
+
+moved {
+  from = google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters
+  to   = google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters[0]
+}
+
+moved {
+  from = google_service_account_iam_member.pubsub_agent_signs_push_tokens
+  to   = google_service_account_iam_member.pubsub_agent_signs_push_tokens[0]
+}
+
+# Storage Object Admin, "for retrieving the function source from the Cloud Storage bucket"
+# (https://cloud.google.com/run/docs/configuring/services/build-service-account and
+# https://cloud.google.com/functions/docs/securing/build-custom-sa), on our source bucket alone
+# (the copy in gcf-v2-sources is covered in project_roles).
+resource "google_storage_bucket_iam_member" "build_source_objects" {
   bucket = google_storage_bucket.source.name
-  role   = "roles/storage.objectViewer"
+  role   = "roles/storage.objectAdmin"
   member = google_service_account.build.member
 }
 
@@ -425,7 +523,8 @@ resource "google_pubsub_topic_iam_member" "inc_counter_publishes" {
 
 # Dead lettering is done by Pub/Sub's service agent: it publishes to the dead-letter topic
 # and acknowledges the message on the subscription it gives up on. Both roles are granted
-# on those two resources only.
+# on those two resources only, and only with dead_letter = true: with false no grant names the
+# agent, for organizations whose iam.allowedPolicyMemberDomains refuses Google's service agents.
 #
 # The agent is created by Google when the Pub/Sub API is first enabled, sometimes a minute
 # or so later. hashicorp/google 6.50.0 has no google_project_service_identity (google-beta
@@ -433,23 +532,35 @@ resource "google_pubsub_topic_iam_member" "inc_counter_publishes" {
 # account service-NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com does not exist": applying
 # again succeeds (the kit's runner retries apply on that error). See README.md.
 resource "google_pubsub_topic_iam_member" "pubsub_agent_dead_letters" {
+  count = var.dead_letter ? 1 : 0
+
   project = var.project_id
-  topic   = google_pubsub_topic.dead_letter.name
+  topic   = google_pubsub_topic.dead_letter[0].name
   role    = "roles/pubsub.publisher"
   member  = local.pubsub_service_agent
 }
 
 resource "google_pubsub_subscription_iam_member" "pubsub_agent_acks_dead_letters" {
+  count = var.dead_letter ? 1 : 0
+
   project      = var.project_id
   subscription = google_pubsub_subscription.store_inc_counter.name
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
 }
 
-# Pub/Sub mints the push account's OIDC tokens as its service agent. Projects created since
-# April 2021 allow that already; granting it on the push account alone makes older ones work
-# too, without a project-wide token creator.
+# Pub/Sub mints the push account's OIDC tokens as its service agent. Google asks for this grant
+# only where the agent is old: if the Cloud Pub/Sub service agent was enabled on or before 8 April
+# 2021, grant it the Service Account Token Creator role
+# (https://cloud.google.com/eventarc/standard/docs/functions/roles-permissions, step 4 of its
+# list of grants to Google's service agents); a project whose Pub/Sub API was first enabled later
+# needs nothing. Granting it on the push account alone makes
+# older projects work too, without a project-wide token creator. Like the two grants above it
+# names the agent, so dead_letter = false leaves it out as well (README.md says what an old
+# project then needs).
 resource "google_service_account_iam_member" "pubsub_agent_signs_push_tokens" {
+  count = var.dead_letter ? 1 : 0
+
   service_account_id = google_service_account.push.name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = local.pubsub_service_agent
@@ -594,8 +705,9 @@ locals {
 # https://cloud.google.com/monitoring/api/metrics_gcp_p_z): the max of each minute is compared.
 # Without data (no sample yet) the condition counts as not met (EVALUATION_MISSING_DATA_INACTIVE:
 # "If there is no data to evaluate the condition, then evaluate the condition as false").
+# Without dead_letter there is no such subscription, and no policy.
 resource "google_monitoring_alert_policy" "dead_letter_backlog" {
-  count = var.alerts.enabled ? 1 : 0
+  count = var.alerts.enabled && var.dead_letter ? 1 : 0
 
   project               = var.project_id
   display_name          = "Visit counter: visits dead-lettered"
@@ -604,11 +716,11 @@ resource "google_monitoring_alert_policy" "dead_letter_backlog" {
   notification_channels = local.alert_channels
 
   conditions {
-    display_name = "${google_pubsub_subscription.dead_letter.name} holds more than ${var.alerts.dead_letter_backlog_above} visits for ${var.alerts.dead_letter_minutes} min"
+    display_name = "${google_pubsub_subscription.dead_letter[0].name} holds more than ${var.alerts.dead_letter_backlog_above} visits for ${var.alerts.dead_letter_minutes} min"
     condition_threshold {
       filter = join(" AND ", [
         "resource.type = \"pubsub_subscription\"",
-        "resource.labels.subscription_id = \"${google_pubsub_subscription.dead_letter.name}\"",
+        "resource.labels.subscription_id = \"${google_pubsub_subscription.dead_letter[0].name}\"",
         "metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\"",
       ])
       comparison      = "COMPARISON_GT"
@@ -628,13 +740,13 @@ resource "google_monitoring_alert_policy" "dead_letter_backlog" {
     subject   = "Visit counter: visits were dead-lettered"
     content   = <<-EOT
       Pub/Sub gave up on some visits after ${var.subscription.max_delivery_attempts} failed pushes to
-      store-inc-counter and moved them to `${google_pubsub_topic.dead_letter.name}`; they are kept in
-      the pull subscription `${google_pubsub_subscription.dead_letter.name}` for 7 days, and are not
+      store-inc-counter and moved them to `${google_pubsub_topic.dead_letter[0].name}`; they are kept in
+      the pull subscription `${google_pubsub_subscription.dead_letter[0].name}` for 7 days, and are not
       counted.
 
       1. Why the pushes failed: store-inc-counter's logs (`"visit message"` lines with outcome
          `failed`, and its request log's non-2xx answers; 429s mean it was at its max instances).
-      2. Look at the visits: `gcloud pubsub subscriptions pull ${google_pubsub_subscription.dead_letter.name} --project ${var.project_id} --limit 10`
+      2. Look at the visits: `gcloud pubsub subscriptions pull ${google_pubsub_subscription.dead_letter[0].name} --project ${var.project_id} --limit 10`
          (without `--auto-ack` they stay).
       3. Once the cause is fixed, publish each again to `${google_pubsub_topic.visits.name}` with its
          data and attributes (its `visit_id` attribute names the dedup marker, so a visit counted
@@ -697,8 +809,8 @@ resource "google_monitoring_alert_policy" "failed_deliveries" {
     content   = <<-EOT
       store-inc-counter logged `"visit message"` lines with outcome `failed` at ERROR: Firestore
       refused or timed out a write. The visit was not acknowledged, so Pub/Sub pushes it again with
-      backoff (${var.subscription.minimum_backoff_seconds} s to ${var.subscription.maximum_backoff_seconds} s); after
-      ${var.subscription.max_delivery_attempts} attempts it is dead-lettered (the other alert).
+      backoff (${var.subscription.minimum_backoff_seconds} s to ${var.subscription.maximum_backoff_seconds} s);
+      ${var.dead_letter ? "after ${var.subscription.max_delivery_attempts} attempts it is dead-lettered (the other alert)." : "with dead_letter = false it is retried until it expires, ${var.subscription.message_retention_seconds} s after it was published, and is then lost."}
 
       1. The error: Logs Explorer, `resource.type="cloud_run_revision"
          resource.labels.service_name="${local.deployed_names["store-inc-counter"]}" jsonPayload.outcome="failed"`,

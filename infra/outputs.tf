@@ -24,13 +24,13 @@ output "subscription_name" {
 }
 
 output "dead_letter_topic_name" {
-  description = "Short name of the topic Pub/Sub moves a visit to after subscription.max_delivery_attempts failed pushes."
-  value       = google_pubsub_topic.dead_letter.name
+  description = "Short name of the topic Pub/Sub moves a visit to after subscription.max_delivery_attempts failed pushes; null with dead_letter = false (no such topic)."
+  value       = one(google_pubsub_topic.dead_letter[*].name)
 }
 
 output "dead_letter_subscription_name" {
-  description = "Short name of the pull subscription on the dead-letter topic (its backlog counts dead-lettered visits)."
-  value       = google_pubsub_subscription.dead_letter.name
+  description = "Short name of the pull subscription on the dead-letter topic (its backlog counts dead-lettered visits); null with dead_letter = false."
+  value       = one(google_pubsub_subscription.dead_letter[*].name)
 }
 
 output "push_service_account" {
@@ -69,7 +69,7 @@ output "region" {
 }
 
 output "alert_policies" {
-  description = "Names (projects/P/alertPolicies/ID) of the alert policies on the dead-letter backlog and on failed deliveries; null when alerts.enabled is false."
+  description = "Names (projects/P/alertPolicies/ID) of the alert policies on the dead-letter backlog and on failed deliveries; each null when alerts.enabled is false, the first also with dead_letter = false."
   value = {
     dead_letter_backlog = one(google_monitoring_alert_policy.dead_letter_backlog[*].name)
     failed_deliveries   = one(google_monitoring_alert_policy.failed_deliveries[*].name)

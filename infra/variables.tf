@@ -155,8 +155,9 @@ variable "subscription" {
     store-inc-counter's push subscription on the topic. ack_deadline_seconds (10 to 600) is also
     the push request's timeout; a failed push is retried after minimum_backoff_seconds, growing
     to maximum_backoff_seconds (0 to 600), until max_delivery_attempts (5 to 100) when the
-    message goes to the dead-letter topic; a 429 at max instances counts as a failed attempt, so
-    keep it high. message_retention_seconds (600 to 604800) keeps undelivered messages.
+    message goes to the dead-letter topic (with dead_letter = true; without it a failing message
+    is retried until it expires); a 429 at max instances counts as a failed attempt, so keep it
+    high. message_retention_seconds (600 to 604800) keeps undelivered messages.
   EOT
   type = object({
     ack_deadline_seconds      = optional(number, 60)
@@ -195,14 +196,51 @@ variable "access" {
     Who may call the three HTTP functions. "public": everyone (allUsers), as the study ran and as a
     browser needs. "authenticated": only the principals in invokers, each request carrying a
     Google-signed ID token; use it where an organization policy (iam.allowedPolicyMemberDomains,
-    enforced by default in organizations created since May 2024) refuses allUsers.
+    enforced by default in organizations created since May 2024) refuses allUsers. "auto": the
+    kit's runner reads the organization policy and passes -var=access=public or
+    -var=access=authenticated itself; plain Terraform (e.g. a manual destroy with an iteration's
+    settings file) treats "auto" as "public" (local.access in main.tf).
   EOT
   type        = string
   default     = "public"
 
   validation {
-    condition     = contains(["public", "authenticated"], var.access)
-    error_message = "access must be \"public\" (anyone may call the three HTTP functions) or \"authenticated\" (only the accounts in invokers, with a Google-signed ID token)."
+    condition     = contains(["auto", "public", "authenticated"], var.access)
+    error_message = "access must be \"auto\" (the kit chooses public or authenticated from the organization policy; Terraform alone treats auto as public), \"public\" (anyone may call the three HTTP functions) or \"authenticated\" (only the accounts in invokers, with a Google-signed ID token)."
+  }
+}
+
+variable "dead_letter" {
+  description = <<-EOT
+    true (the default): a visit Pub/Sub could not push to store-inc-counter after
+    subscription.max_delivery_attempts goes to the dead-letter topic TOPIC-dead-letter and waits
+    in its pull subscription TOPIC-dead-letter-pull (7 days), where the runner counts it and an
+    alert watches it; Pub/Sub's service agent (service-NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com)
+    is granted what that needs, on those resources only. false: no dead-letter policy, topic,
+    subscription or alert, and no grant at all names Pub/Sub's service agent, for organizations
+    whose iam.allowedPolicyMemberDomains refuses grants to Google's service agents; a delivery that
+    always fails is then retried until the message expires (subscription.message_retention_seconds)
+    and is neither dead-lettered nor counted as such. Also read from an iteration's settings file.
+  EOT
+  type        = bool
+  default     = true
+}
+
+variable "build_grants_wait_seconds" {
+  description = <<-EOT
+    Seconds to wait, once the build account's roles are granted (or changed), before the first
+    function is built: new IAM grants can take a minute or two to propagate, and a build started
+    sooner may be refused. 0 to 600, default 60 (as the google provider's own example for a custom
+    build account). The wait is a local `sleep` (it needs a POSIX shell where Terraform runs); it
+    runs again only when those grants change. 0 waits not at all.
+  EOT
+  type        = number
+  default     = 60
+  nullable    = false
+
+  validation {
+    condition     = var.build_grants_wait_seconds >= 0 && var.build_grants_wait_seconds <= 600 && floor(var.build_grants_wait_seconds) == var.build_grants_wait_seconds
+    error_message = "build_grants_wait_seconds must be a whole number of seconds from 0 to 600."
   }
 }
 

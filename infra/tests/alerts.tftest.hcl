@@ -20,6 +20,8 @@ variables {
     "inc-counter"       = { max_instances = 2, concurrency = 1 }
     "store-inc-counter" = { max_instances = 2, concurrency = 1 }
   }
+  # The apply runs would otherwise really sleep (build.tftest.hcl tests the wait).
+  build_grants_wait_seconds = 0
 }
 
 run "dead_letter_backlog_alert" {
@@ -32,7 +34,7 @@ run "dead_letter_backlog_alert" {
   assert {
     condition = alltrue([for term in [
       "resource.type = \"pubsub_subscription\"",
-      "resource.labels.subscription_id = \"${google_pubsub_subscription.dead_letter.name}\"",
+      "resource.labels.subscription_id = \"${google_pubsub_subscription.dead_letter[0].name}\"",
       "metric.type = \"pubsub.googleapis.com/subscription/num_undelivered_messages\"",
     ] : strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].conditions[0].condition_threshold[0].filter, term)])
     error_message = "The backlog alert watches num_undelivered_messages of the dead-letter pull subscription."
@@ -50,7 +52,7 @@ run "dead_letter_backlog_alert" {
     error_message = "The backlog, a gauge sampled every minute, is compared by its maximum per minute."
   }
   assert {
-    condition     = strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].documentation[0].content, "gcloud pubsub subscriptions pull ${google_pubsub_subscription.dead_letter.name} --project visitkit-test")
+    condition     = strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].documentation[0].content, "gcloud pubsub subscriptions pull ${google_pubsub_subscription.dead_letter[0].name} --project visitkit-test")
     error_message = "The backlog alert's documentation says how to look at the dead-lettered visits."
   }
   assert {
@@ -140,6 +142,36 @@ run "alerts_can_be_turned_off" {
   assert {
     condition     = output.alert_policies.dead_letter_backlog == null && output.alert_policies.failed_deliveries == null
     error_message = "Without alert policies their outputs are null."
+  }
+}
+
+run "without_dead_letter_no_backlog_alert" {
+  command = apply
+
+  variables {
+    dead_letter = false
+  }
+
+  assert {
+    condition     = length(google_monitoring_alert_policy.dead_letter_backlog) == 0 && output.alert_policies.dead_letter_backlog == null
+    error_message = "With dead_letter = false there is no dead-letter subscription, so no alert on its backlog, and its output is null."
+  }
+  assert {
+    condition     = length(google_monitoring_alert_policy.failed_deliveries) == 1 && output.alert_policies.failed_deliveries == google_monitoring_alert_policy.failed_deliveries[0].name
+    error_message = "The failed-deliveries alert does not depend on dead lettering."
+  }
+  assert {
+    condition     = !strcontains(google_monitoring_alert_policy.failed_deliveries[0].documentation[0].content, "dead-lettered") && strcontains(google_monitoring_alert_policy.failed_deliveries[0].documentation[0].content, "retried until it expires, 86400 s after it was published")
+    error_message = "Without dead lettering the failed-deliveries documentation says a failing visit is retried until it expires, not that it is dead-lettered."
+  }
+}
+
+run "with_dead_letter_the_failed_alert_names_it" {
+  command = plan
+
+  assert {
+    condition     = strcontains(google_monitoring_alert_policy.failed_deliveries[0].documentation[0].content, "after 20 attempts it is dead-lettered (the other alert)")
+    error_message = "With dead lettering the failed-deliveries documentation points at the other alert."
   }
 }
 

@@ -22,6 +22,8 @@ variables {
     "inc-counter"       = { max_instances = 2, concurrency = 1 }
     "store-inc-counter" = { max_instances = 2, concurrency = 1 }
   }
+  # The apply run would otherwise really sleep (build.tftest.hcl tests the wait).
+  build_grants_wait_seconds = 0
 }
 
 run "off_by_default" {

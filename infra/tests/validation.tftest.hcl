@@ -420,6 +420,92 @@ run "unknown_access" {
   expect_failures = [var.access]
 }
 
+run "access_in_upper_case" {
+  command = plan
+  variables {
+    access = "Public"
+  }
+  expect_failures = [var.access]
+}
+
+# "auto" is the kit's to resolve (it passes -var=access=public or authenticated itself); a plain
+# `terraform plan` or `destroy` with a settings file that says "auto" plans exactly as "public".
+run "auto_access_plans_like_public" {
+  command = plan
+  variables {
+    access               = "auto"
+    invokers             = ["user:tester@example.com"]
+    load_generator_users = ["user:tester@example.com"]
+  }
+
+  assert {
+    condition     = { for k, m in google_cloud_run_v2_service_iam_member.invoker : k => m.member } == { "serve-page allUsers" = "allUsers", "get-counter allUsers" = "allUsers", "inc-counter allUsers" = "allUsers" }
+    error_message = "access = auto grants run.invoker to allUsers on the three HTTP functions, as public does, and to no listed invoker."
+  }
+  assert {
+    condition     = length(google_service_account.load_generator) == 0 && length(google_service_account_iam_member.load_generator_users) == 0
+    error_message = "access = auto, like public, creates no load-generator account."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].ingress_settings } == { "serve-page" = "ALLOW_ALL", "get-counter" = "ALLOW_ALL", "inc-counter" = "ALLOW_ALL", "store-inc-counter" = "ALLOW_INTERNAL_ONLY" }
+    error_message = "access = auto leaves the ingress as public does."
+  }
+}
+
+run "public_access_plans_the_same" {
+  command = plan
+  variables {
+    access               = "public"
+    invokers             = ["user:tester@example.com"]
+    load_generator_users = ["user:tester@example.com"]
+  }
+
+  assert {
+    condition     = { for k, m in google_cloud_run_v2_service_iam_member.invoker : k => m.member } == { "serve-page allUsers" = "allUsers", "get-counter allUsers" = "allUsers", "inc-counter allUsers" = "allUsers" } && length(google_service_account.load_generator) == 0
+    error_message = "access = public grants run.invoker to allUsers only (the reference the auto run above is held to)."
+  }
+}
+
+run "every_use_of_access_goes_through_local_access" {
+  command = plan
+
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 3 && length(regexall("var\\.access\\b", file("main.tf"))) == 2 && length(regexall("\\baccess\\s*=\\s*var\\.access\\s*==\\s*\"auto\"\\s*\\?\\s*\"public\"\\s*:\\s*var\\.access\\b", file("main.tf"))) == 1 && length(regexall("var\\.access\\b", file("outputs.tf"))) == 0
+    error_message = "main.tf reads var.access in one place only, local.access, which turns \"auto\" into \"public\"; everything else uses local.access."
+  }
+}
+
+run "dead_letter_off_plans" {
+  command = plan
+  variables {
+    dead_letter = false
+  }
+}
+
+run "build_grants_wait_negative" {
+  command = plan
+  variables {
+    build_grants_wait_seconds = -1
+  }
+  expect_failures = [var.build_grants_wait_seconds]
+}
+
+run "build_grants_wait_above_600" {
+  command = plan
+  variables {
+    build_grants_wait_seconds = 601
+  }
+  expect_failures = [var.build_grants_wait_seconds]
+}
+
+run "build_grants_wait_fractional" {
+  command = plan
+  variables {
+    build_grants_wait_seconds = 1.5
+  }
+  expect_failures = [var.build_grants_wait_seconds]
+}
+
 run "invoker_without_a_kind" {
   command = plan
   variables {

@@ -23,6 +23,9 @@ variables {
     "inc-counter"       = { max_instances = 2, concurrency = 1, cpu = "0.333", memory = "512M", timeout_seconds = 30 }
     "store-inc-counter" = { max_instances = 4, concurrency = 1 }
   }
+  # The apply runs below would otherwise really sleep (terraform_data.build_grants_wait's
+  # local-exec); build.tftest.hcl tests the wait.
+  build_grants_wait_seconds = 0
 }
 
 
@@ -277,7 +280,7 @@ run "subscription_pushes_to_store_inc_counter" {
     error_message = "Default: 20 delivery attempts before dead lettering."
   }
   assert {
-    condition     = google_pubsub_subscription.store_inc_counter.expiration_policy[0].ttl == "" && google_pubsub_subscription.dead_letter.expiration_policy[0].ttl == ""
+    condition     = google_pubsub_subscription.store_inc_counter.expiration_policy[0].ttl == "" && google_pubsub_subscription.dead_letter[0].expiration_policy[0].ttl == ""
     error_message = "Neither subscription may expire."
   }
   assert {
@@ -330,23 +333,23 @@ run "dead_letter_wiring" {
   command = apply
 
   assert {
-    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter.id && google_pubsub_topic.dead_letter.name != google_pubsub_topic.visits.name
-    error_message = "Failed visits must go to their own dead-letter topic."
+    condition     = google_pubsub_subscription.store_inc_counter.dead_letter_policy[0].dead_letter_topic == google_pubsub_topic.dead_letter[0].id && google_pubsub_topic.dead_letter[0].name == "visits-dead-letter"
+    error_message = "By default (dead_letter = true) failed visits go to their own dead-letter topic."
   }
   assert {
-    condition     = google_pubsub_subscription.dead_letter.topic == google_pubsub_topic.dead_letter.id && length(google_pubsub_subscription.dead_letter.push_config) == 0
+    condition     = google_pubsub_subscription.dead_letter[0].topic == google_pubsub_topic.dead_letter[0].id && length(google_pubsub_subscription.dead_letter[0].push_config) == 0 && google_pubsub_subscription.dead_letter[0].name == "visits-dead-letter-pull"
     error_message = "The dead-letter topic has its own pull subscription."
   }
   assert {
-    condition     = google_pubsub_topic_iam_member.pubsub_agent_dead_letters.topic == google_pubsub_topic.dead_letter.name && google_pubsub_topic_iam_member.pubsub_agent_dead_letters.role == "roles/pubsub.publisher" && google_pubsub_topic_iam_member.pubsub_agent_dead_letters.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    condition     = google_pubsub_topic_iam_member.pubsub_agent_dead_letters[0].topic == google_pubsub_topic.dead_letter[0].name && google_pubsub_topic_iam_member.pubsub_agent_dead_letters[0].role == "roles/pubsub.publisher" && google_pubsub_topic_iam_member.pubsub_agent_dead_letters[0].member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
     error_message = "Pub/Sub's service agent may publish to the dead-letter topic."
   }
   assert {
-    condition     = google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.subscription == google_pubsub_subscription.store_inc_counter.name && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.role == "roles/pubsub.subscriber" && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    condition     = google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters[0].subscription == google_pubsub_subscription.store_inc_counter.name && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters[0].role == "roles/pubsub.subscriber" && google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters[0].member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
     error_message = "Pub/Sub's service agent may acknowledge on the store subscription."
   }
   assert {
-    condition     = google_service_account_iam_member.pubsub_agent_signs_push_tokens.service_account_id == google_service_account.push.name && google_service_account_iam_member.pubsub_agent_signs_push_tokens.role == "roles/iam.serviceAccountTokenCreator" && google_service_account_iam_member.pubsub_agent_signs_push_tokens.member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
+    condition     = google_service_account_iam_member.pubsub_agent_signs_push_tokens[0].service_account_id == google_service_account.push.name && google_service_account_iam_member.pubsub_agent_signs_push_tokens[0].role == "roles/iam.serviceAccountTokenCreator" && google_service_account_iam_member.pubsub_agent_signs_push_tokens[0].member == "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com"
     error_message = "Pub/Sub's service agent may mint tokens for the push account only."
   }
   assert {
@@ -354,8 +357,61 @@ run "dead_letter_wiring" {
     error_message = "Pub/Sub's service agent gets nothing project-wide."
   }
   assert {
-    condition     = output.dead_letter_topic_name == google_pubsub_topic.dead_letter.name && output.dead_letter_subscription_name == google_pubsub_subscription.dead_letter.name
+    condition     = output.dead_letter_topic_name == google_pubsub_topic.dead_letter[0].name && output.dead_letter_subscription_name == google_pubsub_subscription.dead_letter[0].name
     error_message = "Outputs must name the dead-letter topic and its subscription."
+  }
+}
+
+# dead_letter = false: for an organization whose iam.allowedPolicyMemberDomains refuses grants to
+# Google's service agents. Applied against the mocks so that every member is known.
+run "without_dead_letter_no_grant_names_pubsubs_agent" {
+  command = apply
+
+  variables {
+    dead_letter = false
+    access      = "authenticated"
+    invokers    = ["user:tester@example.com"]
+  }
+
+  assert {
+    condition     = length(google_pubsub_subscription.store_inc_counter.dead_letter_policy) == 0
+    error_message = "With dead_letter = false the push subscription has no dead-letter policy."
+  }
+  assert {
+    condition     = length(google_pubsub_topic.dead_letter) == 0 && length(google_pubsub_subscription.dead_letter) == 0
+    error_message = "With dead_letter = false there is no dead-letter topic or pull subscription (nothing would reach them)."
+  }
+  assert {
+    condition     = length(google_pubsub_topic_iam_member.pubsub_agent_dead_letters) == 0 && length(google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters) == 0 && length(google_service_account_iam_member.pubsub_agent_signs_push_tokens) == 0
+    error_message = "With dead_letter = false none of the three grants to Pub/Sub's service agent is made."
+  }
+  assert {
+    # Every IAM member resource in main.tf, whatever it grants on.
+    condition = alltrue([for member in concat(
+      [for m in google_project_iam_member.this : m.member],
+      [for m in google_pubsub_topic_iam_member.pubsub_agent_dead_letters : m.member],
+      [google_pubsub_topic_iam_member.inc_counter_publishes.member],
+      [for m in google_pubsub_subscription_iam_member.pubsub_agent_acks_dead_letters : m.member],
+      [for m in google_service_account_iam_member.pubsub_agent_signs_push_tokens : m.member],
+      [for m in google_service_account_iam_member.load_generator_users : m.member],
+      [for m in google_cloud_run_v2_service_iam_member.invoker : m.member],
+      [google_cloud_run_v2_service_iam_member.push_invokes_store.member],
+      [google_storage_bucket_iam_member.build_source_objects.member],
+      [google_artifact_registry_repository_iam_member.build_pushes_images.member],
+    ) : !strcontains(member, "gcp-sa-pubsub")])
+    error_message = "With dead_letter = false no grant names Pub/Sub's service agent."
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 3 && length(regexall("resource\\s+\"google_[a-z0-9_]+_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 10
+    error_message = "main.tf has an IAM resource the assertion above does not list: add it there."
+  }
+  assert {
+    condition     = output.dead_letter_topic_name == null && output.dead_letter_subscription_name == null && output.alert_policies.dead_letter_backlog == null
+    error_message = "Outputs naming the dead-letter topic, its subscription and its alert are null."
+  }
+  assert {
+    condition     = google_pubsub_subscription.store_inc_counter.push_config[0].oidc_token[0].service_account_email == google_service_account.push.email && google_pubsub_subscription.store_inc_counter.message_retention_duration == "86400s"
+    error_message = "The push subscription still pushes with the push account's token; failing messages are kept for message_retention_seconds."
   }
 }
 
@@ -374,7 +430,7 @@ run "least_privilege" {
       "roles/datastore.viewer",
       "roles/datastore.user",
       "roles/logging.logWriter",
-      "roles/storage.objectViewer",
+      "roles/storage.objectAdmin",
     ], m.role)])
     error_message = "A project-wide role outside the allow-list was granted."
   }
@@ -387,13 +443,37 @@ run "least_privilege" {
       "roles/datastore.viewer ${google_service_account.function["get-counter"].member}",
       "roles/datastore.user ${google_service_account.function["store-inc-counter"].member}",
       "roles/logging.logWriter ${google_service_account.build.member}",
-      "roles/storage.objectViewer ${google_service_account.build.member}",
+      "roles/storage.objectAdmin ${google_service_account.build.member}",
     ])
-    error_message = "Project-wide: get-counter reads Firestore, store-inc-counter writes it, the build writes logs and reads sources; nothing else."
+    error_message = "Project-wide: get-counter reads Firestore, store-inc-counter writes it, the build writes logs and handles the function source in gcf-v2-sources; nothing else."
   }
   assert {
-    condition     = one(google_project_iam_member.this["build-reads-sources"].condition).expression == "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-123456789012-southamerica-east1\")"
-    error_message = "The build reads Cloud Functions' source bucket of this project and region only."
+    condition     = one(google_project_iam_member.this["build-gcf-sources"].condition).expression == "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-123456789012-southamerica-east1\")"
+    error_message = "The build's Storage Object Admin at the project level holds only on Cloud Functions' source bucket of this project and region."
+  }
+  assert {
+    condition     = alltrue([for m in google_project_iam_member.this : length(m.condition) == 1 if startswith(m.role, "roles/storage.")])
+    error_message = "No storage role is granted project-wide without a condition."
+  }
+  # The build account's grants as Google documents them for a custom build account
+  # (https://cloud.google.com/functions/docs/securing/build-custom-sa,
+  # https://cloud.google.com/run/docs/configuring/services/build-service-account): Logs Writer,
+  # Artifact Registry Writer and Storage Object Admin, each on the narrowest resource it may be
+  # granted on.
+  assert {
+    condition     = google_project_iam_member.this["build-writes-logs"].role == "roles/logging.logWriter" && google_project_iam_member.this["build-writes-logs"].member == google_service_account.build.member && length(google_project_iam_member.this["build-writes-logs"].condition) == 0
+    error_message = "The build account writes its logs (roles/logging.logWriter on the project: Cloud Logging has nothing finer)."
+  }
+  assert {
+    condition     = google_storage_bucket_iam_member.build_source_objects.bucket == google_storage_bucket.source.name && google_storage_bucket_iam_member.build_source_objects.role == "roles/storage.objectAdmin" && google_storage_bucket_iam_member.build_source_objects.member == google_service_account.build.member
+    error_message = "The build account gets Storage Object Admin on our source bucket, on the bucket only."
+  }
+  assert {
+    condition = toset(flatten([
+      [for m in google_project_iam_member.this : m.role if m.member == google_service_account.build.member],
+      [google_storage_bucket_iam_member.build_source_objects.role, google_artifact_registry_repository_iam_member.build_pushes_images.role],
+    ])) == toset(["roles/logging.logWriter", "roles/artifactregistry.writer", "roles/storage.objectAdmin"])
+    error_message = "The build account holds exactly the three roles Google lists for a custom build account."
   }
   assert {
     condition     = google_artifact_registry_repository_iam_member.build_pushes_images.repository == google_artifact_registry_repository.functions.name && google_artifact_registry_repository_iam_member.build_pushes_images.role == "roles/artifactregistry.writer" && google_artifact_registry_repository_iam_member.build_pushes_images.member == google_service_account.build.member
@@ -408,10 +488,6 @@ run "least_privilege" {
     error_message = "inc-counter may publish to the topic."
   }
   assert {
-    condition     = google_storage_bucket_iam_member.build_reads_source.bucket == google_storage_bucket.source.name && google_storage_bucket_iam_member.build_reads_source.role == "roles/storage.objectViewer" && google_storage_bucket_iam_member.build_reads_source.member == google_service_account.build.member
-    error_message = "The build account may read the source bucket."
-  }
-  assert {
     condition     = alltrue([for f in google_cloudfunctions2_function.this : f.build_config[0].service_account == google_service_account.build.id])
     error_message = "Every function must be built by the build account."
   }
@@ -424,7 +500,7 @@ run "least_privilege" {
     error_message = "Functions, the build and the push must not share a service account."
   }
   assert {
-    condition     = !contains(concat([for m in google_project_iam_member.this : m.member], [google_pubsub_topic_iam_member.inc_counter_publishes.member, google_cloud_run_v2_service_iam_member.push_invokes_store.member, google_storage_bucket_iam_member.build_reads_source.member]), google_service_account.function["serve-page"].member)
+    condition     = !contains(concat([for m in google_project_iam_member.this : m.member], [google_pubsub_topic_iam_member.inc_counter_publishes.member, google_cloud_run_v2_service_iam_member.push_invokes_store.member, google_storage_bucket_iam_member.build_source_objects.member]), google_service_account.function["serve-page"].member)
     error_message = "serve-page needs no role."
   }
 }
