@@ -55,7 +55,7 @@ DEPLOYED_ACCESS_MODES = ACCESS_MODES[1:]
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
-                  "alert_notification_channels", "edge_protection"}
+                  "alert_notification_channels", "edge_protection", "build_grants_wait_seconds"}
 
 
 @dataclass(frozen=True)

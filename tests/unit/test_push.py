@@ -187,6 +187,18 @@ def test_after_the_last_attempt_the_message_goes_to_the_dead_letter_topic():
     assert relay.stats()["dead_lettered"] == 1
 
 
+def test_without_a_dead_letter_topic_a_failing_message_is_retried_past_the_attempts_never_dead_lettered():
+    from visitkit.settings import SubscriptionSettings
+    from visitkit.twin.push import RelayConfig
+
+    config = RelayConfig.from_settings(SubscriptionSettings(max_delivery_attempts=5), dead_letter=False,
+                                       pubsub_host="-", project="p", subscription="s", dead_letter_topic="dl",
+                                       push_url="http://-/", port=0)
+    assert config.max_delivery_attempts is None
+    relay = delivered(relay_answering(*[500] * 7, attempts=None), 7)
+    assert relay.publisher.published == [] and relay.subscriber.acked == [] and len(relay.subscriber.deadlines) == 7
+
+
 def test_a_fault_of_the_relays_own_is_logged_and_frees_its_window_slot(capsys):
     relay = delivered(relay_answering(ValueError("a bug")), 1)
     assert relay.stats()["in_flight"] == 0 and relay.stats()["errors"] == 1

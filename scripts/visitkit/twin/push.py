@@ -51,15 +51,15 @@ class RelayConfig:
     ack_deadline_seconds: int
     minimum_backoff_seconds: int
     maximum_backoff_seconds: int
-    max_delivery_attempts: int
+    max_delivery_attempts: int  # None: no dead-letter topic (dead_letter false), retried until it expires
     port: int  # where GET / answers the figures
 
     @classmethod
-    def from_settings(cls, subscription_settings, **values):
+    def from_settings(cls, subscription_settings, dead_letter=True, **values):
         s = subscription_settings
         return cls(ack_deadline_seconds=s.ack_deadline_seconds, minimum_backoff_seconds=s.minimum_backoff_seconds,
                    maximum_backoff_seconds=s.maximum_backoff_seconds,
-                   max_delivery_attempts=s.max_delivery_attempts, **values)
+                   max_delivery_attempts=s.max_delivery_attempts if dead_letter else None, **values)
 
 
 class Window:
@@ -272,7 +272,7 @@ class Relay:
                 attempt = self.attempts[message.message_id] = self.attempts.get(message.message_id, 0) + 1
         if ok:
             self.acker.add(received.ack_id)
-        elif attempt >= config.max_delivery_attempts:
+        elif config.max_delivery_attempts is not None and attempt >= config.max_delivery_attempts:
             self._dead_letter(received)
         else:
             delay = backoff_seconds(attempt, config.minimum_backoff_seconds, config.maximum_backoff_seconds)

@@ -236,7 +236,8 @@ class LocalStack:
 
     def _relay_command(self, state, settings):
         config = push.RelayConfig.from_settings(
-            settings.subscription, pubsub_host=state["pubsub"], project=PROJECT, subscription=SUBSCRIPTION,
+            settings.subscription, dead_letter=settings.dead_letter, pubsub_host=state["pubsub"], project=PROJECT,
+            subscription=SUBSCRIPTION,
             dead_letter_topic=DEAD_LETTER_TOPIC, push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
             port=state["push_stats_port"])
         path = push.write_config(config, self.state_dir / "push-relay.json")
