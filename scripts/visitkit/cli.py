@@ -166,7 +166,8 @@ def predict_command(args):
         print(f"wrote {write_profile(args.iteration, args.out)}")
         return 0
     settings = load_settings(args.iteration)
-    prediction = predict.predict(settings, load_profile(args.profile), args.queue_timeout, args.minutes)
+    profile = load_profile(args.profile)
+    prediction = predict.predict(settings, profile, args.queue_timeout, args.minutes, dwell_s=args.dwell)
     print("\n".join(predict.report_lines(prediction, settings)))
     if args.ramp is not None:
         ramp = predict.breakpoint_convergence(prediction.as_dict(), args.ramp, args.minutes)
@@ -192,8 +193,10 @@ def predict_command(args):
         from visitkit.cloud import cost
 
         prices = cost.load_prices()
+        counter_requests = args.cost_at * prediction.reads_per_visit
         estimate = cost.hourly_at(settings, args.cost_at, prices, args.region,
-                                  get_counter_reads_per_s=predict.counter_reads_per_s(settings, args.cost_at))
+                                  get_counter_reads_per_s=predict.counter_reads_per_s(settings, counter_requests),
+                                  get_counter_requests_per_visit=prediction.reads_per_visit)
         print(f"cost of one hour at {args.cost_at:g} visits/s in {args.region} (Cloud Run Tier {estimate['tier']}; an "
               f"upper bound from list prices of {estimate['as_of']}: every instance billed all hour, no free tier):")
         print("\n".join(f"  {item:32} {usage:60} {usd:10,.2f} {estimate['currency']}"
@@ -204,6 +207,10 @@ def predict_command(args):
         if idle:
             print(f"min_instances kept warm without a request: {total:,.2f} {estimate['currency']} per hour ("
                   + ", ".join(f"{name} {n} x {usd / n:,.3f}" for name, n, usd in idle) + ")")
+    if args.hold is not None:
+        from visitkit.cloud import cost
+
+        print("\n".join(predict.hold_lines(settings, profile, args.hold, args.dwell, cost.load_prices(), args.region)))
     return 0
 
 
@@ -351,6 +358,7 @@ def parser():
         "Predicts from an iteration's settings and a profile's service times each function's capacity, the "
         "RPS knee, the users at the first 429, the store's drain rate, backlog growth and convergence time.\n"
         "  visitkit predict iterations/iteration-1 --profile study\n"
+        "  visitkit predict iterations/iteration-5 --dwell 60 --hold 10000   readers who stay 60 s, and 10,000 visits/s\n"
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
     predict.add_argument("iteration", type=Path, help="an iteration folder or settings file (with --write-profile: "
                                                       "a Google Cloud run's results folder)")
@@ -362,13 +370,19 @@ def parser():
     predict.add_argument("--ramp", type=float, metavar="USERS_PER_S",
                          help="also print the convergence after a breakpoint adding this many users per second for "
                               "--minutes (the study's: 1)")
+    predict.add_argument("--dwell", type=float, default=0.0, metavar="SECONDS",
+                         help="how long a reader stays on each page, the page re-reading get-counter meanwhile "
+                              "(default 0: the study's visitor, one read per page)")
+    predict.add_argument("--hold", type=float, metavar="VISITS_PER_S",
+                         help="also print the instances this many visits per second need (with --dwell), the knee "
+                              "and the cost with them")
     predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
                          help="also print the cost of one hour at this many visits per second (prices.json)")
     predict.add_argument("--cost-per-million", action="store_true",
                          help="what a million visits cost at the knee's rate, in the study's region and a US one")
     predict.add_argument("--region", default="southamerica-east1",
-                         help="with --cost-at or --fleet: the region whose prices apply (default: the study's "
-                              "southamerica-east1)")
+                         help="with --cost-at, --hold or --fleet: the region whose prices apply (default: the "
+                              "study's southamerica-east1)")
     predict.add_argument("--fleet", type=float, metavar="VISITS_PER_S",
                          help="also print the Locust fleet this many visits per second need (worker processes and VMs, "
                               "from a loadgen benchmark: --loadgen) and its cost per hour")

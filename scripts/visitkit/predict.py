@@ -21,6 +21,17 @@ counters converge (backlog / drain) after the load.
 get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance and
 answers every other request from memory in the profile's cache_hit_ms.
 
+A reader's dwell (`dwell_s`, 0 by default: the study's visitor, who reads the count once per page): the page
+re-reads get-counter every max(its refresh, the cache TTL) seconds (functions/serve_page.py), plus some jitter,
+while its tab is visible and its reader active (functions/templates/page.html; it stops once its reader is idle),
+so a visit that stays open S seconds makes at most 1 + floor(S / that interval) get-counter requests
+(reads_per_visit: the jitter only spaces them out, so the figure errs high) and one to each other public function.
+The knee is then where the public function with the least capacity per request it gets per visit is full:
+  knee visits/s = min over public functions of capacity / requests per visit,
+  knee RPS = knee visits/s x requests per visit (all public functions),
+and a person stays on a page for the dwell instead of the visitor's 3-5 s wait. At dwell 0 every figure is the
+study visitor's above.
+
 On the local twin every part (functions, emulators, HAProxy, Toxiproxy, push relay, Locust) shares
 one machine; a profile's `host` gives its cores and the CPU all of them spend per page, so the
 machine serves at most cores x 1000 / CPU per page pages/s. A page costs cpu_ms_per_page when
@@ -28,15 +39,20 @@ get-counter answers from its cache, plus cpu_ms_per_counter_read each time it re
 call and the emulator's query). Where that is less than the bottleneck's capacity, the knee on this
 machine comes there instead (`machine_*` figures).
 """
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, READER_FUNCTION
+from visitkit.errors import VisitkitError
 from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
 DEFAULT_LOAD_MINUTES = 15.0  # the study's longest breakpoint run
 MACHINE = "this machine's CPU"
+# How often the page re-reads its count while open: functions/serve_page.py's COUNTER_REFRESH_SECONDS
+# default, or the cache TTL when longer (a read sooner would be answered from the same cache).
+PAGE_REFRESH_SECONDS = 5.0
 
 
 def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None, pages=len(PAGES)):
@@ -59,14 +75,93 @@ def counter_reads_per_s(settings, pages_per_s):
     return min(pages_per_s, settings.functions[READER_FUNCTION].max_instances * len(PAGES) / ttl)
 
 
+def reread_interval(settings):
+    """Seconds between the page's reads of its count while it stays open."""
+    return max(PAGE_REFRESH_SECONDS, settings.cache_ttl_seconds)
+
+
+def reads_per_visit(settings, dwell_s=0):
+    """get-counter requests one visit makes: the page's first read, then one each reread_interval while its
+    reader stays dwell_s seconds."""
+    if dwell_s < 0:
+        raise VisitkitError(f"a dwell is 0 seconds or more, not {dwell_s:g}")
+    return 1 + math.floor(dwell_s / reread_interval(settings))
+
+
+def requests_per_visit(settings, dwell_s=0):
+    """{public function: its requests per visit}: one each, get-counter reads_per_visit."""
+    return {name: reads_per_visit(settings, dwell_s) if name == READER_FUNCTION else 1 for name in PUBLIC}
+
+
 def cost_per_million(settings, prediction, prices, region):
     """(visits/s at the knee, cost.per_million_visits there): a million visits at the rate the deployment
     serves at most, get-counter's cache sparing reads as it does at that rate."""
     from visitkit.cloud import cost
 
-    knee_visits = prediction.knee_rps / 3  # a visit is 3 public requests
-    reads_per_visit = counter_reads_per_s(settings, knee_visits) / knee_visits
-    return knee_visits, cost.per_million_visits(settings, prediction.capacity_rps, reads_per_visit, prices, region)
+    knee_visits = prediction.knee_visits_per_s
+    counter_requests = prediction.reads_per_visit
+    firestore_reads = counter_reads_per_s(settings, knee_visits * counter_requests) / knee_visits
+    return knee_visits, cost.per_million_visits(settings, prediction.capacity_rps, firestore_reads, prices, region,
+                                                get_counter_requests_per_visit=counter_requests)
+
+
+def instances_to_hold(settings, profile, visits_per_s, dwell_s=0):
+    """{function: the max_instances it needs to serve visits_per_s visits a second whose reader stays dwell_s
+    seconds, at its own concurrency, CPU and (get-counter) cache; never fewer than the settings give}: each
+    public function gets its requests_per_visit, store-inc-counter one push delivery a visit. An instance's
+    rate does not depend on how many there are, so the instances needed are the requests over it, rounded up."""
+    capacity = predict(settings, profile, dwell_s=dwell_s).capacity_rps
+    per_visit = {**requests_per_visit(settings, dwell_s), PUSH_FUNCTION: 1}
+    needed = {}
+    for name, spec in settings.functions.items():
+        per_instance = capacity[name] / spec.max_instances
+        needed[name] = max(spec.max_instances, math.ceil(visits_per_s * per_visit[name] / per_instance - 1e-9))
+    return needed
+
+
+def settings_to_hold(settings, profile, visits_per_s, dwell_s=0):
+    """The settings with each function's max_instances raised to instances_to_hold (all else as set)."""
+    needed = instances_to_hold(settings, profile, visits_per_s, dwell_s)
+    return replace(settings, functions={name: replace(spec, max_instances=needed[name])
+                                        for name, spec in settings.functions.items()})
+
+
+def hold_plan(settings, profile, visits_per_s, dwell_s=0):
+    """What holding visits_per_s takes: {"settings": settings_to_hold, "prediction": its Prediction, "raised":
+    {function: (max_instances now, needed)} for those that must grow}."""
+    held = settings_to_hold(settings, profile, visits_per_s, dwell_s)
+    raised = {name: (spec.max_instances, held.functions[name].max_instances)
+              for name, spec in settings.functions.items() if held.functions[name].max_instances > spec.max_instances}
+    return {"settings": held, "prediction": predict(held, profile, dwell_s=dwell_s), "raised": raised}
+
+
+def hold_lines(settings, profile, visits_per_s, dwell_s, prices, region):
+    """What `visitkit predict --hold V` prints: the instances V visits/s need, the knee they give, and the cost."""
+    from visitkit.cloud import cost
+
+    plan = hold_plan(settings, profile, visits_per_s, dwell_s)
+    held, p = plan["settings"], plan["prediction"]
+    reader = f" with a {dwell_s:g} s dwell ({p.reads_per_visit} get-counter requests per visit)" if dwell_s else ""
+    grown = ", ".join(f"{name} {new} instances x {held.functions[name].concurrency} ({old} now)"
+                      for name, (old, new) in plan["raised"].items()) or "no function more instances"
+    kept = [name for name in settings.functions if name not in plan["raised"]]
+    lines = [f"to hold {visits_per_s:,.0f} visits/s{reader}: {grown}"
+             + (f"; {', '.join(kept)} as set" if kept and plan["raised"] else ""),
+             f"  with them: knee {p.knee_visits_per_s:,.0f} visits/s ({p.knee_rps:,.0f} RPS), limited by {p.limited_by}; "
+             f"{sum(f.max_instances for f in held.functions.values())} instances, "
+             f"{sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU at most"]
+    for where in cost.PER_MILLION_REGIONS:
+        knee_visits, found = cost_per_million(held, p, prices, where)
+        parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
+        lines.append(f"  cost per million visits in {where}: {found['total']:,.2f} {found['currency']} ({parts})")
+    counter_requests = visits_per_s * p.reads_per_visit
+    hour = cost.hourly_at(held, visits_per_s, prices, region,
+                          get_counter_reads_per_s=counter_reads_per_s(held, counter_requests),
+                          get_counter_requests_per_visit=p.reads_per_visit)
+    lines.append(f"  cost of one hour at {visits_per_s:,.0f} visits/s in {region}: at most {hour['total']:,.2f} "
+                 f"{hour['currency']} (every instance billed all hour; "
+                 + ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(hour).items()) + ")")
+    return lines
 
 
 def cpu_rate(spec, cpu_ms):
@@ -96,48 +191,57 @@ class Prediction:
     machine_knee_rps: float = None
     machine_limited_by: str = None
     machine_first_429_users: float = None
+    knee_visits_per_s: float = None  # visits a second at the knee (knee_rps / requests per visit)
+    dwell_s: float = 0.0  # a reader's dwell on each page (0: the study's visitor)
+    reads_per_visit: int = 1  # get-counter requests per visit
 
     def as_dict(self):
         return asdict(self)
 
 
-def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAULT_LOAD_MINUTES):
-    """The Prediction for Settings and a Profile (service times in ms)."""
+def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAULT_LOAD_MINUTES, dwell_s=0):
+    """The Prediction for Settings and a Profile (service times in ms), for visits whose reader stays dwell_s
+    seconds on the page (0: the study's visitor)."""
     service, hit = profile.service_ms, profile.cache_hit_ms
     ttl = {name: settings.cache_ttl_seconds if name == READER_FUNCTION else 0 for name in settings.functions}
     slot_ms = {**service, PUSH_FUNCTION: service[PUSH_FUNCTION] + profile.push_overhead_ms}
     capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, slot_ms[name], ttl[name], hit),
                                                cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
                 for name, spec in settings.functions.items()}
-    limited_by = min(PUBLIC, key=lambda name: capacity[name])
-    bottleneck = capacity[limited_by]
-    # each public function gets the bottleneck's rate; get-counter reads Firestore on a share of it
-    reads_per_page = counter_reads_per_s(settings, bottleneck) / bottleneck
+    per_visit = requests_per_visit(settings, dwell_s)
+    limited_by = min(PUBLIC, key=lambda name: capacity[name] / per_visit[name])
+    visits = capacity[limited_by] / per_visit[limited_by]  # visits/s at the knee
+    # get-counter gets reads_per_visit requests a visit and reads Firestore on a share of them
+    counter_rps = visits * per_visit[READER_FUNCTION]
+    reads_per_page = counter_reads_per_s(settings, counter_rps) / counter_rps
     response = {name: service[name] for name in PUBLIC}
     if ttl[READER_FUNCTION]:
         response[READER_FUNCTION] = hit + (service[READER_FUNCTION] - hit) * reads_per_page
-    cycle = sum(WAIT_SECONDS) / 2 + sum(response.values()) / 1000
-    publish, drain = bottleneck, capacity[PUSH_FUNCTION]
+    on_page = dwell_s or sum(WAIT_SECONDS) / 2  # the re-reads run during the dwell, not after it
+    cycle = on_page + sum(response.values()) / 1000
+    publish, drain = visits, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)
     extra = surplus / drain
     machine = {}
-    if profile.host:
+    if profile.host and not dwell_s:  # the twin's visitor reads once per page
         cpu_per_page = (profile.host["cpu_ms_per_page"]
                         + reads_per_page * profile.host.get("cpu_ms_per_counter_read", 0))
         pages = profile.host["cores"] * 1000 / cpu_per_page
-        held = min(bottleneck, pages)
+        held = min(visits, pages)
         machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
                    "machine_knee_rps": len(PUBLIC) * held,
-                   "machine_limited_by": limited_by if bottleneck <= pages else MACHINE,
+                   "machine_limited_by": limited_by if visits <= pages else MACHINE,
                    "machine_first_429_users": held * (cycle + queue_timeout)}
+    requests = sum(per_visit.values())
     return Prediction(
         **machine,
         profile=profile.name, capacity_rps=capacity, response_ms=response,
-        cycle_s=cycle, rps_per_user=len(PUBLIC) / cycle, knee_users=bottleneck * cycle,
-        knee_rps=len(PUBLIC) * bottleneck, limited_by=limited_by,
-        first_429_users=bottleneck * (cycle + queue_timeout), publish_per_s=publish, drain_per_s=drain,
+        cycle_s=cycle, rps_per_user=requests / cycle, knee_users=visits * cycle,
+        knee_rps=requests * visits, limited_by=limited_by,
+        first_429_users=visits * (cycle + queue_timeout), publish_per_s=publish, drain_per_s=drain,
         backlog_per_min=surplus * 60, extra_min_per_min=extra, load_minutes=load_minutes,
-        convergence_min=extra * load_minutes)
+        convergence_min=extra * load_minutes, knee_visits_per_s=visits, dwell_s=dwell_s,
+        reads_per_visit=per_visit[READER_FUNCTION])
 
 
 def figure_to_measure(prediction, target, name):
@@ -176,15 +280,31 @@ def report_lines(p, settings):
         lines.append(f"  {name:18} {spec.max_instances} x {spec.concurrency} / "
                      f"{1000 * spec.concurrency / (p.capacity_rps[name] / spec.max_instances):.0f} ms "
                      f"= {p.capacity_rps[name]:.1f} requests/s")
+    responses_ms = 1000 * (p.cycle_s - (p.dwell_s or sum(WAIT_SECONDS) / 2))
+    if p.dwell_s:
+        requests = sum(requests_per_visit(settings, p.dwell_s).values())
+        lines += [
+            f"reads per visit: {p.reads_per_visit} get-counter requests at most (the first, then one every "
+            f"{reread_interval(settings):g} s while the page stays open {p.dwell_s:g} s: the longer of the page's "
+            f"{PAGE_REFRESH_SECONDS:g} s refresh and the {settings.cache_ttl_seconds:g} s cache TTL, which the page's "
+            f"jitter only lengthens), one to each other public function: {requests} requests per visit",
+            f"demand per reader: {requests} requests per page every {p.cycle_s:.2f} s ({p.dwell_s:g} s dwell + "
+            f"{responses_ms:.0f} ms of responses) = {p.rps_per_user:.3f} RPS per reader",
+            f"knee: {p.knee_visits_per_s:.0f} visits/s, {p.knee_rps:.0f} RPS, {p.knee_users:.0f} readers on a page, "
+            f"limited by {p.limited_by}",
+        ]
+    else:
+        lines += [
+            f"demand per user: {len(PUBLIC)} requests per page every {p.cycle_s:.2f} s "
+            f"({sum(WAIT_SECONDS) / 2:g} s wait + {responses_ms:.0f} ms of responses) "
+            f"= {p.rps_per_user:.3f} RPS per user",
+            f"knee: {p.knee_users:.0f} users, {p.knee_rps:.0f} RPS, limited by {p.limited_by}",
+        ]
     lines += [
-        f"demand per user: {len(PUBLIC)} requests per page every {p.cycle_s:.2f} s "
-        f"({sum(WAIT_SECONDS) / 2:g} s wait + {1000 * (p.cycle_s - sum(WAIT_SECONDS) / 2):.0f} ms of responses) "
-        f"= {p.rps_per_user:.3f} RPS per user",
-        f"knee: {p.knee_users:.0f} users, {p.knee_rps:.0f} RPS, limited by {p.limited_by}",
         *([f"knee on this machine: {p.machine_knee_users:.0f} users, {p.machine_knee_rps:.0f} RPS, limited by "
            f"{p.machine_limited_by} (it serves at most {p.machine_pages_per_s:.0f} pages/s)"]
           if p.machine_limited_by == MACHINE else []),
-        f"first 429: {p.first_429_users:.0f} users (queue beyond the queue timeout)",
+        f"first 429: {p.first_429_users:.0f} {'readers' if p.dwell_s else 'users'} (queue beyond the queue timeout)",
         f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s",
         f"backlog: grows {p.backlog_per_min:.0f} visits per minute of load past the knee",
         f"convergence: {p.extra_min_per_min:.2f} extra minutes per minute of load; "

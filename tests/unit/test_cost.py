@@ -5,6 +5,7 @@ import pytest
 
 from visitkit.cloud import cost
 from visitkit.errors import VisitkitError
+from visitkit.paths import FUNCTIONS_DIR, ROOT
 from visitkit.settings import parse_settings
 
 ROOT_SETTINGS = {"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": {
@@ -98,4 +99,111 @@ def test_a_million_visits_bill_each_functions_instance_time_packed_to_its_concur
     assert lines["Firestore document writes"] == "2,000,000" and lines["Firestore document deletes"] == "1,000,000"
     assert lines["Firestore document reads"] == "500,000"  # half the visits read, 20 shards: one billed read each
     split = cost.by_service(found)
-    assert set(split) == {"Cloud Run", "Firestore", "Pub/Sub"} and sum(split.values()) == pytest.approx(found["total"])
+    assert set(split) == {"Cloud Run", "Firestore", "Pub/Sub", "Cloud Logging"} and sum(split.values()) == pytest.approx(found["total"])
+
+
+FIXTURE = ROOT / "tests" / "fixtures" / "logging" / "cloud-run-request-log.json"
+MILLION = 1_000_000
+
+
+def compact(entry):
+    return len(json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def test_a_request_log_entry_weighs_what_the_recorded_one_does():
+    """The recorded entry is Cloud Run's request log (its log, resource and httpRequest) and its JSON, without
+    whitespace, is the size the model bills for every request."""
+    entry = json.loads(FIXTURE.read_text())
+    assert entry["logName"].endswith("/logs/run.googleapis.com%2Frequests")
+    assert entry["resource"]["type"] == "cloud_run_revision" and entry["httpRequest"]["requestMethod"]
+    assert compact(entry) == cost.REQUEST_LOG_ENTRY_BYTES
+
+
+def store_line_fields():
+    """The keyword fields of store-inc-counter's INFO line per delivery, as its source passes them to log()."""
+    import ast
+
+    tree = ast.parse((FUNCTIONS_DIR / "store_inc_counter.py").read_text())
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "log"
+             and isinstance(node.args[0], ast.Constant) and node.args[0].value == "INFO"]
+    assert len(calls) == 1
+    return {keyword.arg for keyword in calls[0].keywords}
+
+
+def test_store_inc_counters_line_weighs_what_common_log_writes_in_cloud_runs_envelope(monkeypatch, capsys):
+    """common.log's line for a delivery (a Pub/Sub message id as Pub/Sub writes them, a visit id, the longest page,
+    a trace in the recorded entry's project) becomes a LogEntry as Cloud Run's structured logging makes it:
+    severity and logging.googleapis.com/trace lifted into the entry, the rest its jsonPayload, in the envelope of
+    the recorded entry (the same revision's resource, labels and timestamps), logged to run.googleapis.com/stdout."""
+    import common
+    from visitkit.catalogue import PAGES
+
+    assert store_line_fields() == {"trace", "outcome", "message_id", "visit_id", "visit_type"}
+    request = json.loads(FIXTURE.read_text())
+    project = request["logName"].split("/")[1]
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", project)
+    common.log("INFO", "visit message", trace=(request["trace"].rsplit("/", 1)[1], None), outcome="counted",
+               message_id="2070443601311540", visit_id="1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+               visit_type=max(PAGES, key=len))
+    fields = json.loads(capsys.readouterr().out)
+    entry = {key: value for key, value in request.items()
+             if key not in ("httpRequest", "severity", "trace", "spanId", "traceSampled")}
+    entry["logName"] = entry["logName"].replace("%2Frequests", "%2Fstdout")
+    entry["severity"] = fields.pop("severity")
+    entry["trace"] = fields.pop("logging.googleapis.com/trace")
+    entry["jsonPayload"] = fields
+    assert entry["trace"] == request["trace"]
+    assert compact(entry) == cost.STORE_LINE_ENTRY_BYTES
+
+
+def test_a_million_visits_pay_cloud_logging_for_every_request_and_delivery(settings, prices):
+    """The study's visitor: 4 requests a visit (3 public, 1 push delivery), each a request log entry, and the
+    delivery's line; readers who stay make get-counter requests more, each one entry more. No free 50 GiB."""
+    capacity = {"serve-page": 100.0, "get-counter": 20.0, "inc-counter": 50.0, "store-inc-counter": 40.0}
+    one = cost.per_million_visits(settings, capacity, 0.5, prices, "us-central1")
+    seven = cost.per_million_visits(settings, capacity, 0.5, prices, "us-central1", get_counter_requests_per_visit=7)
+    for found, requests in ((one, 4), (seven, 10)):
+        usd = next(usd for item, _, usd in found["lines"] if item == "Cloud Logging")
+        assert usd == pytest.approx((requests * 1350 + 1155) * MILLION / 2**30 * 0.50)
+        assert cost.by_service(found)["Cloud Logging"] == usd
+        assert not any(line.startswith("Cloud Logging") for line in found["left_out"])
+    lines = {item: text for item, text, _ in seven["lines"]}
+    assert "7,000,000 requests" in lines["Cloud Run: get-counter"]
+    assert lines["Cloud Run: get-counter"].startswith("700,000 instance-s")  # 7e6 requests x 2 / 20 per second
+    assert "1,000,000 requests" in lines["Cloud Run: serve-page"]
+    assert list(cost.by_service(one)) == ["Cloud Run", "Firestore", "Pub/Sub", "Cloud Logging"]
+
+
+def test_a_runs_own_estimate_names_cloud_logging_as_left_out(settings, prices):
+    found = cost.estimate(usage(), settings, prices)
+    assert not any(item == "Cloud Logging" for item, _, _ in found["lines"])
+    assert any(line.startswith("Cloud Logging: $0.50/GiB") for line in found["left_out"])
+
+
+def test_a_marker_is_its_document_and_its_name_index_entry_by_firestores_size_rules():
+    """processed_messages/<64 hex digits>: name 19 + 65 + 16 = 100 bytes; fields visit_type (11) = the longest page,
+    about_offices (14), and expire_at (10), a timestamp (8): 43; the document 100 + 43 + 32 = 175. Its one index
+    entry, the built-in one on its name: 100 + no parent document + __name__ (9) + the name as a reference (100)
+    + 32 = 241."""
+    assert cost.marker_bytes() == 175 + 241
+
+
+def test_a_million_markers_are_stored_for_their_ttl_at_the_regions_price(settings, prices):
+    capacity = {"serve-page": 100.0, "get-counter": 20.0, "inc-counter": 50.0, "store-inc-counter": 40.0}
+    for region, per_gib_month in (("us-central1", 0.15), ("southamerica-east1", 0.27)):
+        found = cost.per_million_visits(settings, capacity, 0.5, prices, region)
+        usd = next(usd for item, _, usd in found["lines"] if item == "Firestore marker storage")
+        # 416 bytes x a million, 7 days of a 365.25 / 12-day month
+        assert usd == pytest.approx(416 * MILLION / 2**30 * 7 / (365.25 / 12) * per_gib_month)
+    longer = parse_settings({**json.loads(json.dumps(ROOT_SETTINGS)), "marker_ttl_days": 14})
+    twice = cost.per_million_visits(longer, capacity, 0.5, prices, "us-central1")
+    assert next(usd for item, _, usd in twice["lines"] if item == "Firestore marker storage") == pytest.approx(
+        416 * MILLION / 2**30 * 14 / (365.25 / 12) * 0.15)
+
+
+def test_an_hour_of_readers_who_stay_bills_their_re_reads(settings, prices):
+    hour = cost.hourly_at(settings, 100, prices, "us-central1", get_counter_reads_per_s=1, get_counter_requests_per_visit=7)
+    lines = {item: text for item, text, _ in hour["lines"]}
+    assert "2,520,000 requests" in lines["Cloud Run: get-counter"] and "360,000 requests" in lines["Cloud Run: inc-counter"]
+    usd = next(usd for item, _, usd in hour["lines"] if item == "Cloud Logging")
+    assert usd == pytest.approx(360_000 * (10 * 1350 + 1155) / 2**30 * 0.50)

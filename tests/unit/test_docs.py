@@ -238,3 +238,56 @@ def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_bre
         predict.predict(load_settings(tmp_path / "iteration-1"), load_profile("study")).as_dict(), 1, 15)
     assert len(rows) == 3 and rows[2].startswith("| iteration-1 | 15 min | an hour | ")
     assert rows[2].endswith(f"4.00 / {model['extra_min_per_min']:.2f} ({model['extra_min_per_min'] / 4 - 1:+.0%}) |")
+
+
+def test_the_cost_table_has_a_logging_column_that_sums_with_the_rest():
+    from visitkit.paths import ROOT
+
+    header, _, row = docs.cost_table(ROOT / "iterations", None, "study iteration-4").splitlines()
+    assert header.count("(Cloud Run / Firestore / Pub/Sub / Logging)") == 2
+    for cell in row.split(" | ")[2:]:
+        total, parts = cell.rstrip(" |").split(" (")
+        parts = [float(part) for part in parts.rstrip(")").split(" / ")]
+        assert len(parts) == 4 and float(total) == pytest.approx(sum(parts), abs=0.03)
+
+
+def test_what_iteration_5_holds_is_written_from_the_plan():
+    from visitkit import predict
+    from visitkit.paths import ROOT
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    iteration = ROOT / "iterations" / "iteration-5"
+    settings, profile = load_settings(iteration), load_profile("study")
+    text = " ".join(docs.hold_text(iteration, None, "study 10000 60 us-central1").split())
+    knee = predict.predict(settings, profile, dwell_s=60).knee_visits_per_s
+    needed = predict.instances_to_hold(settings, profile, 10_000, 60)["get-counter"]
+    assert f"these settings hold **{knee:,.0f} visits/s**, {knee / 10_000:.0%} of 10,000" in text
+    assert f"get-counter needs **{needed} instances** (20 now)" in text
+    assert "the largest item is Cloud Logging" in text
+    assert max(len(line) for line in docs.hold_text(iteration, None, "study 10000").splitlines()) <= docs.PROSE_WIDTH
+
+
+def test_a_judgement_about_the_cpu_target_follows_the_figures():
+    from visitkit.paths import ROOT
+
+    iteration = ROOT / "iterations" / "iteration-5"
+    assert "all below Cloud Run's 60% CPU scaling target" in " ".join(docs.hold_text(iteration, None, "study 10000").split())
+    # twice the rate: store-inc-counter's 40 instances at 1.9 ms a delivery are 95 % busy
+    busier = " ".join(docs.hold_text(iteration, None, "study 20000").split())
+    assert "95% (store-inc-counter)" in busier and "store-inc-counter at or above Cloud Run's 60%" in busier
+
+
+def test_the_cost_items_are_ranked_as_they_are_priced():
+    from visitkit import predict
+    from visitkit.cloud import cost
+    from visitkit.paths import ROOT
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    settings = load_settings(ROOT / "iterations" / "iteration-4")
+    _, found = predict.cost_per_million(settings, predict.predict(settings, load_profile("study")), cost.load_prices(),
+                                        "us-central1")
+    ranked = sorted(cost.by_service(found).items(), key=lambda pair: -pair[1])
+    text = " ".join(docs.cost_items(ROOT / "iterations", None, "study iteration-4").split())
+    assert f"in us-central1 {ranked[0][0]} {ranked[0][1]:,.2f}, {ranked[1][0]} {ranked[1][1]:,.2f}," in text

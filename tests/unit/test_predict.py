@@ -190,3 +190,88 @@ def test_a_run_waits_for_its_counters_at_least_twice_what_the_model_says_its_loa
     assert convergence_wait(default, local, 150, model_seconds=480) == 960  # the model's backlog needs longer
     assert convergence_wait(default, local, 10) == MIN_CONVERGENCE_WAIT_S
     assert convergence_wait(SimpleNamespace(convergence_timeout=60), local, 150, model_seconds=480) == 60
+
+
+def test_a_visit_reads_the_count_once_then_once_each_refresh_or_ttl_while_it_stays_open():
+    from visitkit.predict import PAGE_REFRESH_SECONDS, reads_per_visit
+
+    assert PAGE_REFRESH_SECONDS == 5
+    assert reads_per_visit(settings(), 0) == 1  # the study's visitor
+    assert reads_per_visit(settings(), 4.9) == 1 and reads_per_visit(settings(), 5) == 2
+    assert reads_per_visit(settings(), 60) == 13  # no cache: every 5 s, 12 re-reads
+    assert reads_per_visit(settings(ttl=10), 60) == 7  # a 10 s cache: every 10 s, 6 re-reads
+    assert reads_per_visit(settings(ttl=3), 60) == 13  # a cache shorter than the refresh: the refresh's
+
+
+def test_the_interval_the_model_assumes_is_the_pages(monkeypatch):
+    """serve-page gives the page its refresh interval: COUNTER_REFRESH_SECONDS (5 s by default), or the cache TTL
+    Terraform passes it (CACHE_TTL_SECONDS) when longer; the model's reread_interval is the same."""
+    import importlib
+
+    import serve_page
+    from visitkit.predict import reread_interval
+
+    try:
+        for ttl in (0, 3, 10):
+            monkeypatch.setenv("CACHE_TTL_SECONDS", str(ttl))
+            monkeypatch.delenv("COUNTER_REFRESH_SECONDS", raising=False)
+            assert importlib.reload(serve_page).REFRESH_SECONDS == reread_interval(settings(ttl=ttl))
+    finally:
+        monkeypatch.undo()
+        importlib.reload(serve_page)
+
+
+def test_at_dwell_zero_every_figure_is_the_study_visitors():
+    for cached in (settings(), settings(ttl=10, store_instances=4)):
+        assert predict(cached, STUDY_TIMES, dwell_s=0) == predict(cached, STUDY_TIMES)
+        assert not any(line.startswith("reads per visit") for line in report_lines(predict(cached, STUDY_TIMES), cached))
+
+
+def test_a_long_dwell_moves_the_knee_to_get_counter_in_visits_and_requests():
+    """Iteration 3 by hand: inc-counter binds the study's visitor at 54.05 visits/s; get-counter (cached,
+    926 requests/s) serves 926 visits/s of them. Readers who stay 200 s make 1 + 200 / 10 = 21 reads a visit:
+    get-counter now holds 926 / 21 = 44.10 visits/s, below inc-counter's 54.05, and binds."""
+    dwell = predict(settings(ttl=10, store_instances=4), STUDY_TIMES, dwell_s=200)
+    assert dwell.reads_per_visit == 21
+    assert dwell.limited_by == "get-counter"
+    assert dwell.knee_visits_per_s == pytest.approx(926 / 21)
+    assert dwell.knee_rps == pytest.approx(926 / 21 * 23)  # 21 reads, a page and an inc-counter call a visit
+    assert dwell.publish_per_s == pytest.approx(926 / 21) and dwell.backlog_per_min == pytest.approx(
+        (926 / 21 - 30.769) * 60, abs=0.1)  # the store drains 4 / 0.130 = 30.77/s
+    # a reader stays 200 s on the page (the re-reads run meanwhile) plus the first three responses: get-counter
+    # at its capacity reads Firestore once a second (2 instances x 5 pages / 10 s): 2 + 148 / 926 ms
+    assert dwell.cycle_s == pytest.approx(200 + (20 + 2 + 148 / 926 + 37) / 1000)
+    assert dwell.knee_users == pytest.approx(926 / 21 * dwell.cycle_s)
+    lines = report_lines(dwell, settings(ttl=10, store_instances=4))
+    assert any(line.startswith("reads per visit: 21 get-counter requests") for line in lines)
+    assert "knee: 44 visits/s, 1014 RPS, 8822 readers on a page, limited by get-counter" in lines
+    assert predict(settings(ttl=10, store_instances=4), STUDY_TIMES).limited_by == "inc-counter"
+
+
+def test_the_instances_a_rate_needs_are_its_requests_over_one_instances_rate():
+    """100 visits/s of readers who stay 200 s (21 reads a visit), iteration 3's functions by hand: get-counter
+    2,100 requests/s at 463 per instance -> 5; serve-page 100 at 50 -> 2 (as set); inc-counter 100 at 27.03 -> 4;
+    store-inc-counter 100 deliveries at 1 / 0.130 = 7.69 -> 13 (100 x 0.130 exactly, no 14th for rounding)."""
+    from visitkit.predict import hold_plan, instances_to_hold
+
+    iteration_3 = settings(ttl=10, store_instances=4)
+    assert instances_to_hold(iteration_3, STUDY_TIMES, 100, 200) == {
+        "serve-page": 2, "get-counter": 5, "inc-counter": 4, "store-inc-counter": 13}
+    assert instances_to_hold(iteration_3, STUDY_TIMES, 1, 0) == {name: spec.max_instances
+                                                                for name, spec in iteration_3.functions.items()}
+    plan = hold_plan(iteration_3, STUDY_TIMES, 100, 200)
+    assert plan["raised"] == {"get-counter": (2, 5), "inc-counter": (2, 4), "store-inc-counter": (4, 13)}
+    assert plan["prediction"].knee_visits_per_s >= 100 and plan["prediction"].drain_per_s == pytest.approx(100)
+    assert plan["settings"].functions["get-counter"].concurrency == 1 and plan["settings"].cache_ttl_seconds == 10
+
+
+def test_iteration_5_needs_53_get_counter_instances_for_10000_visits_of_a_minute():
+    """7 reads a visit (every 10 s for 60 s): 70,000 requests/s at 1,000 / 0.75 ms = 1,333 per instance on 1 vCPU
+    -> 52.5, so 53; the other functions hold 10,000 visits/s as set."""
+    from visitkit.predict import hold_plan
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    plan = hold_plan(load_settings(ROOT / "iterations" / "iteration-5"), load_profile("study"), 10_000, 60)
+    assert plan["raised"] == {"get-counter": (20, 53)}
+    assert plan["prediction"].knee_visits_per_s == pytest.approx(53 * 1000 / 0.75 / 7)

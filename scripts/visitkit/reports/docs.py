@@ -21,22 +21,28 @@ functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole ta
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
 `<!-- figures cost-per-million: ../iterations study [iteration-3 ...] -->` (a million visits' cost in each
-iteration, or in those named) and `<!-- figures study-convergence: ../iterations study -->` (the model's
-convergence after each of the study's own breakpoints, beside the study's).
+iteration, or in those named), `<!-- figures cost-items: ../iterations study iteration-4 -->` (one iteration's,
+item by item, in words), `<!-- figures hold: . study 10000 [60 [us-central1]] -->` (what an iteration's settings
+hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures cost-hour: . study 10000
+us-central1 -->` (the largest items of an hour at 10,000 visits/s) and `<!-- figures study-convergence:
+../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's).
 """
 import ast
 import difflib
 import json
+import math
 import operator
 import os
 import re
 import subprocess
+import textwrap
 from pathlib import Path
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
 
 END = "<!-- /figures -->"
+PROSE_WIDTH = 110  # the docs' line length, to which prose blocks are wrapped
 # Either `<!-- figures KIND: FOLDER [TITLE] -->` on one line, or `<!-- figures` alone, then sources and template.
 BLOCK = re.compile(r"^<!-- figures(?: (?P<head>[^\n]*?) -->|[ \t]*\n(?P<spec>.*?)-->)[ \t]*\n"
                    r"(?P<body>(?:(?!<!-- figures).)*?)^" + re.escape(END), re.S | re.M)
@@ -288,7 +294,7 @@ def cost_table(iterations_dir, _link, arguments):
     prices, rows = cost.load_prices(), []
     header = ["| iteration | knee (visits/s) |", "|---|---:|"]
     for region in cost.PER_MILLION_REGIONS:
-        header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub) |"
+        header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub / Logging) |"
         header[1] += "---:|"
     for iteration in sorted(path.parent for path in iterations_dir.glob("iteration-*/settings.tfvars.json")):
         if chosen and iteration.name not in chosen:
@@ -298,9 +304,166 @@ def cost_table(iterations_dir, _link, arguments):
         cells = []
         for region in cost.PER_MILLION_REGIONS:
             knee_visits, found = predict.cost_per_million(settings, prediction, prices, region)
-            cells.append(f"{found['total']:,.2f} ({' / '.join(f'{usd:,.2f}' for usd in cost.by_service(found).values())})")
+            split = cost.by_service(found)
+            cells.append(f"{found['total']:,.2f} ({' / '.join(f'{split.get(service, 0.0):,.2f}' for service in cost.SERVICES)})")
         rows.append(f"| {iteration.name} | {knee_visits:,.0f} | " + " | ".join(cells) + " |")
     return "\n".join(header + rows) + "\n"
+
+
+def prose(text):
+    """A paragraph the kit writes, wrapped as the docs' own prose is, ending in a newline."""
+    return textwrap.fill(text, PROSE_WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def largest_first(split, currency="USD"):
+    """'A 1.00, B 0.50 and C 0.10 USD' from {item: USD}, the largest first."""
+    ranked = [f"{item} {usd:,.2f}" for item, usd in sorted(split.items(), key=lambda pair: -pair[1])]
+    return f"{', '.join(ranked[:-1])} and {ranked[-1]} {currency}" if len(ranked) > 1 else f"{ranked[0]} {currency}"
+
+
+def visit_logging_text(requests, prices):
+    """What one visit's requests and its push delivery leave in Cloud Logging, and what a million visits' cost."""
+    from visitkit.cloud import cost
+
+    logged = cost.log_entries(requests, 1)
+    return (f"a request log entry for each of its {requests} requests ({cost.REQUEST_LOG_ENTRY_BYTES:,} "
+            f"bytes each, measured on a recorded entry) and store-inc-counter's line ({cost.STORE_LINE_ENTRY_BYTES:,} "
+            f"bytes): {logged['bytes']:,} bytes a visit, {logged['bytes'] * cost.MILLION / cost.GIB * prices['cloud_logging']['per_gib']:,.2f} "
+            f"USD per million visits at {prices['cloud_logging']['per_gib']:.2f} USD/GiB")
+
+
+def cost_items(iterations_dir, _link, arguments):
+    """One iteration's cost per million visits at its knee (predict.cost_per_million) item by item, largest first, in
+    each of cost.PER_MILLION_REGIONS, and what a visit costs whatever the settings; arguments: PROFILE ITERATION."""
+    from visitkit import predict
+    from visitkit.cloud import cost
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    profile, name = arguments.split()
+    settings = load_settings(iterations_dir / name)
+    prediction, prices = predict.predict(settings, load_profile(profile)), cost.load_prices()
+    regions = []
+    for region in cost.PER_MILLION_REGIONS:
+        _, found = predict.cost_per_million(settings, prediction, prices, region)
+        regions.append(f"in {region} {largest_first(cost.by_service(found))}")
+    _, found = predict.cost_per_million(settings, prediction, prices, cost.PER_MILLION_REGIONS[-1])
+    requests = sum(predict.requests_per_visit(settings).values()) + 1  # and the push delivery
+    storage = next(usd for item, _, usd in found["lines"] if item == "Firestore marker storage")
+    return prose(f"In {name} a million visits at the knee cost, the largest first, {'; '.join(regions)}. Whatever the "
+            f"settings, a visit pays Cloud Run's fee for its {requests} requests (the page, the two API calls, the push "
+            f"delivery): {requests * prices['cloud_run']['per_million_requests']:,.2f} USD per million visits in every "
+            "region, which sharing an instance does not lower as it lowers instance time; "
+            f"Cloud Logging, {visit_logging_text(requests, prices)}; and Firestore's 2 writes and TTL delete, and the marker's "
+            f"{cost.marker_bytes()} bytes stored {settings.marker_ttl_days} days ({storage:,.3f} USD per million visits "
+            f"in {cost.PER_MILLION_REGIONS[-1]}).")
+
+
+CPU_SCALING_TARGET = 0.6  # Cloud Run adds instances to keep their CPU near 60 % (docs: "Instance autoscaling")
+
+
+def hold_text(iteration, _link, arguments):
+    """What an iteration's settings hold and what VISITS visits/s take (predict.hold_plan), in words: arguments:
+    PROFILE VISITS [DWELL [REGION]]. Without a dwell, the study's visitor: each function's capacity against the
+    VISITS requests/s it gets, what bounds it and how busy its CPU is then; with one, the knee the settings give,
+    the instances VISITS visits/s need, the cost then (per million visits, and an hour at VISITS in REGION)."""
+    from visitkit import predict
+    from visitkit.cloud import cost
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    profile_name, visits, *rest = arguments.split()
+    visits, dwell = float(visits), float(rest[0]) if rest else 0.0
+    region = rest[1] if len(rest) > 1 else cost.DEFAULT_REGION
+    settings, profile, prices = load_settings(iteration), load_profile(profile_name), cost.load_prices()
+    now = predict.predict(settings, profile, dwell_s=dwell)
+    per_visit = {**predict.requests_per_visit(settings, dwell), predict.PUSH_FUNCTION: 1}
+    if not dwell:
+        parts, busy = [], []
+        for name, spec in settings.functions.items():
+            per_instance = now.capacity_rps[name] / spec.max_instances
+            cpu_bound = math.isclose(per_instance, predict.cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
+            bound = (f"its vCPUs at {profile.cpu_ms[name]:g} ms of CPU a request" if cpu_bound
+                     else f"its {spec.concurrency} requests at once per instance, each holding its slot "
+                          f"{1000 * spec.concurrency / per_instance:.0f} ms")
+            parts.append(f"{name} {now.capacity_rps[name]:,.0f} ({now.capacity_rps[name] / (visits * per_visit[name]):.2f}x), "
+                         f"bound by {bound}")
+            if profile.cpu_ms and name in profile.cpu_ms:
+                busy.append((name, visits * per_visit[name] / spec.max_instances * profile.cpu_ms[name] / 1000
+                             / float(spec.effective_cpu)))
+        ratios = [now.capacity_rps[name] / (visits * per_visit[name]) for name in settings.functions]
+        below = [name for name, share in busy if share < CPU_SCALING_TARGET]
+        target = ("all below" if len(below) == len(busy) else
+                  f"{', '.join(name for name, _ in busy if name not in below)} at or above") + \
+            f" Cloud Run's {CPU_SCALING_TARGET:.0%} CPU scaling target"
+        return prose(f"At {visits:,.0f} visits/s each function gets {visits:,.0f} requests/s (store-inc-counter as push "
+                f"deliveries). These settings serve, a second: {'; '.join(parts)}; {min(ratios):.2f}x to "
+                f"{max(ratios):.2f}x of it. Their instances' CPU is then busy "
+                f"{', '.join(f'{share:.0%} ({name})' for name, share in busy)}: {target}. The study's visitor asks "
+                f"{now.rps_per_user:.3f} requests/s per user, so {visits:,.0f} visits/s is about "
+                f"**{visits * now.cycle_s:,.0f} concurrent users** with its 3-5 s think time.")
+    plan = predict.hold_plan(settings, profile, visits, dwell)
+    held, after = plan["settings"], plan["prediction"]
+    holds = {name: now.capacity_rps[name] / per_visit[name] for name in predict.PUBLIC}
+    others = [f"{name} {holds[name]:,.0f}" for name in predict.PUBLIC if name != now.limited_by]
+    grown = ", ".join(f"{name} needs **{new} instances** ({old} now) at {held.functions[name].concurrency} requests "
+                      "each" for name, (old, new) in plan["raised"].items())
+    kept = [name for name in settings.functions if name not in plan["raised"]]
+    study = predict.predict(held, profile)
+    costs, study_costs = {}, {}
+    for where in cost.PER_MILLION_REGIONS:
+        costs[where] = predict.cost_per_million(held, after, prices, where)[1]
+        study_costs[where] = predict.cost_per_million(held, study, prices, where)[1]
+    first = cost.PER_MILLION_REGIONS[0]
+    split = cost.by_service(costs[first])
+    largest = max(split, key=split.get)
+    hour = cost.hourly_at(held, visits, prices, region,
+                          get_counter_reads_per_s=predict.counter_reads_per_s(held, visits * after.reads_per_visit),
+                          get_counter_requests_per_visit=after.reads_per_visit)
+    requests = sum(per_visit.values())
+    return prose(f"With a {dwell:g} s dwell a visit makes at most {now.reads_per_visit} get-counter requests (the first, then one "
+            f"every {predict.reread_interval(settings):g} s), {requests} requests in all with the push delivery, so "
+            f"these settings hold **{now.knee_visits_per_s:,.0f} visits/s**, {now.knee_visits_per_s / visits:.0%} of "
+            f"{visits:,.0f}: {now.limited_by} sets it ({now.capacity_rps[now.limited_by]:,.0f} requests/s for "
+            f"{per_visit[now.limited_by]} a visit), where the other public functions would hold {', '.join(others)} "
+            f"visits/s and store-inc-counter drains {now.drain_per_s:,.0f} a second. The cache spares Firestore's reads, "
+            f"not get-counter's requests. To hold {visits:,.0f} visits/s {grown or 'no function needs more instances'}, "
+            f"with the same {settings.cache_ttl_seconds:g} s cache"
+            + (f", and {', '.join(kept)} hold it as set" if kept and plan["raised"] else "")
+            + f"; the knee is then {after.knee_visits_per_s:,.0f} "
+            f"visits/s, limited by {after.limited_by}, with {sum(f.max_instances for f in held.functions.values())} "
+            f"instances ({sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU of the "
+            f"region's quota). A million such visits cost "
+            + " and ".join(f"{costs[where]['total']:,.2f} USD in {where}" for where in cost.PER_MILLION_REGIONS)
+            + f" ({costs[first]['total'] / study_costs[first]['total']:.2f}x the study visitor's {study_costs[first]['total']:,.2f} "
+            f"in {first}); the largest item is {largest}, {split[largest]:,.2f} USD in {first}"
+            + (f": {visit_logging_text(requests, prices)}" if largest == "Cloud Logging" else "")
+            + f". An hour at {visits:,.0f} visits/s costs at most "
+            f"{hour['total']:,.2f} USD in {region}, every instance billed all hour "
+            f"({largest_first(cost.by_service(hour))}).")
+
+
+def cost_hour_text(iteration, _link, arguments):
+    """The largest items of an hour at VISITS visits/s (cost.hourly_at, as `scripts/predict --cost-at` prints it),
+    with their share: arguments: PROFILE VISITS REGION [COUNT]."""
+    from visitkit import predict
+    from visitkit.cloud import cost
+    from visitkit.settings import load_settings
+
+    _profile, visits, region, *count = arguments.split()
+    visits, count, settings, prices = float(visits), int(count[0]) if count else 3, load_settings(iteration), cost.load_prices()
+    hour = cost.hourly_at(settings, visits, prices, region,
+                          get_counter_reads_per_s=predict.counter_reads_per_s(settings, visits))
+    requests = sum(int(visits * cost.HOUR * cost.requests_per_visit(name)) for name in settings.functions)
+    fee = requests * prices["cloud_run"]["per_million_requests"] / 1e6
+    items = {item: usd for item, _, usd in hour["lines"] if not item.startswith("Cloud Run")}
+    items["Cloud Run's per-request fee"] = fee
+    items["Cloud Run's instance time"] = sum(usd for item, _, usd in hour["lines"] if item.startswith("Cloud Run")) - fee
+    ranked = sorted(items.items(), key=lambda pair: -pair[1])[:count]
+    return prose("The largest items of that hour: " + "; ".join(f"{item} {usd:,.2f} USD ({usd / hour['total']:.0%})"
+                                                                for item, usd in ranked)
+                 + f". Cloud Run's fee is {prices['cloud_run']['per_million_requests']:.2f} USD a million requests, "
+                 f"{requests:,} an hour.")
 
 
 def study_convergence_table(iterations_dir, _link, arguments):
@@ -337,8 +500,8 @@ def read_json(folder, stem):
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
-                "predict": predict_output, "cost-per-million": cost_table,
-                "study-convergence": study_convergence_table}
+                "predict": predict_output, "cost-per-million": cost_table, "cost-items": cost_items,
+                "hold": hold_text, "cost-hour": cost_hour_text, "study-convergence": study_convergence_table}
 
 
 def differences(block, rendered, lines):
