@@ -12,6 +12,8 @@
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
+  visitkit predict ITERATION --dwell S --hold V  readers who stay S s (re-reading the count), and V visits/s
+  visitkit fixture FAILURE_JSON                a failed cloud run's error text as a test of the retry catalogue
 """
 import argparse
 import json
@@ -347,6 +349,10 @@ def parser():
                             f"(default {coldstart.DEFAULT_THREADS}, iteration 4's concurrency)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
     bench.set_defaults(handler=bench_command)
+    from visitkit.cloud import failures
+
+    failures.add_fixture_parser(commands)
+
     docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(
         "Writes every marked block of figures in the docs (<!-- figures ... -->) from the results folders it "
         "names; with --check, writes nothing and names each figure that differs and each link that leads nowhere."))
