@@ -249,3 +249,10 @@ def test_a_failed_apply_raises_command_failed_with_all_it_printed():
     assert stopped.value.command == ["terraform", "apply", "-auto-approve"]
     assert stopped.value.exit_code == 1 and stopped.value.output == text
     assert str(stopped.value).startswith("terraform apply failed:\n")
+
+
+def test_a_refused_grant_to_pubsubs_service_agent_names_the_way_without_an_administrator():
+    text = (FIXTURES / "stop-org-policy-all-users.txt").read_text().replace(
+        "allUsers", "serviceAccount:service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com")
+    hint = firstrun.stop_hint(text)
+    assert '"dead_letter": false' in hint and "--access authenticated" in hint

@@ -77,8 +77,10 @@ PROPAGATION_ERRORS = (
 STOP_HINTS = (
     (re.compile(r"do not belong to a permitted customer"),
      "an organization policy refuses one of the members granted a role: for the public functions' allUsers, run with "
-     "--access authenticated; for a Google service agent, an Organization Policy Administrator must run `gcloud "
-     "org-policies reset iam.allowedPolicyMemberDomains --project=PROJECT` (README: First run)"),
+     "--access authenticated (or leave access to auto); for Pub/Sub's service agent (service-NUMBER@gcp-sa-pubsub...), "
+     "set \"dead_letter\": false in the settings file (no dead-letter topic, no grant to the agent: a delivery that "
+     "always fails is then retried until its message expires), or have an Organization Policy Administrator run "
+     "`gcloud org-policies reset iam.allowedPolicyMemberDomains --project=PROJECT` (docs/google-cloud.md: First run)"),
     (re.compile(r"Database already exists"),
      "the project has a (default) Firestore database: if a deployment of yours was destroyed minutes ago, wait 5 "
      "minutes and run the same command again; otherwise import it (infra/README.md) or use another project"),

@@ -78,8 +78,9 @@ def org_policy_way_out(project, constraint):
 
 SERVICE_AGENT_NOTE = ("the organization restricts IAM members to its own domains ({constraint}); Google documents that "
                       "this can also refuse roles granted to Google's service agents, so if the apply stops on Pub/Sub's "
-                      "service agent (service-NUMBER@gcp-sa-pubsub...) with `do not belong to a permitted customer`, an "
-                      "Organization Policy Administrator must allow it for this project: `gcloud org-policies reset "
+                      "service agent (service-NUMBER@gcp-sa-pubsub...) with `do not belong to a permitted customer`, set "
+                      "\"dead_letter\": false in the settings file (no dead-letter topic, no grant to the agent), or "
+                      "have an Organization Policy Administrator allow it for this project: `gcloud org-policies reset "
                       "{constraint} --project={project}`")
 
 
