@@ -5,12 +5,14 @@ import csv
 import json
 
 import pytest
+from google.api_core import exceptions
 
-from test_monitoring import LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FakeMetricClient
+from test_monitoring import DENIED, LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FailingMetricClient, FakeMetricClient
 from test_report import assert_plot, make_results
 from visitkit.cloud import cost as visitkit_cost
-from visitkit.reports import compare, plots, publish
+from visitkit.reports import compare, plots, publish, report, summary as summaries
 from visitkit.cloud import gcp, monitoring
+from visitkit.reports.results import ResultsFolder
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 
@@ -34,14 +36,16 @@ def shift_times(results, offset):
         "".join(json.dumps({**poll, "time": poll["time"] + offset}) + "\n" for poll in polls))
 
 
-def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="2026-01-05T00:00:00"):
+def make_gcp_results(iteration_dir, name="breakpoint-20260105-000000", started="2026-01-05T00:00:00", client=None,
+                     **settings_changes):
     results = make_results(iteration_dir, name, started=started)
     run = json.loads((results / "run.json").read_text())
     settings = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
+    settings.update(settings_changes)
     (results / "run.json").write_text(json.dumps({**run, "target": "gcp", "settings": settings}))
     shift_times(results, LOAD_OFFSET)
     target = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "visit-counter-test",
-                           metrics_client=FakeMetricClient(), ingestion_delay=0)
+                           metrics_client=client or FakeMetricClient(), ingestion_delay=0)
     target.subscription = SUBSCRIPTION
     target.outputs = {monitoring.LOG_METRIC_OUTPUTS[key]: name for key, name in LOG_METRICS.items()}
     samples = target.window_samples(T0 + 25, T0 + 3 * MINUTE - 10, results, now=lambda: T0 + 10 * MINUTE,
@@ -149,3 +153,72 @@ def test_the_cost_is_at_the_prices_of_the_region_the_run_recorded(iteration):
     assert (iowa["region"], iowa["tier"], sao_paulo["tier"]) == ("us-central1", "1", "2")
     assert sao_paulo["total"] > iowa["total"]
     assert "in southamerica-east1 (Cloud Run Tier 2)" in (results / "report.md").read_text()
+
+
+def platform_text(results):
+    return (results / "report.md").read_text().split("## Google Cloud metrics", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_metric_that_could_not_be_read_is_named_in_the_report_and_its_figure_is_empty(iteration):
+    client = FailingMetricClient({"dead_lettered": [exceptions.PermissionDenied(DENIED)]})
+    results = make_gcp_results(iteration, client=client)
+    summary = publish.publish(results)
+    section = platform_text(results)
+    assert ("- Missing: dead_lettered (pubsub.googleapis.com/subscription/dead_letter_message_count): "
+            f"PermissionDenied 403 {DENIED} — leaves empty: dead-lettered visits") in section
+    assert "`metrics/missing.json`" in section
+    assert "n/a moved to the dead-letter topic" in section  # not "0 moved"
+    # the other figures are all there
+    assert "| inc-counter | 5,155 | 480 | 450 | 3 | 192 | 3,072 | 2 |" in section
+    assert "undelivered messages peak 3,035" in section
+    assert summary["visits"]["total"]["dead_lettered"] is None and summary["headline"]["visits.dead_lettered"] is None
+    assert "dead-lettered" not in (results / "report.md").read_text().split("## Google Cloud metrics")[0]
+    # rebuilt from the folder alone (visitkit report RESULTS_DIR): the same
+    first = (results / "report.md").read_text()
+    (results / "report.md").unlink()
+    publish.publish(results)
+    assert (results / "report.md").read_text() == first
+
+
+@pytest.mark.parametrize("query", [q.name for q in monitoring.QUERIES])
+def test_any_one_query_failing_still_gives_a_report_that_names_it(iteration, query):
+    client = FailingMetricClient({query: [exceptions.Forbidden("no")]})
+    results = make_gcp_results(iteration, client=client)
+    assert (results / "metrics" / "missing.json").exists()
+    summary = summaries.summarize(ResultsFolder(results).load())
+    text = report.render(summary)
+    assert f"- Missing: {query} (" in text and "Forbidden 403 no — leaves empty: " in text
+    assert "## Estimated cost" in text
+    if query in summaries.COST_QUERIES:
+        assert f"{query}: its Cloud Monitoring metric could not be read, counted as 0" in text
+
+
+def test_every_query_says_what_it_leaves_empty():
+    assert set(report.EMPTIED) == {q.name for q in monitoring.QUERIES}
+
+
+def test_cpu_figures_are_empty_not_zero_without_the_utilizations(iteration):
+    client = FailingMetricClient({"cpu_utilizations": [exceptions.PermissionDenied(DENIED)]})
+    summary = publish.publish(make_gcp_results(iteration, client=client))
+    assert summary["resources"]["inc-counter"]["cpu_seconds"] is None
+    assert summary["resources"]["inc-counter"]["memory_peak_mb"] is not None
+    assert summary["cpu_ms_per_request"] == {}
+
+
+def test_without_a_dead_letter_topic_dead_lettered_is_not_applicable(iteration):
+    results = make_gcp_results(iteration, dead_letter=False)
+    summary = publish.publish(results)
+    section = platform_text(results)
+    assert ("- Deployed with `dead_letter: false`: no dead-letter topic: a delivery that always fails is retried "
+            "until its message expires (message_retention_seconds, ") in section
+    assert "and is not counted as dead-lettered; dead-lettered: n/a (not applicable)" in section
+    assert "no dead-letter topic (dead-lettered: n/a)" in section and "moved to the dead-letter topic" not in section
+    assert summary["visits"]["total"]["dead_lettered"] is None and summary["platform"]["dead_lettered"] is None
+    assert "Dead-lettered:" not in (results / "report.md").read_text()
+
+
+def test_with_a_dead_letter_topic_nothing_is_said_of_it(iteration):
+    results = make_gcp_results(iteration, dead_letter=True)
+    publish.publish(results)
+    assert "dead_letter: false" not in platform_text(results)
+    assert "5 moved to the dead-letter topic" in platform_text(results)

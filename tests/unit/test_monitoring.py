@@ -7,14 +7,17 @@ backlog. Expected figures below are worked out by hand from those files.
 """
 import csv
 import datetime as dt
+import json
 
 import pytest
 
 from google.api.distribution_pb2 import Distribution
+from google.api_core import exceptions
 from google.cloud import monitoring_v3  # parses fixtures only; no client is built
 
 from visitkit.cloud import monitoring
 from visitkit.catalogue import FUNCTIONS
+from visitkit.errors import RunError
 from visitkit.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
@@ -38,6 +41,33 @@ class FakeMetricClient:
         raise AssertionError(f"unexpected filter {request['filter']}")
 
 
+class FailingMetricClient(FakeMetricClient):
+    """A FakeMetricClient whose queries named in `errors` raise their errors first, in turn; with
+    `forever`, the last one on every later call too."""
+
+    def __init__(self, errors, forever=False):
+        super().__init__()
+        self.errors, self.forever, self.asked = {name: list(raised) for name, raised in errors.items()}, forever, []
+
+    def list_time_series(self, request):
+        [name] = [q.name for q in monitoring.QUERIES
+                  if f'metric.type = "{monitoring.metric_type(q, LOG_METRICS)}"' in request["filter"]]
+        self.asked.append(name)
+        raised = self.errors.get(name)
+        if raised:
+            raise raised[0] if self.forever and len(raised) == 1 else raised.pop(0)
+        return super().list_time_series(request)
+
+
+def fetch(results_dir, client, sleep=pytest.fail):
+    return monitoring.fetch_window("visit-counter-test", T0 + 5, T0 + 3 * MINUTE - 10, SUBSCRIPTION, results_dir,
+                                   client=client, ingestion_delay=0, now=lambda: T0 + 10 * MINUTE, sleep=sleep,
+                                   log_metrics=LOG_METRICS)
+
+
+DENIED = "Permission monitoring.timeSeries.list denied (or the resource may not exist)."
+
+
 def load(name):
     text = (FIXTURES / f"{name}.json").read_text()
     return monitoring_v3.ListTimeSeriesResponse.from_json(text).time_series
@@ -45,9 +75,7 @@ def load(name):
 
 @pytest.fixture
 def samples(tmp_path):
-    return monitoring.fetch_window("visit-counter-test", T0 + 5, T0 + 3 * MINUTE - 10, SUBSCRIPTION,
-                                   tmp_path, client=FakeMetricClient(), ingestion_delay=0,
-                                   now=lambda: T0 + 10 * MINUTE, sleep=pytest.fail, log_metrics=LOG_METRICS)
+    return fetch(tmp_path, FakeMetricClient())
 
 
 def by_time(samples, when):
@@ -147,7 +175,9 @@ def test_percentile_with_explicit_buckets_and_empty_distribution():
 # --- samples ---------------------------------------------------------------------------------
 
 def test_one_sample_per_minute_in_the_local_schema(samples):
-    assert [s["time"] for s in samples] == [T0 + MINUTE, T0 + 2 * MINUTE, T0 + 3 * MINUTE]
+    # from the window's start, where the counters are zero
+    assert [s["time"] for s in samples] == [T0, T0 + MINUTE, T0 + 2 * MINUTE, T0 + 3 * MINUTE]
+    assert samples[0]["functions"]["inc-counter"]["requests"] == 0 and samples[0]["store"]["backlog"] is None
     for sample in samples:
         assert sample["source"] == "gcp-monitoring"
         assert set(sample["functions"]) == set(FUNCTIONS)
@@ -267,3 +297,82 @@ def test_rows_in_one_minute_combine_by_kind():
     assert sample["functions"]["serve-page"]["instances"] == 3  # active and idle together
     assert sample["store"]["backlog"] == 8
     assert (sample["store"]["counted"], "unknown" in sample["store"]) == (2, False)
+
+
+# --- a query that fails --------------------------------------------------------------------------
+
+def test_a_query_that_fails_loses_its_own_figures_only(tmp_path):
+    client = FailingMetricClient({"dead_lettered": [exceptions.PermissionDenied(DENIED)]})
+    samples = fetch(tmp_path, client)  # sleep=pytest.fail: a permission is not asked again
+    assert client.asked.count("dead_lettered") == 1
+    assert [s["time"] for s in samples] == [T0, T0 + MINUTE, T0 + 2 * MINUTE, T0 + 3 * MINUTE]
+    assert all(s["store"]["dead_lettered"] is None for s in samples)  # not 0, not even at the window's start
+    last = by_time(samples, T0 + 3 * MINUTE)
+    assert last["store"]["backlog"] == 3035 and last["functions"]["inc-counter"]["responses_429"] == 480
+    assert last["store"]["firestore_writes"] == 1040 + 1120 + 1110
+    assert not (tmp_path / "metrics" / "dead_lettered.csv").exists()
+    assert (tmp_path / "metrics" / "request_count.csv").exists()
+    assert json.loads((tmp_path / "metrics" / "missing.json").read_text()) == {"format": 1, "missing": [{
+        "metric": "dead_lettered", "metric_type": "pubsub.googleapis.com/subscription/dead_letter_message_count",
+        "error": "PermissionDenied", "code": 403, "reason": DENIED}]}
+    assert monitoring.read_missing(tmp_path / "metrics")[0]["error"] == "PermissionDenied"
+
+
+def test_a_log_based_metric_not_visible_yet_is_named_by_its_deployed_name(tmp_path):
+    error = exceptions.NotFound("Cannot find metric(s) that match type = " + "x" * 500)
+    samples = fetch(tmp_path, FailingMetricClient({"store_deliveries": [error]}))
+    [missing] = monitoring.read_missing(tmp_path / "metrics")
+    assert missing["metric_type"] == "logging.googleapis.com/user/visitkit_store_deliveries"
+    assert (missing["error"], missing["code"]) == ("NotFound", 404)
+    assert len(missing["reason"]) <= monitoring.REASON_CHARS and missing["reason"].endswith(" ...")
+    store = by_time(samples, T0 + 3 * MINUTE)["store"]
+    assert all(store[outcome] is None for outcome in monitoring.DELIVERY_OUTCOMES)
+    assert store["dead_lettered"] == 5
+
+
+def test_request_count_failing_leaves_the_requests_and_the_stores_accepted_empty(tmp_path):
+    samples = fetch(tmp_path, FailingMetricClient({"request_count": [exceptions.InvalidArgument("bad filter")]}))
+    last = by_time(samples, T0 + 3 * MINUTE)
+    inc = last["functions"]["inc-counter"]
+    assert (inc["requests"], inc["responses_429"], last["store"]["accepted"], last["store"]["delivered"]) == (
+        None, None, None, None)
+    assert inc["responses_429_logged"] == 140 + 310 and inc["service_ms"] == pytest.approx(192)
+
+
+def test_a_transient_error_is_asked_again_after_a_short_wait(tmp_path):
+    slept = []
+    client = FailingMetricClient({"undelivered_messages": [exceptions.ServiceUnavailable("try again"),
+                                                           exceptions.DeadlineExceeded("slow")]})
+    samples = fetch(tmp_path, client, sleep=slept.append)
+    assert slept == list(monitoring.RETRY_WAITS_S) and client.asked.count("undelivered_messages") == 3
+    assert by_time(samples, T0 + 3 * MINUTE)["store"]["backlog"] == 3035
+    assert monitoring.read_missing(tmp_path / "metrics") == []  # written, and empty: every query was read
+
+
+def test_a_transient_error_that_lasts_is_missing_after_the_retries(tmp_path):
+    slept = []
+    client = FailingMetricClient({"instance_count": [exceptions.TooManyRequests("quota")]}, forever=True)
+    samples = fetch(tmp_path, client, sleep=slept.append)
+    assert client.asked.count("instance_count") == len(monitoring.RETRY_WAITS_S) + 1
+    assert [m["error"] for m in monitoring.read_missing(tmp_path / "metrics")] == ["TooManyRequests"]
+    assert all(f["instances"] is None for s in samples for f in s["functions"].values())
+
+
+def test_when_every_query_fails_there_are_no_samples_and_every_query_is_named(tmp_path):
+    client = FailingMetricClient({q.name: [exceptions.PermissionDenied(DENIED)] for q in monitoring.QUERIES})
+    assert fetch(tmp_path, client) == []
+    assert [m["metric"] for m in monitoring.read_missing(tmp_path / "metrics")] == [q.name for q in monitoring.QUERIES]
+
+
+def test_every_query_names_the_figures_it_fills():
+    assert set(monitoring.FIELDS) == {q.name for q in monitoring.QUERIES}
+    sample = monitoring.window_start_sample(T0)
+    schema = {*sample["store"], *sample["functions"]["inc-counter"]}
+    assert {field for fields in monitoring.FIELDS.values() for field in fields} <= schema
+
+
+def test_missing_json_of_another_format_is_refused(tmp_path):
+    (tmp_path / "missing.json").write_text(json.dumps({"format": 2, "missing": []}))
+    with pytest.raises(RunError, match="format 2"):
+        monitoring.read_missing(tmp_path)
+    assert monitoring.read_missing(tmp_path / "older-run") == []

@@ -282,3 +282,18 @@ def test_a_knee_on_a_busy_machine_is_called_the_machines():
     assert "of one core" in words({"cpu_percent": 90, "cores": None, "busy": None})
     assert words(None) == ""
     assert "the peak is the machine's" in words({"cpu_percent": 190, "cores": 2, "busy": True}, "peak")
+
+
+def test_the_platform_section_names_the_queries_that_could_not_be_read_even_when_none_was():
+    missing = [{"metric": "request_count", "metric_type": "run.googleapis.com/request_count",
+                "error": "PermissionDenied", "code": 403, "reason": "Permission monitoring.timeSeries.list denied"},
+               {"metric": "dead_lettered", "error": "RetryError", "code": None, "reason": "Deadline of 120.0s exceeded",
+                "metric_type": "pubsub.googleapis.com/subscription/dead_letter_message_count"}]
+    lines = report.platform_section({"metrics_files": [], "missing_metrics": missing, "platform": None}, ())
+    assert lines[0] == "## Google Cloud metrics"
+    assert ("- Missing: request_count (run.googleapis.com/request_count): PermissionDenied 403 Permission "
+            f"monitoring.timeSeries.list denied — leaves empty: {report.EMPTIED['request_count']}") in lines
+    assert ("- Missing: dead_lettered (pubsub.googleapis.com/subscription/dead_letter_message_count): RetryError "
+            "Deadline of 120.0s exceeded — leaves empty: dead-lettered visits") in lines
+    assert not any(line.startswith("Series:") for line in lines)
+    assert report.platform_section({"metrics_files": [], "missing_metrics": []}, ()) == []

@@ -7,7 +7,7 @@ from visitkit.reports import publish, readme
 from visitkit.runs import runner
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.settings import load_settings, summary_line
-from visitkit.reports.summary import headline_table
+from visitkit.reports.summary import headline_table, without_dead_letter_topic
 
 
 def test_the_headline_table_reads_missing_figures_as_n_a():
@@ -44,3 +44,13 @@ def test_settings_that_do_not_parse_are_named_not_shown(tmp_path):
     summary = publish.publish(folder)
     assert summary["settings_line"] is None
     assert "Settings and cost not shown: run.json's settings: functions must have" in (folder / "report.md").read_text()
+
+
+def test_only_a_google_cloud_deployment_without_dead_letter_topic_is_said_to_have_none():
+    settings = load_settings(ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE)
+    off = {"target": "gcp", "settings": {**settings.raw, "dead_letter": False}}
+    assert without_dead_letter_topic(off, settings) == {
+        "message_retention_seconds": settings.subscription.message_retention_seconds}
+    assert without_dead_letter_topic(off, None) == {"message_retention_seconds": None}  # settings that did not parse
+    assert without_dead_letter_topic({**off, "target": "local"}, settings) is None  # the twin always has one
+    assert without_dead_letter_topic({"target": "gcp", "settings": settings.raw}, settings) is None  # true by default

@@ -491,13 +491,8 @@ class GcpTarget:
 
     def window_samples(self, start, end, results_dir, now=time.time, sleep=time.sleep):
         """The platform's per-minute samples for [start, end]; waits for ingestion first and saves
-        each metric's series as results_dir/metrics/<metric>.csv."""
-        samples = monitoring.fetch_window(self.project, start, end, self.subscription, results_dir,
-                                          client=self._metrics_client, ingestion_delay=self.ingestion_delay,
-                                          now=now, sleep=sleep, log_metrics=self.log_metrics)
-        window_start = monitoring.aligned_window(start, end)[0]
-        if samples and samples[0]["time"] > window_start:
-            # The counters count from the window's start: saying so with a zero sample there lets
-            # the first minute's requests, 429s and stored visits count in the report's differences.
-            samples.insert(0, monitoring.window_start_sample(window_start))
-        return samples
+        each metric's series as results_dir/metrics/<metric>.csv (a query that failed is named in
+        metrics/missing.json, and only its figures are left empty)."""
+        return monitoring.fetch_window(self.project, start, end, self.subscription, results_dir,
+                                       client=self._metrics_client, ingestion_delay=self.ingestion_delay,
+                                       now=now, sleep=sleep, log_metrics=self.log_metrics)

@@ -6,7 +6,9 @@ Three steps, kept apart so the last two run offline in tests:
 3. `samples_from_rows` turns those rows into the server-side samples the report reads
    (the same schema as the local stack's, fields the platform has no figure for set to None).
 `fetch_window` does all three with a real (or fake) MetricServiceClient and saves one CSV per
-metric. Monitoring data arrives per minute and late, so it is read once, after the run.
+metric. Monitoring data arrives per minute and late, so it is read once, after the run. A query
+that fails (after a couple of retries if its error is transient) loses its own figures only: they
+are None in the samples, never 0, and the query is named with its error in metrics/missing.json.
 
 Metric types, kinds and labels (what 2nd-gen functions report: they run as Cloud Run services,
 so their figures are Cloud Run's, under resource type `cloud_run_revision`), as looked up in the
@@ -39,16 +41,25 @@ Cloud Monitoring metric lists and the client's reference:
   merged per service here and percentiles computed from the merged buckets (see `percentile`).
 """
 import csv
+import json
 import math
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION
+from visitkit.errors import RunError
 
 PERIOD_SECONDS = 60
 # request_count's data may take up to 180 s to become visible; leave some margin on top.
 DEFAULT_INGESTION_DELAY_SECONDS = 240
+# A query answered DeadlineExceeded, ServiceUnavailable, InternalServerError or TooManyRequests is
+# asked again after each of these waits; any other error (PermissionDenied, NotFound, ...) at once fails.
+RETRY_WAITS_S = (5, 15)
+MISSING = "missing.json"  # in metrics/: the queries that could not be read, and why
+MISSING_FORMAT = 1
+REASON_CHARS = 200
 
 # Cloud Run service names of the deployed functions, by logical name (serve-page is deployed as `app`).
 SERVICE_NAMES = {name: function.service for name, function in CATALOGUE.items()}
@@ -222,10 +233,10 @@ def empty_store():
             **dict.fromkeys(DELIVERY_OUTCOMES, 0)}
 
 
-def window_start_sample(when):
-    """A sample at the window's start: counters at zero, gauges unknown."""
-    return {"time": when, "source": "gcp-monitoring",
-            "functions": {name: empty_function() for name in FUNCTIONS}, "store": empty_store()}
+def window_start_sample(when, missing=()):
+    """A sample at the window's start: counters at zero (None those of the `missing` queries), gauges unknown."""
+    return without({"time": when, "source": "gcp-monitoring",
+                    "functions": {name: empty_function() for name in FUNCTIONS}, "store": empty_store()}, missing)
 
 
 STORE = "store"  # a figure of the sample's store section, not of a function's
@@ -323,10 +334,37 @@ QUERIES = (
                 Accumulator(_deliveries), ("metric.label.outcome",), "cloud_run_revision", log_metric="store_deliveries"),
 )
 ACCUMULATORS = {query.name: query.accumulator for query in QUERIES}
+# The samples' figures (a function's or the store's) each query fills: None, never 0, if it fails.
+FIELDS = {
+    "request_count": ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "accepted",
+                      "delivered"),
+    "request_latencies": ("service_ms", "service_ms_p95"),
+    "instance_count": ("instances",),
+    "undelivered_messages": ("backlog",),
+    "oldest_unacked_age": ("oldest_unacked_s",),
+    "firestore_writes": ("firestore_writes",),
+    "billable_instance_time": ("billable_instance_s",),
+    "cpu_utilizations": ("cpu_utilization", "cpu_utilization_p95"),
+    "memory_utilizations": ("memory_utilization", "memory_utilization_p95"),
+    "firestore_reads": ("firestore_reads",),
+    "firestore_deletes": ("firestore_deletes",),
+    "dead_lettered": ("dead_lettered",),
+    "requests_429_logged": ("responses_429_logged",),
+    "store_deliveries": DELIVERY_OUTCOMES,
+}
 
 
-def samples_from_rows(rows_by_query, service_names=None):
-    """One sample per minute that has any data, cumulative counters from the window's start.
+def without(sample, missing):
+    """The sample with the figures of the `missing` queries (their names) set to None."""
+    fields = {field for name in missing for field in FIELDS[name]}
+    for figures in (*sample["functions"].values(), sample["store"]):
+        figures.update({field: None for field in fields & figures.keys()})
+    return sample
+
+
+def samples_from_rows(rows_by_query, service_names=None, missing=()):
+    """One sample per minute that has any data, cumulative counters from the window's start; the
+    figures of the `missing` queries (that could not be read) None.
 
     store.accepted counts inc-counter's 202 answers (it answers 202 only once Pub/Sub accepted
     the visit; a CORS preflight's 204 is not one) and store.delivered store-inc-counter's 2xx
@@ -351,9 +389,9 @@ def samples_from_rows(rows_by_query, service_names=None):
                     kept[field] = accumulator.combine(kept.get(field), value)
         functions = {name: {**empty_function(), **running.get(name, {}), **minute.get(name, {})}
                      for name in service_names}
-        samples.append({"time": when, "source": "gcp-monitoring", "functions": functions,
-                        "store": {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
-                                  "delivered": functions[PUSH_FUNCTION]["responses_2xx"]}})
+        samples.append(without({"time": when, "source": "gcp-monitoring", "functions": functions,
+                                "store": {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
+                                          "delivered": functions[PUSH_FUNCTION]["responses_2xx"]}}, missing))
     return samples
 
 
@@ -387,19 +425,73 @@ def wait_for_ingestion(end, delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time
         sleep(remaining)
 
 
+def read_query(client, request, sleep=time.sleep, waits=RETRY_WAITS_S):
+    """The query's rows; asked again after each of `waits` while its error is a transient one."""
+    from google.api_core import exceptions
+
+    transient = (exceptions.DeadlineExceeded, exceptions.ServiceUnavailable, exceptions.InternalServerError,
+                 exceptions.TooManyRequests)
+    for wait in (*waits, None):
+        try:
+            return rows_from_time_series(client.list_time_series(request=request))
+        except transient:
+            if wait is None:
+                raise
+            sleep(wait)
+
+
+def missing_entry(query, metric, error):
+    """What missing.json says of a query that failed: its error's class, HTTP code and message, shortened."""
+    code = getattr(error, "code", None)
+    reason = getattr(error, "message", None) or str(error)
+    return {"metric": query, "metric_type": metric, "error": type(error).__name__,
+            "code": int(code) if code is not None else None,
+            "reason": textwrap.shorten(reason, REASON_CHARS, placeholder=" ...")}
+
+
+def write_missing(metrics_dir, missing):
+    (Path(metrics_dir) / MISSING).write_text(json.dumps({"format": MISSING_FORMAT, "missing": missing}, indent=1))
+
+
+def read_missing(metrics_dir):
+    """The queries a run could not read ([] for a run that read them all or was recorded before missing.json)."""
+    path = Path(metrics_dir) / MISSING
+    if not path.exists():
+        return []
+    found = json.loads(path.read_text())
+    if found.get("format") != MISSING_FORMAT:
+        raise RunError(f"{path}: format {found.get('format')!r}; this kit reads format {MISSING_FORMAT}")
+    return found["missing"]
+
+
 def fetch_window(project, start, end, subscription, results_dir, client=None,
                  ingestion_delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep,
                  service_names=None, log_metrics=None):
-    """Read every metric for [start, end], save metrics/<name>.csv, return the samples."""
+    """Read every metric for [start, end], save metrics/<name>.csv, and metrics/missing.json naming
+    the queries that failed; return the samples, from a window-start sample with zero counters."""
+    from google.api_core.exceptions import GoogleAPIError
+
     service_names = service_names or SERVICE_NAMES
     wait_for_ingestion(end, ingestion_delay, now, sleep)
     client = client or monitoring_client(project)
     out = Path(results_dir) / "metrics"
     out.mkdir(parents=True, exist_ok=True)
-    rows_by_query = {}
-    for name, request in build_requests(project, start, end, subscription, service_names.values(),
-                                        log_metrics=log_metrics).items():
-        rows = rows_from_time_series(client.list_time_series(request=request))
-        write_csv(out / f"{name}.csv", rows)
-        rows_by_query[name] = rows
-    return samples_from_rows(rows_by_query, service_names)
+    requests = build_requests(project, start, end, subscription, service_names.values(), log_metrics=log_metrics)
+    rows_by_query, missing = {}, []
+    for query in QUERIES:
+        try:
+            rows = read_query(client, requests[query.name], sleep)
+        except GoogleAPIError as error:
+            missing.append(missing_entry(query.name, metric_type(query, log_metrics or {}), error))
+            continue
+        write_csv(out / f"{query.name}.csv", rows)
+        rows_by_query[query.name] = rows
+    write_missing(out, missing)
+    failed = [entry["metric"] for entry in missing]
+    samples = samples_from_rows(rows_by_query, service_names, failed)
+    window_start = aligned_window(start, end)[0]
+    if samples and samples[0]["time"] > window_start:
+        # The counters count from the window's start: saying so with a zero sample there lets the
+        # first minute's requests, 429s and stored visits count in the report's differences.
+        samples.insert(0, window_start_sample(window_start, failed))
+    return samples

@@ -2,7 +2,7 @@
 from visitkit.reports import analysis, generator, results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms, percent
-from visitkit.cloud.monitoring import QUERIES
+from visitkit.cloud.monitoring import MISSING, QUERIES
 from visitkit.predict import figure_to_measure
 from visitkit.reports.summary import headline_table
 
@@ -301,9 +301,40 @@ def cost_section(s, _plots):
     return lines + [""]
 
 
+# The report's figures a Cloud Monitoring query leaves empty (n/a) when it cannot be read.
+EMPTIED = {
+    "request_count": "requests, 429s (request_count) and 5xx per function, the store's accepted and delivered "
+                     "visits, and the cost's requests and Pub/Sub messages",
+    "request_latencies": "p50 and p95 per function (the server side's service time)",
+    "instance_count": "most instances per function",
+    "undelivered_messages": "the subscription's undelivered messages (backlog peak, drain)",
+    "oldest_unacked_age": "the oldest unacked message peak",
+    "firestore_writes": "Firestore document writes, and their cost",
+    "billable_instance_time": "CPU seconds, CPU % and memory per function, and the cost's Cloud Run instance time",
+    "cpu_utilizations": "CPU seconds and CPU % per function",
+    "memory_utilizations": "memory peak per function",
+    "firestore_reads": "the cost's Firestore reads",
+    "firestore_deletes": "the cost's Firestore deletes",
+    "dead_lettered": "dead-lettered visits",
+    "requests_429_logged": "429s (request logs) per function",
+    "store_deliveries": f"{PUSH_FUNCTION}'s deliveries by outcome (counted, already counted, malformed, failed)",
+}
+
+
+def missing_lines(s):
+    """One line per Cloud Monitoring query that could not be read: why, and what it leaves empty."""
+    lines = []
+    for entry in s.get("missing_metrics") or []:
+        error = " ".join(str(part) for part in (entry["error"], entry.get("code")) if part is not None)
+        lines.append(f"- Missing: {entry['metric']} ({entry['metric_type']}): {error} {entry['reason']} — "
+                     f"leaves empty: {EMPTIED.get(entry['metric'], 'its figures')}")
+    return lines
+
+
 def platform_section(s, plots):
-    """The Google Cloud metrics: the plot of metrics/*.csv and the platform's figures."""
-    if not s.get("metrics_files"):
+    """The Google Cloud metrics: the plot of metrics/*.csv, the queries that could not be read, and
+    the platform's figures."""
+    if not s.get("metrics_files") and not s.get("missing_metrics"):
         return []
     lines = ["## Google Cloud metrics", "",
              "Cloud Monitoring's own figures, per minute, over the load and the convergence wait. Latency is "
@@ -313,6 +344,17 @@ def platform_section(s, plots):
     if "gcp" in plots:
         lines += ["![latency p50/p95, requests by code class, instances, backlog, Firestore writes]"
                   f"({results.PLOTS['gcp']})", ""]
+    missing = missing_lines(s)
+    if missing:
+        lines += [f"Queries that could not be read (listed in `metrics/{MISSING}`); the figures they "
+                  "leave empty show n/a, never 0:", "", *missing, ""]
+    no_dead_letter = s.get("no_dead_letter_topic")
+    if no_dead_letter:
+        retention = no_dead_letter.get("message_retention_seconds")
+        lines += ["- Deployed with `dead_letter: false`: no dead-letter topic: a delivery that always fails is "
+                  "retried until its message expires (message_retention_seconds"
+                  + (f", {retention:,} s" if retention is not None else "")
+                  + ") and is not counted as dead-lettered; dead-lettered: n/a (not applicable)", ""]
     platform = s.get("platform")
     if platform:
         lines += ["429s: Locust's count (the client side table above) is the reference; `request_count` counts "
@@ -334,10 +376,12 @@ def platform_section(s, plots):
                   f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
                   f"{fmt(deliveries.get('malformed'), 0)} malformed, {fmt(deliveries.get('failed'), 0)} failed (500: "
                   "delivered again); "
-                  f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic", ""]
+                  + ("no dead-letter topic (dead-lettered: n/a)" if no_dead_letter else
+                     f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic"), ""]
     metric_types = {query.name: query.metric_type for query in QUERIES}
-    lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"
-                                        for name in s["metrics_files"]))
+    if s["metrics_files"]:
+        lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"
+                                            for name in s["metrics_files"]))
     return lines + [""]
 
 

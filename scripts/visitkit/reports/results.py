@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from visitkit.cloud import monitoring
 from visitkit.reports import analysis
 from visitkit.errors import RunError, SettingsError
 from visitkit.settings import parse_settings
@@ -43,6 +44,7 @@ class RunData:
     samples: list  # the platform's samples, one per second locally, per minute on Google Cloud
     polls: list  # [(time, {page: stored})] after the load
     metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
+    missing_metrics: list = field(default_factory=list)  # Cloud Monitoring queries that failed (metrics/missing.json)
     audit: dict = None  # the audit of every visit (visitkit.reports.audit), None for a run before audits
     health: list = field(default_factory=list)  # each Locust process's CPU and loop lag per second
     per_second: dict = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
@@ -130,6 +132,7 @@ class ResultsFolder:
             samples=samples,
             polls=[(poll["time"], poll["totals"]) for poll in read_jsonl(self / POLLS)],
             metrics={path.stem: read_csv(path) for path in sorted(metrics_dir.glob("*.csv"))},
+            missing_metrics=monitoring.read_missing(metrics_dir),
             audit=_read_json(self / AUDIT),
             health=analysis.health_rows(read_csv(self / HEALTH)),
             per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},

@@ -18,6 +18,8 @@ def summarize(data):
     after = data.polls[-1][1] if data.polls else before
     requests = aggregated["requests"] if aggregated else 0
     failures = aggregated["failures"] if aggregated else 0
+    no_dead_letter = without_dead_letter_topic(run, data.settings)
+    missing = data.missing_metrics  # RunData's metrics/missing.json (see results.py)
     summary = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
@@ -36,19 +38,22 @@ def summarize(data):
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
         "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
         "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
-        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after), dead_lettered(samples),
-                                    exact=is_exact(data.audit)),
+        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after),
+                                    None if no_dead_letter else dead_lettered(samples), exact=is_exact(data.audit)),
         "audit": audit_figures(ledger, data.audit),
         "ledger": ledger_figures(ledger),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
         "server_source": samples[0].get("source") if samples else None,
         "metrics_files": [f"{name}.csv" for name in data.metrics],
+        "missing_metrics": missing,
+        "no_dead_letter_topic": no_dead_letter,
     }
     on_platform = summary["server_source"] == "gcp-monitoring"
-    summary["platform"] = platform_figures(samples) if on_platform else None
+    summary["platform"] = platform_figures(samples, no_dead_letter) if on_platform else None
     summary["resources"], summary["cpu_ms_per_request"], summary["cost"] = resource_figures(
-        samples, data.settings, load_start, load_end, on_platform, run.get("region"))
+        samples, data.settings, load_start, load_end, on_platform, run.get("region"),
+        missing={entry["metric"] for entry in missing})
     summary["machine"] = machine_figures(summary["breakpoint"], samples, (run.get("machine") or {}).get("cores"),
                                          on_platform)
     summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
@@ -89,11 +94,19 @@ def served(samples, start=None, end=None):
     return counts
 
 
-def resource_figures(samples, settings, load_start, load_end, on_platform, region=None):
+# What a Cloud Monitoring query that could not be read leaves out of the resources and the cost.
+CPU_QUERIES = {"billable_instance_time", "cpu_utilizations"}
+MEMORY_QUERIES = {"billable_instance_time", "memory_utilizations"}
+COST_QUERIES = {"request_count", "billable_instance_time", "firestore_reads", "firestore_writes", "firestore_deletes"}
+
+
+def resource_figures(samples, settings, load_start, load_end, on_platform, region=None, missing=()):
     """(resources per component, CPU ms per request per function, estimated cost or None).
     Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run, at
     the prices of the run's region (runs recorded before regions were: the infra's default).
-    settings: the run's Settings, None if they did not parse (then no figures on Google Cloud)."""
+    settings: the run's Settings, None if they did not parse (then no figures on Google Cloud).
+    missing: the Cloud Monitoring queries that could not be read: their figures are None, and the
+    cost counts them as 0 and says so."""
     if not samples:
         return {}, {}, None
     if not on_platform:
@@ -102,6 +115,11 @@ def resource_figures(samples, settings, load_start, load_end, on_platform, regio
     if settings is None:
         return {}, {}, None
     figures = resources.platform_summary(samples, settings)
+    for row in figures.values():
+        if missing & CPU_QUERIES:
+            row.update(cpu_seconds=None, cpu_percent_mean=None, cpu_percent_peak=None)
+        if missing & MEMORY_QUERIES:
+            row["memory_peak_mb"] = None
     requests = served(samples)
     last = samples[-1]
     usage = {"functions": {name: {"billable_instance_s": analysis.fn_field(name, "billable_instance_s")(last),
@@ -109,8 +127,10 @@ def resource_figures(samples, settings, load_start, load_end, on_platform, regio
              **{f"firestore_{kind}": analysis.store_field(f"firestore_{kind}")(last)
                 for kind in ("reads", "writes", "deletes")},
              "pubsub_messages": (analysis.store_field("accepted")(last) or 0) + (requests.get(PUSH_FUNCTION) or 0)}
-    return figures, resources.cpu_ms_per_request(figures, requests), cost.estimate(
-        usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
+    estimate = cost.estimate(usage, settings, cost.load_prices(), region or cost.DEFAULT_REGION)
+    estimate["left_out"] += [f"{name}: its Cloud Monitoring metric could not be read, counted as 0"
+                             for name in sorted(missing & COST_QUERIES)]
+    return figures, resources.cpu_ms_per_request(figures, requests), estimate
 
 
 def ledger_figures(ledger):
@@ -168,10 +188,20 @@ def with_dead_letters(visits, count, exact=False):
     return visits
 
 
-def platform_figures(samples):
+def without_dead_letter_topic(run, settings):
+    """For a Google Cloud run deployed with `dead_letter: false` (no dead-letter topic: a delivery that
+    always fails is retried until its message expires, and nothing is counted as dead-lettered),
+    {"message_retention_seconds": ..} (None if the settings did not parse); otherwise None."""
+    if run.get("target") != "gcp" or (run.get("settings") or {}).get("dead_letter", True) is not False:
+        return None
+    return {"message_retention_seconds": settings.subscription.message_retention_seconds if settings else None}
+
+
+def platform_figures(samples, no_dead_letter=None):
     """Cloud Monitoring's figures over the whole window (load and convergence): per function the
     requests, 429s and 5xx that reached it, its worst minute's p50 and p95 and its most instances;
-    the subscription's and Firestore's peaks. Counters in the samples count from the window's start."""
+    the subscription's and Firestore's peaks. Counters in the samples count from the window's start.
+    dead_lettered is None without a dead-letter topic (no_dead_letter: without_dead_letter_topic's)."""
     def values(get):
         return [v for v in (get(sample) for sample in samples) if v is not None]
 
@@ -191,7 +221,7 @@ def platform_figures(samples):
             "firestore_writes_peak_per_min": max(writes) * 60 if writes else None,
             "deliveries": {outcome: analysis.store_field(outcome)(samples[-1])
                            for outcome in monitoring.DELIVERY_OUTCOMES},
-            "dead_lettered": analysis.store_field("dead_lettered")(samples[-1])}
+            "dead_lettered": None if no_dead_letter else analysis.store_field("dead_lettered")(samples[-1])}
 
 
 def headline(summary):
