@@ -398,3 +398,46 @@ variable "edge_protection" {
     error_message = "edge_protection.domain must be empty or a lower-case DNS name such as \"visits.example.com\" (no scheme, port, path or trailing dot)."
   }
 }
+
+variable "page_idle_seconds" {
+  description = <<-EOT
+    serve-page's PAGE_IDLE_SECONDS: a page nobody has touched (pointer, key, scroll, touch, focus) for this
+    many seconds stops re-reading its count until the next touch, so a tab left open all day does not read
+    all day. 0 to 86400, default 600; 0 never stops. Also read from an iteration's settings file (the local
+    twin gives its serve-page the same).
+  EOT
+  type        = number
+  default     = 600
+  nullable    = false
+
+  validation {
+    condition     = var.page_idle_seconds >= 0 && var.page_idle_seconds <= 86400 && floor(var.page_idle_seconds) == var.page_idle_seconds
+    error_message = "page_idle_seconds must be a whole number of seconds from 0 (the page never stops reading) to 86400 (a day)."
+  }
+}
+
+variable "log_exclusions" {
+  description = <<-EOT
+    Shares of the busiest log entries Cloud Logging drops instead of storing (and billing), as exclusion
+    filters on the project's _Default sink; 0 (the default) keeps every entry, 100 drops every matching one.
+    successful_requests_percent: the request log entries (run.googleapis.com/requests) of the four
+    functions' Cloud Run services whose status is 2xx or 3xx; every 4xx and 5xx (429 included) and every
+    entry without a status is kept. counted_deliveries_percent: store-inc-counter's "visit message" lines
+    whose outcome is counted; every already_counted, malformed and failed line is kept. Whole numbers 0 to
+    100. The log-based metrics the runner and the alerts read count every entry all the same (README.md,
+    "Log exclusions").
+  EOT
+  type = object({
+    successful_requests_percent = optional(number, 0)
+    counted_deliveries_percent  = optional(number, 0)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition = alltrue([
+      for p in [var.log_exclusions.successful_requests_percent, var.log_exclusions.counted_deliveries_percent] : p >= 0 && p <= 100 && floor(p) == p
+    ])
+    error_message = "log_exclusions.successful_requests_percent and log_exclusions.counted_deliveries_percent must be whole numbers from 0 (keep every entry) to 100 (drop every matching one)."
+  }
+}

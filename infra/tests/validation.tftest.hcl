@@ -574,3 +574,27 @@ run "cors_origin_listed_twice" {
   }
   expect_failures = [var.cors_allowed_origins]
 }
+
+run "page_idle_seconds_negative" {
+  command = plan
+  variables {
+    page_idle_seconds = -1
+  }
+  expect_failures = [var.page_idle_seconds]
+}
+
+run "page_idle_seconds_above_a_day" {
+  command = plan
+  variables {
+    page_idle_seconds = 86401
+  }
+  expect_failures = [var.page_idle_seconds]
+}
+
+run "page_idle_seconds_fractional" {
+  command = plan
+  variables {
+    page_idle_seconds = 1.5
+  }
+  expect_failures = [var.page_idle_seconds]
+}

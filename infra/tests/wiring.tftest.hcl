@@ -54,6 +54,29 @@ run "names_route_like_the_local_stack" {
   }
 }
 
+# A marker (processed_messages/<sha256 of the visit id>: visit_type and expire_at) writes no
+# single-field index entry: every one of its fields is exempt.
+run "markers_write_no_index_entries" {
+  command = plan
+
+  assert {
+    condition     = keys(google_firestore_field.marker_unindexed) == ["visit_type"]
+    error_message = "Every field of a marker but its TTL field (visit_type) must have an index exemption of its own."
+  }
+  assert {
+    condition     = alltrue([for f in concat(values(google_firestore_field.marker_unindexed), [google_firestore_field.marker_ttl]) : f.collection == "processed_messages" && f.database == "(default)" && length(f.index_config) == 1 && length(f.index_config[0].indexes) == 0])
+    error_message = "Each marker field's index_config must be empty (no single-field index at all), in the markers' collection group of the (default) database."
+  }
+  assert {
+    condition     = alltrue([for f in values(google_firestore_field.marker_unindexed) : length(f.ttl_config) == 0])
+    error_message = "Only expire_at carries the TTL policy."
+  }
+  assert {
+    condition     = toset(concat(keys(google_firestore_field.marker_unindexed), [google_firestore_field.marker_ttl.field])) == toset(["visit_type", "expire_at"])
+    error_message = "Together the exemptions must cover exactly the fields store-inc-counter writes into a marker."
+  }
+}
+
 run "environment_comes_from_the_variables" {
   command = apply
 
@@ -67,13 +90,22 @@ run "environment_comes_from_the_variables" {
       INC_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/inc-counter"
       GET_COUNTER_URL      = "https://southamerica-east1-visitkit-test.cloudfunctions.net/get-counter"
       CORS_ALLOWED_ORIGINS = ""
+      PAGE_IDLE_SECONDS    = "600"
       THREADS              = "1"
     })
     error_message = "serve-page's environment is not the expected one."
   }
   assert {
-    condition     = alltrue([for f in google_cloudfunctions2_function.this : { for k, v in f.service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS"], k) } == { for k, v in google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS"], k) }])
-    error_message = "All functions share one environment, THREADS and CORS_ALLOWED_ORIGINS aside."
+    condition     = alltrue([for f in google_cloudfunctions2_function.this : { for k, v in f.service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS", "PAGE_IDLE_SECONDS"], k) } == { for k, v in google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables : k => v if !contains(["THREADS", "CORS_ALLOWED_ORIGINS", "PAGE_IDLE_SECONDS"], k) }])
+    error_message = "All functions share one environment, THREADS, CORS_ALLOWED_ORIGINS and PAGE_IDLE_SECONDS aside."
+  }
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => lookup(f.service_config[0].environment_variables, "PAGE_IDLE_SECONDS", "(unset)") } == { "serve-page" = "600", "get-counter" = "(unset)", "inc-counter" = "(unset)", "store-inc-counter" = "(unset)" }
+    error_message = "serve-page alone gets PAGE_IDLE_SECONDS, 600 by default."
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.this["serve-page"].service_config[0].environment_variables.CACHE_TTL_SECONDS == "10"
+    error_message = "serve-page gets CACHE_TTL_SECONDS too: its page re-reads every max(its refresh, the cache TTL)."
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => lookup(f.service_config[0].environment_variables, "CORS_ALLOWED_ORIGINS", "(unset)") } == { "serve-page" = "", "get-counter" = "", "inc-counter" = "", "store-inc-counter" = "(unset)" }
@@ -99,6 +131,19 @@ run "cors_allowed_origins_reach_the_public_functions" {
   assert {
     condition     = !contains(keys(google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].environment_variables), "CORS_ALLOWED_ORIGINS")
     error_message = "store-inc-counter, which no browser calls, gets no CORS_ALLOWED_ORIGINS."
+  }
+}
+
+run "page_idle_seconds_reaches_serve_page_alone" {
+  command = plan
+
+  variables {
+    page_idle_seconds = 0
+  }
+
+  assert {
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => lookup(f.service_config[0].environment_variables, "PAGE_IDLE_SECONDS", "(unset)") } == { "serve-page" = "0", "get-counter" = "(unset)", "inc-counter" = "(unset)", "store-inc-counter" = "(unset)" }
+    error_message = "page_idle_seconds (0: never stop) reaches serve-page's PAGE_IDLE_SECONDS, and no other function."
   }
 }
 

@@ -55,7 +55,8 @@ DEPLOYED_ACCESS_MODES = ACCESS_MODES[1:]
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
-                  "alert_notification_channels", "edge_protection", "build_grants_wait_seconds"}
+                  "alert_notification_channels", "edge_protection", "build_grants_wait_seconds",
+                  "page_idle_seconds", "log_exclusions"}
 
 
 @dataclass(frozen=True)
@@ -226,11 +227,16 @@ def function_environment(settings, function, *, project, topic, base_url=""):
     serves exactly as many requests at once as the platform sends it (its default is
     cpu_count x 4 threads). base_url: where the public functions live; "" keeps serve-page's calls
     relative (one host). The public functions also get CORS_ALLOWED_ORIGINS, which a settings file may
-    set (cors_allowed_origins, as Terraform's variable)."""
+    set (cors_allowed_origins, as Terraform's variable), and serve-page PAGE_IDLE_SECONDS (page_idle_seconds:
+    how long an untouched page keeps re-reading its count, 0 for ever); its page also reads CACHE_TTL_SECONDS."""
     public = {"CORS_ALLOWED_ORIGINS": ",".join(settings.raw.get("cors_allowed_origins") or [])} \
         if CATALOGUE[function].public else {}
+    idle = settings.raw.get("page_idle_seconds")
+    page = {"PAGE_IDLE_SECONDS": str(600 if idle is None else idle)} \
+        if CATALOGUE[function].role == "page" else {}  # 600: variables.tf's default (null is the default there too)
     return {
         **public,
+        **page,
         "THREADS": str(settings.functions[function].concurrency),
         "GOOGLE_CLOUD_PROJECT": project,
         "PUBSUB_TOPIC": topic,

@@ -1,13 +1,15 @@
-"""Iteration settings: the files in iterations/ load, and nonsense is refused."""
+"""Iteration settings: the files in iterations/ load, and nonsense is refused; what infra/main.tf gives the
+functions (their environment, the markers' index exemptions) is what the Python side makes of them."""
+import ast
 import dataclasses
 import json
 import re
 
 import pytest
 
-from visitkit.catalogue import FUNCTIONS
+from visitkit.catalogue import FIRESTORE, FUNCTIONS
 from visitkit.errors import SettingsError
-from visitkit.paths import ROOT
+from visitkit.paths import FUNCTIONS_DIR, ROOT
 from visitkit.settings import MESSAGES, Settings, check_invokers, function_environment, load_settings, parse_settings
 
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
@@ -150,10 +152,37 @@ def test_the_local_functions_get_the_environment_terraform_sets():
     assert set(terraform) == set(store)  # the push-only function: the shared environment and THREADS
     local = function_environment(settings, "get-counter", project="p", topic="visits")
     assert set(terraform) | {public[1]} == set(local)  # a public one: and CORS_ALLOWED_ORIGINS, as Terraform joins it
+    page = function_environment(settings, "serve-page", project="p", topic="visits")
+    assert set(terraform) | {public[1], "PAGE_IDLE_SECONDS"} == set(page)  # the page: and its idle stop (below)
     assert "var.cors_allowed_origins" in public[2] and local[public[1]] == "https://a.example,https://b.example"
     for variable, setting in (("SHARDS_PER_PAGE", "shards_per_page"), ("CACHE_TTL_SECONDS", "cache_ttl_seconds"),
                               ("MARKER_TTL_DAYS", "marker_ttl_days"), ("THREADS", "functions.concurrency")):
         assert f"var.{setting}" in terraform[variable]
+
+
+def variable_default(name):
+    block = re.search(rf'^variable "{name}" {{\n(.*?)^}}', VARIABLES_TF, re.M | re.S)
+    assert block, f"infra/variables.tf declares no {name}"
+    return json.loads(re.search(r"^  default\s*=\s*(.+)$", block[1], re.M)[1])
+
+
+def test_serve_page_alone_gets_the_idle_stop_as_terraform_gives_it():
+    page = re.search(r"\n  page_environment = \{ (\w+) = tostring\(var\.(\w+)\) \}\n", MAIN_TF)
+    assert page, "infra/main.tf has no `page_environment = {...}` local"
+    variable, setting = page[1], page[2]
+    assert (variable, setting) == ("PAGE_IDLE_SECONDS", "page_idle_seconds")
+    # Terraform merges it into the function whose catalogue role is "page" (serve-page), and no other.
+    assert re.search(r'role, ""\) == "page" \? local\.page_environment : \{\}', MAIN_TF)
+    default = variable_default(setting)
+    assert default == 600
+    for raw, expected in ((good(), str(default)), ({**good(), setting: 0}, "0"), ({**good(), setting: 86400}, "86400")):
+        settings = parse_settings(raw)  # a settings file may set it (TERRAFORM_ONLY), as Terraform's -var-file
+        environments = {name: function_environment(settings, name, project="p", topic="t") for name in FUNCTIONS}
+        assert {name: env.get(variable) for name, env in environments.items()} == {
+            "serve-page": expected, "get-counter": None, "inc-counter": None, "store-inc-counter": None}
+        # The page re-reads every max(its refresh, get-counter's cache TTL): serve-page gets the TTL in both.
+        assert environments["serve-page"]["CACHE_TTL_SECONDS"] == str(settings.cache_ttl_seconds)
+    assert re.search(r"^\s*CACHE_TTL_SECONDS\s*=\s*tostring\(var\.cache_ttl_seconds\)", MAIN_TF, re.M)
 
 
 def test_each_function_serves_as_many_requests_at_once_as_its_concurrency():
@@ -187,3 +216,21 @@ def test_dead_letter_is_on_unless_the_file_turns_it_off():
     assert parse_settings({**good(), "dead_letter": False}).dead_letter is False
     with pytest.raises(SettingsError, match="dead_letter must be true or false"):
         parse_settings({**good(), "dead_letter": "no"})
+
+
+def test_the_markers_fields_but_the_ttl_field_are_exempt_from_indexing():
+    """infra/main.tf's marker_unindexed_fields are every field store-inc-counter writes into a marker but
+    the TTL field (exempt on its own resource, marker_ttl)."""
+    tree = ast.parse((FUNCTIONS_DIR / "store_inc_counter.py").read_text())
+    creates = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "attr", None) == "create" and len(node.args) == 2
+               and isinstance(node.args[1], ast.Dict)]
+    assert len(creates) == 1, "store_inc_counter.py should create one marker document"
+    keys = creates[0].args[1].keys
+    named = {k.value for k in keys if isinstance(k, ast.Constant)}
+    expiry = [ast.unparse(k) for k in keys if not isinstance(k, ast.Constant)]
+    assert expiry == ["FIRESTORE['marker_expiry_field']"], expiry
+    listed = re.search(r"marker_unindexed_fields = \[(.*?)\]", MAIN_TF)
+    assert listed, "infra/main.tf has no marker_unindexed_fields local"
+    assert set(re.findall(r'"([^"]+)"', listed[1])) == named
+    assert FIRESTORE["marker_expiry_field"] not in named
