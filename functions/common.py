@@ -4,6 +4,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -30,6 +31,9 @@ REPORTED_ERROR_EVENT = "type.googleapis.com/google.devtools.clouderrorreporting.
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 CLOUD_TRACE_CONTEXT = re.compile(r"^([0-9a-fA-F]{32})(?:/([0-9]{1,20}))?(?:;o=[01])?$")
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+# print() writes a line and its newline in two calls, between which another thread's line can slip:
+# each line is written whole, one at a time.
+_log_lock = threading.Lock()
 
 
 def env_int(name, default):
@@ -68,7 +72,10 @@ def log(severity, message, trace=(None, None), exception=None, **fields):
         entry["serviceContext"] = {"service": os.environ.get("K_SERVICE") or "visitkit"}
         if exception is not None:
             entry["stack_trace"] = "".join(traceback.format_exception(exception))
-    print(json.dumps(entry), file=sys.stdout, flush=True)
+    line = json.dumps(entry) + "\n"
+    with _log_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def log_instance_start():

@@ -1,14 +1,20 @@
 """get-counter: GET /get-counter?visit_type=P -> {"visit_type": P, "count": N}.
 
 Sums the page's shard documents in one aggregation query, behind an in-process cache whose
-lifetime is CACHE_TTL_SECONDS (0: no cache, every request reads Firestore).
+lifetime is CACHE_TTL_SECONDS (0: no cache, every request reads Firestore). A fresh answer tells
+the browser how long it stays fresh (Cache-Control: public, max-age=the entry's remaining seconds).
 
-When Firestore fails, a cached page answers its last known total marked stale (`"stale": true` and
-the header X-Counter-Stale: true) rather than a 503, and the failure is remembered for
-FAILURE_TTL_SECONDS: the requests that waited for the failed read, and those arriving meanwhile,
-answer at once instead of each waiting through a deadline of its own.
+An expired total is answered at once while one background thread reads the page again, so that no
+request waits for Firestore once the page has a total: only the first read of a page, or of one
+left unread past STALE_AFTER_SECONDS, is waited for (one read; the requests meanwhile wait for it).
+
+When Firestore fails, the page answers its last known total, marked stale (`"stale": true` and the
+header X-Counter-Stale: true) once it is older than STALE_AFTER_SECONDS, or a 503 when it knows
+none; the failure is remembered for a while that doubles from 2 s to 30 s as reads keep failing:
+meanwhile no read is tried, and the 503s say when to come back (Retry-After).
 """
 import collections
+import math
 import threading
 import time
 
@@ -20,20 +26,30 @@ import clients
 from common import FIRESTORE, check_request, env_int, error_reply, json_reply, log, page_from, shards_of, trace_of
 
 CACHE_TTL_SECONDS = env_int("CACHE_TTL_SECONDS", 0)
-# Long enough that a burst of requests meets one failed read, not one each; short enough that the
-# counter comes back within a couple of seconds of Firestore.
-FAILURE_TTL_SECONDS = 2.0
 READ_RETRY, READ_TIMEOUT_SECONDS = clients.within_deadline(*clients.FIRESTORE_READ_RETRYABLE)
+# A total is marked stale once older than its TTL plus one read's deadline: younger, it is what a
+# healthy (if slow) Firestore would have let this instance answer anyway; older, a read has failed
+# (or none was asked for: then one is waited for first). With a 10 s TTL and the 8 s deadline: 18 s.
+# (2 x TTL would be 20 s there, but 2 s with a 1 s TTL, shorter than one slow read.)
+STALE_AFTER_SECONDS = CACHE_TTL_SECONDS + READ_TIMEOUT_SECONDS
+# How long a failed read is remembered, so that the requests meanwhile answer at once instead of each
+# trying a read that would likely wait through its deadline too: 2 s, doubled at each failure in a
+# row up to 30 s (a long outage costs one read per page and instance every 30 s), forgotten on success.
+FAILURE_MEMORY_SECONDS, FAILURE_MEMORY_MAX_SECONDS = 2.0, 30.0
 STALE_HEADER = "X-Counter-Stale"  # a HEAD request sees no body (Warning: 110 is obsolete since RFC 9111)
 
-_cache = {}  # page -> (last good total, monotonic time until which it is fresh)
-_failed = {}  # page -> (why its last read failed, monotonic time until which that is remembered)
-# One lock per page, so that concurrent misses for a page read Firestore once, not once each.
+_cache = {}  # page -> (last good total, monotonic time it was read)
+_failed = {}  # page -> (why its last read failed, monotonic time until which that is remembered, memory s)
+# One lock per page: held by the one read of the page under way, so that it is read once, not once per request.
 _locks = collections.defaultdict(threading.Lock)
 
 
 class Unavailable(Exception):
-    """The page's total could not be read, and none is known."""
+    """The page's total could not be read, and none is known; retry_after: seconds to come back."""
+
+    def __init__(self, why, retry_after=1):
+        super().__init__(why)
+        self.retry_after = retry_after
 
 
 def read_total(page):
@@ -44,51 +60,79 @@ def read_total(page):
     return int(result[0][0].value or 0) if result else 0
 
 
+def in_background(work):
+    # Cloud Run throttles an instance's CPU between requests (request-based billing): a read left running
+    # by a quiet instance's last request may end late, or fail at its deadline and back off; the
+    # answers meanwhile are the last total all the same.
+    threading.Thread(target=work, daemon=True).start()
+
+
 def cached_total(page, now=time.monotonic):
-    """(total, None) when fresh; (last good total, why it is stale) when Firestore failed now or
-    within FAILURE_TTL_SECONDS. Raises Unavailable when it failed and no total is known."""
+    """(total, why it is stale or None, seconds it stays fresh). Raises Unavailable when the page's
+    total cannot be read and none is known."""
     if CACHE_TTL_SECONDS <= 0:  # no cache, no lock: each request waits for its own read only
         try:
-            return read_total(page), None
+            return read_total(page), None, 0
         except google_errors.GoogleAPIError as error:
             raise Unavailable(str(error)) from error
-    known = _known(page, now())
-    if known:
-        return known
-    # A read under way ends within its deadline; a waiter is bounded by it too, whatever happens.
+    answer = _answer_at_once(page, now)
+    if answer:
+        return answer
+    # Nothing usable cached: wait for the one read of the page, bounded by its deadline whatever happens.
     if not _locks[page].acquire(timeout=READ_TIMEOUT_SECONDS):
-        return _last_good(page, f"another read of this page was still under way after {READ_TIMEOUT_SECONDS:g} s")
+        why = f"another read of this page was still under way after {READ_TIMEOUT_SECONDS:g} s"
+        if page not in _cache:
+            raise Unavailable(why)
+        return _cache[page][0], why, 0
     try:
-        known = _known(page, now())  # what the read this request waited for found
-        if known:
-            return known
-        try:
-            total = read_total(page)
-        except google_errors.GoogleAPIError as error:  # failed, or retried until the deadline
-            _failed[page] = (str(error), now() + FAILURE_TTL_SECONDS)
-            return _last_good(page, str(error))
-        _cache[page] = (total, now() + CACHE_TTL_SECONDS)
-        _failed.pop(page, None)
-        return total, None
+        answer = _answer_at_once(page, now)  # what the read this request waited for found
+        if answer:
+            return answer
+        _read(page, now)
+        return _answer_at_once(page, now)  # now a fresh total, the last good one, or Unavailable
     finally:
         _locks[page].release()
 
 
-def _known(page, at):
-    """The answer without a read: a fresh total, or a recent failure's; None when a read is due."""
-    hit = _cache.get(page)
-    if hit and hit[1] > at:
-        return hit[0], None
+def _answer_at_once(page, now):
+    """The answer without waiting for a read, or None when a read must be waited for. An expired
+    total is answered while one background read refreshes it; one older than STALE_AFTER_SECONDS
+    only while reads are failing (else nobody asked for it for a while: it is read again first)."""
+    at = now()
     failed = _failed.get(page)
-    if failed and failed[1] > at:
-        return _last_good(page, failed[0])
+    remembered = failed and failed[1] > at
+    hit = _cache.get(page)
+    if hit:
+        total, read_at = hit
+        age = at - read_at
+        if age < CACHE_TTL_SECONDS:
+            return total, None, CACHE_TTL_SECONDS - age
+        if age < STALE_AFTER_SECONDS or failed:
+            if not remembered and _locks[page].acquire(blocking=False):  # one read at a time
+                in_background(lambda: _refresh(page, now))
+            return total, failed[0] if failed and age >= STALE_AFTER_SECONDS else None, 0
+    elif remembered:
+        raise Unavailable(failed[0], failed[1] - at)
     return None
 
 
-def _last_good(page, why):
-    if page not in _cache:
-        raise Unavailable(why)
-    return _cache[page][0], why
+def _refresh(page, now):
+    try:
+        _read(page, now)
+    finally:
+        _locks[page].release()
+
+
+def _read(page, now):
+    """Reads the page's total into the cache, or remembers why it could not (longer each time in a row)."""
+    try:
+        total = read_total(page)
+    except google_errors.GoogleAPIError as error:  # failed, or retried until the deadline
+        memory = min(2 * _failed[page][2], FAILURE_MEMORY_MAX_SECONDS) if page in _failed else FAILURE_MEMORY_SECONDS
+        _failed[page] = (str(error), now() + memory, memory)
+        return
+    _cache[page] = (total, now())
+    _failed.pop(page, None)
 
 
 @functions_framework.http
@@ -100,13 +144,18 @@ def get_counter(request):
     if rejected:
         return rejected
     try:
-        count, stale = cached_total(page)
+        count, stale, fresh_for = cached_total(page)
     except Unavailable as error:
         log("ERROR", "could not read the counter", trace=trace_of(request), exception=error, visit_type=page,
             error=str(error))
-        return error_reply(503, "counter store unavailable, try again later")
-    if stale:
+        return error_reply(503, "counter store unavailable, try again later",
+                           {"Retry-After": str(max(1, math.ceil(error.retry_after)))})
+    if stale:  # json_reply's no-store: a browser must not keep showing it once Firestore is back
         log("WARNING", "could not read the counter", trace=trace_of(request), visit_type=page, error=stale,
             answered="stale")
         return json_reply({"visit_type": page, "count": count, "stale": True}, headers={STALE_HEADER: "true"})
-    return json_reply({"visit_type": page, "count": count})
+    # The browser may answer the page's next reads itself while this instance would answer the same
+    # total; rounded down, so it never keeps it longer. Under a second left: no-store (json_reply's).
+    max_age = int(fresh_for)
+    return json_reply({"visit_type": page, "count": count},
+                      headers={"Cache-Control": f"public, max-age={max_age}"} if max_age > 0 else None)

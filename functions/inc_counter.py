@@ -27,6 +27,9 @@ TOPIC = os.environ.get("PUBSUB_TOPIC", "visits")
 PUBLISH_RETRY, PUBLISH_TIMEOUT_SECONDS = clients.within_deadline(*clients.PUBLISH_RETRYABLE)
 CROSS_SITE = ("a visit is counted from the site's own pages only: this request comes from another site "
               "(Origin / Sec-Fetch-Site); nothing was recorded")
+# A 503's Retry-After, in seconds: short, since the failed publish was already retried within its
+# deadline (up to 8 s); the client's own backoff (the page doubles its wait) spaces further tries.
+RETRY_AFTER_SECONDS = 1
 NOT_CONFIRMED = ("visit not known to be recorded: the queue did not confirm it; posting the same visit_id "
                  "again is safe (it is counted once)")
 
@@ -74,5 +77,6 @@ def inc_counter(request):
     except Exception as error:  # any failure to publish means the same to the client
         log("ERROR", "could not publish a visit", trace=trace, exception=error, visit_type=page, visit_id=visit_id)
         # With the visit id, so that a client that sent none can post the same visit again.
-        return json_reply({"error": NOT_CONFIRMED, "visit_id": visit_id}, 503)
+        return json_reply({"error": NOT_CONFIRMED, "visit_id": visit_id}, 503,
+                          {"Retry-After": str(RETRY_AFTER_SECONDS)})
     return json_reply({"visit_type": page, "visit_id": visit_id, "message_id": reply.message_ids[0]}, 202)

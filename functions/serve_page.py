@@ -21,15 +21,25 @@ from common import check_request, page_from
 
 INC_COUNTER_URL = os.environ.get("INC_COUNTER_URL", "/inc-counter")
 GET_COUNTER_URL = os.environ.get("GET_COUNTER_URL", "/get-counter")
-# The page reads its count every COUNTER_REFRESH_SECONDS, giving up on a read after
-# COUNTER_TIMEOUT_SECONDS; after errors it waits twice as long each time, up to COUNTER_BACKOFF_MAX_SECONDS.
-REFRESH_SECONDS = float(os.environ.get("COUNTER_REFRESH_SECONDS", 5))
+# The page reads its count every COUNTER_REFRESH_SECONDS, or get-counter's CACHE_TTL_SECONDS when
+# longer (a read sooner would mostly get the same cached total: at 10,000 visits/s the open pages'
+# reads, not the visits, would dominate), with up to a fifth more as jitter; it gives up on a read
+# after COUNTER_TIMEOUT_SECONDS; after errors it waits twice as long each time, up to COUNTER_BACKOFF_MAX_SECONDS.
+REFRESH_SECONDS = max(float(os.environ.get("COUNTER_REFRESH_SECONDS", 5)),
+                      float(os.environ.get("CACHE_TTL_SECONDS", 0)))
 REFRESH_TIMEOUT_SECONDS = float(os.environ.get("COUNTER_TIMEOUT_SECONDS", 10))
 REFRESH_MAX_SECONDS = float(os.environ.get("COUNTER_BACKOFF_MAX_SECONDS", 60))
+# A visible page nobody has touched (pointer, key, scroll, touch, focus) for this long stops reading
+# until the next touch: a tab left open all day would otherwise read all day. 0: it never stops.
+IDLE_SECONDS = float(os.environ.get("PAGE_IDLE_SECONDS", 600))
 # How long the page waits for inc-counter before it posts the visit again: beyond the platform's
 # queue (10 s) plus inc-counter's publish deadline (8 s, clients.py), so a slow answer is not taken for none.
 VISIT_TIMEOUT_SECONDS = float(os.environ.get("VISIT_TIMEOUT_SECONDS", 25))
-RETRY_AFTER_SECONDS = 1
+# A visit refused for now (429, 5xx, no answer) is posted again with its id, waiting 1 s, then twice as
+# long each time (or the Retry-After asked), VISIT_TRIES posts in all: enough to ride out a burst's
+# 429s (~7 s of waits), few enough that a page left during an outage stops soon.
+VISIT_TRIES = int(os.environ.get("VISIT_TRIES", 4))
+VISIT_RETRY_SECONDS = 1
 
 TEMPLATE = string.Template((Path(__file__).parent / "templates" / "page.html").read_text())
 
@@ -64,8 +74,10 @@ def render(view):
                          "refreshMs": round(REFRESH_SECONDS * 1000),
                          "refreshTimeoutMs": round(REFRESH_TIMEOUT_SECONDS * 1000),
                          "refreshMaxMs": round(max(REFRESH_MAX_SECONDS, REFRESH_SECONDS) * 1000),
+                         "idleMs": round(IDLE_SECONDS * 1000),
                          "visitTimeoutMs": round(VISIT_TIMEOUT_SECONDS * 1000),
-                         "retryAfterMs": RETRY_AFTER_SECONDS * 1000})
+                         "visitTries": VISIT_TRIES,
+                         "visitRetryMs": VISIT_RETRY_SECONDS * 1000})
     return TEMPLATE.substitute(
         title=html.escape(label),
         heading=html.escape(heading),

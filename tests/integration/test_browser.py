@@ -1,6 +1,9 @@
-"""A person's view in a real browser (headless Chromium): a page opened twice shows its count rise,
-a visit whose fate is unknown (5xx, no answer in time) is posted once more with the same id, and the
-count is polled one read at a time, each with a timeout, backing off on errors and not while hidden."""
+"""A person's view in a real browser (headless Chromium): a page opened twice shows its count rise;
+a visit refused for now (429) or whose fate is unknown (5xx, no answer in time) is posted again with
+the same id, backing off and honouring Retry-After, and is counted once, up to a number of tries; the
+count is polled one read at a time, each with a timeout, no faster than get-counter's cache lets it
+change, from the browser's cache while get-counter says it is fresh, backing off on errors, and not
+while hidden or left alone."""
 import contextlib
 import json
 import re
@@ -12,9 +15,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import function_server
+from conftest import running_stack
+from helpers import call, function_server, platform_figures, settle
 
 from visitkit.net import wait_until
+from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
@@ -65,25 +70,27 @@ def test_a_page_opened_twice_shows_its_count_rise(stack, browser):
     assert wait_until(lambda: stack.totals()["about_offices"] == before + 2, timeout=30)
 
 
-@contextlib.contextmanager
-def flaky_inc_counter(first_answer):
-    """A stand-in for inc-counter that records every POST's query and fails the first one
-    (first_answer: a status, or "hang" to answer too late), then answers 202."""
-    posts = []
+def send(handler, status, body, headers=None):
+    """A stand-in's JSON answer, readable by the page served from another port."""
+    body = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Access-Control-Allow-Origin", "*")  # the page is served from another port
+    handler.send_header("Access-Control-Expose-Headers", "Retry-After")  # so it may read this one
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    with contextlib.suppress(OSError):  # the page may have given up on this request
+        handler.wfile.write(body)
 
+
+@contextlib.contextmanager
+def stand_in(do_post):
+    """An HTTP server whose POSTs do_post(handler) answers: yields its inc-counter URL."""
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - the http.server interface
-            posts.append(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
-            if len(posts) == 1 and first_answer == "hang":
-                time.sleep(3)  # beyond the page's timeout: the browser has given up on it
-            status = first_answer if len(posts) == 1 and first_answer != "hang" else 202
-            body = b'{"error": "test"}' if status >= 400 else b"{}"
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Access-Control-Allow-Origin", "*")  # the page is served from another port
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            do_post(self)
 
         def log_message(self, *_):
             pass
@@ -91,14 +98,34 @@ def flaky_inc_counter(first_answer):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}/inc-counter", posts
+        yield f"http://127.0.0.1:{server.server_port}/inc-counter"
     finally:
         server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def flaky_inc_counter(*answers):
+    """A stand-in for inc-counter that records every POST's query (posts) and when it came (times),
+    and answers the n-th with answers[n-1] (a status, or "hang" to answer too late), 202 past them."""
+    posts, times = [], []
+
+    def answer(handler):
+        posts.append(urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query))
+        times.append(time.monotonic())
+        status = answers[len(posts) - 1] if len(posts) <= len(answers) else 202
+        if status == "hang":
+            time.sleep(3)  # beyond the page's timeout: the browser has given up on it
+            status = 202
+        send(handler, status, {"error": "test"} if status >= 400 else {})
+
+    with stand_in(answer) as url:
+        yield url, posts, times
 
 
 @pytest.mark.parametrize("first_answer", [503, "hang"])
 def test_a_visit_with_an_unknown_fate_is_posted_once_more_with_the_same_id(stack, browser, first_answer):
-    with flaky_inc_counter(first_answer) as (inc_url, posts), function_server(
+    with flaky_inc_counter(first_answer) as (inc_url, posts, _), function_server(
             "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter",
             VISIT_TIMEOUT_SECONDS="1") as page_url:
         browser.get(f"{page_url}/?view=jobs")
@@ -110,21 +137,81 @@ def test_a_visit_with_an_unknown_fate_is_posted_once_more_with_the_same_id(stack
     assert posts[0]["visit_type"] == ["jobs"]
 
 
-def test_a_refused_visit_is_not_posted_again(stack, browser):
-    with flaky_inc_counter(429) as (inc_url, posts), function_server(
+def visit_status(browser):
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, "visit-status").text
+
+
+def test_a_visit_refused_for_good_is_not_posted_again(stack, browser):
+    """A 4xx other than 429 recorded nothing and would not by retrying: one post, and the page says so."""
+    with flaky_inc_counter(400) as (inc_url, posts, _), function_server(
             "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
         browser.get(f"{page_url}/?view=jobs")
         assert wait_until(lambda: posts, timeout=20, interval=0.2)
-        from selenium.webdriver.common.by import By
-
-        assert wait_until(lambda: "HTTP 429" in browser.find_element(By.ID, "visit-status").text, timeout=10)
+        assert wait_until(lambda: "this visit was not counted: HTTP 400" in visit_status(browser), timeout=10)
         time.sleep(2)
     assert len(posts) == 1
 
 
+@contextlib.contextmanager
+def in_front_of_inc_counter(stack, first_answer):
+    """A stand-in in front of the stack's real inc-counter, which answers the page's first POST itself:
+    429 (Retry-After: 2) without passing it on, as the platform does when every instance stays busy;
+    or 503 (Retry-After: 1) after passing it on, as inc-counter does when a publish that landed was not
+    confirmed. It passes the later ones on and answers what inc-counter answered. Yields (its inc-counter
+    URL, [(when, query, the status the page got)])."""
+    posts = []
+
+    def answer(handler):
+        at, query = time.monotonic(), urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query)
+        status, body = (first_answer, {"error": "test"}) if not posts and first_answer == 429 else \
+            call(f"{stack.base_url}{handler.path}", "POST")
+        if not posts and first_answer == 503:
+            status, body = 503, {"error": "test", "visit_id": query["visit_id"][0]}  # published all the same
+        posts.append((at, query, status))
+        send(handler, status, body, {"Retry-After": "2" if first_answer == 429 else "1"} if status >= 400 else {})
+
+    with stand_in(answer) as url:
+        yield url, posts
+
+
+@pytest.mark.parametrize("first_answer", [429, 503])
+def test_a_visit_refused_for_now_is_posted_again_after_the_retry_after_and_counted_once(stack, browser,
+                                                                                        first_answer):
+    before = stack.totals()
+    with in_front_of_inc_counter(stack, first_answer) as (inc_url, posts), function_server(
+            "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
+        browser.get(f"{page_url}/?view=about_legals")
+        assert wait_until(lambda: len(posts) >= 2, timeout=20, interval=0.2), posts
+        time.sleep(2)  # no third post
+    assert [status for *_, status in posts] == [first_answer, 202]
+    (first_at, first, _), (second_at, second, _) = posts
+    assert first["visit_id"] == second["visit_id"]
+    retry_after = 2 if first_answer == 429 else 1
+    assert second_at - first_at >= retry_after - 0.05  # at least what Retry-After asked (the backoff: ~1 s)
+    assert visit_status(browser) == ""
+    settle(stack, {**before, "about_legals": before["about_legals"] + 1})  # counted, and once
+
+
+def test_a_visit_refused_every_time_is_given_up_after_its_tries_and_the_page_says_so(stack, browser):
+    """VISIT_TRIES posts, waiting about 1 s then 2 s (a quarter either way as jitter) between them."""
+    with flaky_inc_counter(*[429] * 10) as (inc_url, posts, times), function_server(
+            "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter",
+            VISIT_TRIES="3") as page_url:
+        browser.get(f"{page_url}/?view=jobs")
+        assert wait_until(lambda: "this visit was not counted: HTTP 429" in visit_status(browser), timeout=20,
+                          interval=0.1)
+        time.sleep(3)  # no fourth post
+    assert len(posts) == 3 and len({query["visit_id"][0] for query in posts}) == 1
+    waits = [round(after - before, 2) for before, after in zip(times, times[1:])]
+    slack = 0.3  # a busy machine's late timers
+    assert 0.75 - 0.05 <= waits[0] <= 1.25 + slack and 1.5 - 0.05 <= waits[1] <= 2.5 + slack, waits
+
+
 def test_the_page_makes_its_id_and_its_timeout_without_randomuuid_or_abortsignal_timeout(stack, browser):
     """Older browsers, and pages served over plain http off localhost, lack one or both."""
-    with flaky_inc_counter(202) as (inc_url, posts), function_server(
+    with flaky_inc_counter(202) as (inc_url, posts, _), function_server(
             "serve-page", INC_COUNTER_URL=inc_url, GET_COUNTER_URL=f"{stack.base_url}/get-counter") as page_url:
         browser.get(f"{page_url}/?view=home")
         assert wait_until(lambda: posts, timeout=20, interval=0.2)
@@ -156,24 +243,11 @@ def polled_page(browser, answer, **settings):
                 reads.append(read)
                 status, delay, headers = answer(len(reads))
             release.wait(delay)  # None: until the test ends
-            self.answer(status, {"count": len(reads)} if status == 200 else {"error": "test"}, headers)
+            send(self, status, {"count": len(reads)} if status == 200 else {"error": "test"}, headers)
             read[1] = time.monotonic()
 
         def do_POST(self):  # noqa: N802
-            self.answer(202, {}, {})
-
-        def answer(self, status, body, headers):
-            body = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Access-Control-Allow-Origin", "*")  # the page is served from another port
-            self.send_header("Access-Control-Expose-Headers", "Retry-After")  # so it may read this one
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the page may have given up on this read
-                self.wfile.write(body)
+            send(self, 202, {})
 
         def log_message(self, *_):
             pass
@@ -289,3 +363,103 @@ def test_a_hidden_page_reads_nothing_and_reads_at_once_when_shown(browser):
         assert reads[seen][0] - shown < 0.5  # at once, not after an interval
         assert wait_until(lambda: displayed_count(browser) == seen + 1, timeout=5, interval=0.05)
         assert wait_until(lambda: len(reads) > seen + 1, timeout=5, interval=0.05)  # and on as before
+
+
+def page_reads(browser):
+    """The page's reads of the count as the browser itself saw them, the browser's cache included."""
+    return browser.execute_script(
+        "return performance.getEntriesByType('resource').filter((e) => e.name.includes('/get-counter')).length")
+
+
+def test_the_browsers_cache_answers_the_reads_while_get_counter_says_the_count_is_fresh(browser):
+    """get-counter's Cache-Control: max-age=N lets the browser answer the page's reads itself for N
+    seconds: the page reads every 0.2 s, the stand-in sees one read until the 2 s are over."""
+    fresh = {"Cache-Control": "public, max-age=2"}
+    with polled_page(browser, lambda n: (200, 0, fresh), COUNTER_REFRESH_SECONDS=0.2) as reads:
+        assert wait_until(lambda: page_reads(browser) >= 5, timeout=20, interval=0.1)
+        assert len(reads) == 1 and displayed_count(browser) == 1
+        assert wait_until(lambda: len(reads) == 2, timeout=5, interval=0.05)  # expired: read again
+        assert wait_until(lambda: displayed_count(browser) == 2, timeout=5, interval=0.05)
+
+
+def touch(browser):
+    """A person's touch, as WebDriver sends it: a key pressed on the page."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).send_keys("a").perform()
+
+
+def test_a_visible_page_left_alone_stops_reading_says_so_and_reads_again_at_a_touch(browser):
+    idle = 2
+    with polled_page(browser, lambda n: (200, 0, {}), COUNTER_REFRESH_SECONDS=0.2, PAGE_IDLE_SECONDS=idle) as reads:
+        opened = time.monotonic()
+        assert wait_until(lambda: "counter paused" in counter_status(browser), timeout=20, interval=0.05)
+        paused = time.monotonic()
+        assert idle - 0.5 <= paused - opened < idle + 2, paused - opened  # after the idle setting, not before
+        assert counter_status(browser) == (
+            "(counter paused: no activity for 2 seconds; it updates again when you come back)")
+        assert len(reads) >= 5  # it did read until then
+        time.sleep(0.3)  # a read under way ends
+        seen = len(reads)
+        time.sleep(2)  # ten intervals
+        assert len(reads) == seen and browser.execute_script("return document.visibilityState") == "visible"
+        touched = time.monotonic()
+        touch(browser)
+        assert wait_until(lambda: len(reads) > seen, timeout=5, interval=0.05)
+        assert reads[seen][0] - touched < 0.5  # at once, not after an interval
+        assert wait_until(lambda: counter_status(browser) == "", timeout=5, interval=0.05)
+        assert wait_until(lambda: len(reads) > seen + 3, timeout=5, interval=0.05)  # and on as before
+        assert wait_until(lambda: "counter paused" in counter_status(browser), timeout=idle + 3, interval=0.05)
+        assert time.monotonic() - touched >= idle - 0.1  # idle counted from the touch
+
+
+def test_a_page_whose_idle_setting_is_0_never_stops_reading(browser):
+    with polled_page(browser, lambda n: (200, 0, {}), COUNTER_REFRESH_SECONDS=0.2, PAGE_IDLE_SECONDS=0) as reads:
+        time.sleep(3)
+        assert len(reads) >= 8 and "paused" not in counter_status(browser)
+
+
+# ---- with get-counter's cache: iteration 1's settings (a 10 s cache) -----------------------------
+ITERATION_1 = ITERATIONS_DIR / "iteration-1" / SETTINGS_FILE
+LEFT_ALONE_S = 65
+MOST_READS = 8  # one read at least 10 s apart (the cache's lifetime): 7 in 65 s, plus one of slack
+
+
+@pytest.fixture(scope="module")
+def cached_stack(tmp_path_factory):
+    with running_stack(tmp_path_factory.mktemp("cached"), ITERATION_1) as local:
+        yield local
+
+
+def test_get_counter_tells_the_browser_how_long_its_total_stays_fresh(cached_stack):
+    """Each instance's first read of a page is fresh for the whole 10 s: max-age=9 (whole seconds,
+    rounded down), less as the entry ages."""
+    def cache_control():
+        request = urllib.request.Request(f"{cached_stack.base_url}/get-counter?visit_type=about")
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.headers["Cache-Control"]
+
+    answers = [cache_control() for _ in range(4)]  # each of the two instances at least once
+    ages = [int(re.fullmatch(r"public, max-age=(\d)", answer)[1]) for answer in answers]
+    assert ages[0] == 9 and all(1 <= age <= 9 for age in ages), answers
+    time.sleep(3)
+    assert all(int(re.fullmatch(r"public, max-age=(\d)", cache_control())[1]) <= 6 for _ in range(4))
+
+
+@pytest.mark.slow
+def test_a_visible_page_left_alone_reads_no_faster_than_get_counters_cache(cached_stack, browser):
+    """The page's refresh setting is 5 s, the cache's 10 s: a read every 10-12 s, not every 5. Counted
+    where get-counter gets them (HAProxy) and where the page makes them (the browser's own list, its
+    cache's answers included: max-age alone would hide reads every 5 s from get-counter)."""
+    def reads():
+        return platform_figures(cached_stack)["get-counter"]["requests"]
+
+    before = reads()
+    browser.get(f"{cached_stack.base_url}/app?view=jobs")
+    opened = time.monotonic()
+    assert wait_until(lambda: displayed_count(browser) is not None, timeout=20, interval=0.2)
+    time.sleep(LEFT_ALONE_S - (time.monotonic() - opened))
+    made, asked = reads() - before, page_reads(browser)
+    assert browser.execute_script("return document.visibilityState") == "visible"
+    assert 5 <= made <= MOST_READS, made  # and it did keep reading
+    assert 5 <= asked <= MOST_READS, asked

@@ -1,5 +1,7 @@
-"""Every Google call ends at its deadline, retries included (functions/clients.py), get-counter
-does not pile up behind a frozen Firestore, a failed write is an error event in the logs, an
+"""Every Google call ends at its deadline, retries included (functions/clients.py), and a 503 says
+when to come back (Retry-After); get-counter does not pile up behind a frozen Firestore, answers a
+cached page at once while it is frozen (stale past a bound), and backs off its reads of it; a
+failed write is an error event in the logs, an
 instance stopped mid-call answers the call inside Cloud Run's grace, and a site the deployment
 allows may call the API: real emulators, each behind a
 Toxiproxy proxy that the tests make hold every byte sent through it, and real functions-framework
@@ -21,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
-from get_counter import FAILURE_TTL_SECONDS, STALE_HEADER
+from get_counter import FAILURE_MEMORY_SECONDS, STALE_HEADER
 from common import REPORTED_ERROR_EVENT
 from helpers import call, function_process, function_server, push_body
 
@@ -96,23 +98,36 @@ def timed(request, *args, **kwargs):
 
 
 # ---- (a) each Google call past its deadline ------------------------------------------------------
-CALLS = {  # function: (the emulator its call goes to, a request making that call, the failure's status)
-    "get-counter": ("firestore", lambda url: call(f"{url}/?visit_type=jobs"), 503),  # a read
-    "inc-counter": ("pubsub", lambda url: call(f"{url}/?visit_type=home", "POST"), 503),  # a publish
-    "store-inc-counter": ("firestore", lambda url: call(url, "POST", push_body("home", str(uuid.uuid4())), JSON),
-                          500),  # a commit; the 500 makes Pub/Sub deliver the message again
+def exchange(url, method="GET", body=None, headers=None):
+    """(status, parsed JSON or text, headers) of one request."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            status, raw, answered = reply.status, reply.read(), reply.headers
+    except urllib.error.HTTPError as error:
+        status, raw, answered = error.code, error.read(), error.headers
+    return status, json.loads(raw) if "json" in answered.get("Content-Type", "") else raw.decode(), answered
+
+
+CALLS = {  # function: (the emulator its call goes to, a request making that call, the failure's status,
+    #                   its Retry-After)
+    "get-counter": ("firestore", lambda url: exchange(f"{url}/?visit_type=jobs"), 503, "1"),  # a read, no cache
+    "inc-counter": ("pubsub", lambda url: exchange(f"{url}/?visit_type=home", "POST"), 503, "1"),  # a publish
+    "store-inc-counter": ("firestore", lambda url: exchange(url, "POST", push_body("home", str(uuid.uuid4())), JSON),
+                          500, None),  # a commit; the 500 makes Pub/Sub deliver the message again
 }
 
 
 @pytest.mark.parametrize("function", CALLS)
 def test_a_call_that_gets_no_answer_ends_at_its_deadline(backends, function):
-    backend, request, failed = CALLS[function]
+    backend, request, failed, retry_after = CALLS[function]
     with server(function, backends) as url:
         assert request(url)[0] < 300  # the same call through the same proxy works: the hold is the fault
         with held(backends, backend):
-            (status, reply), took = timed(request, url)
+            (status, reply, headers), took = timed(request, url)
     assert status == failed, reply
     assert DEADLINE - EARLY < took < DEADLINE + SLACK, f"answered {status} after {took:.2f} s"
+    assert headers.get("Retry-After") == retry_after  # the page waits at least this before it tries again
 
 
 # ---- (b) get-counter's concurrent reads while Firestore is frozen ------------------------------
@@ -159,36 +174,71 @@ def seed(backends, page, count):
 
 def test_concurrent_reads_of_a_page_never_read_answer_503_within_one_deadline(backends, counter):
     """No total known: the requests queued behind the page's one read answer 503 when it fails, not
-    each after a read of its own (the k-th after k deadlines)."""
+    each after a read of its own (the k-th after k deadlines), and say when to come back."""
     with held(backends, "firestore"):
         answers = read_at_once(counter, "about_offices")
-        (status, reply, _), took = timed(get, counter, "about_offices")  # one more, meanwhile
+        (status, reply, headers), took = timed(get, counter, "about_offices")  # one more, meanwhile
     timings = sorted(round(seconds, 2) for _, seconds in answers)
     assert [status for (status, *_), _ in answers] == [503] * CONCURRENT
     assert max(timings) < DEADLINE + SLACK, timings
     assert min(timings) > DEADLINE - EARLY, timings  # they did wait for the read, which the deadline ended
+    # The failure memory's 2 s, or 1 s from a request that gave up waiting just as the read ended.
+    retry_afters = [answered["Retry-After"] for (_, _, answered), _ in answers]
+    assert "2" in retry_afters and set(retry_afters) <= {"1", "2"}, retry_afters
     assert status == 503 and took < 1.0  # the failure is remembered: no new read, no wait
-    time.sleep(FAILURE_TTL_SECONDS)  # forgotten; Firestore is back
+    assert headers["Retry-After"] in ("1", "2")  # what is left of the memory, rounded up
+    time.sleep(FAILURE_MEMORY_SECONDS)  # forgotten; Firestore is back
     assert get(counter, "about_offices")[:2] == (200, {"visit_type": "about_offices", "count": 0})
 
 
-def test_concurrent_reads_of_an_expired_page_answer_its_last_total_marked_stale(backends, counter):
-    """A total read once, then expired: while Firestore is frozen every request answers it at once
-    the read fails, marked stale, within one deadline; once Firestore is back, fresh totals again."""
+def test_a_cached_page_answers_at_once_while_firestore_is_frozen_marked_stale_past_the_bound(backends, counter):
+    """A total read once, then expired: while Firestore is frozen, every request answers it at once
+    (one background read meanwhile waits through its deadline), unmarked while the total is younger
+    than its TTL plus the read deadline, marked stale (and never to be kept by a browser) after;
+    once Firestore is back, a later read brings the fresh total."""
     seed(backends, "about", 5)
     assert get(counter, "about")[:2] == (200, {"visit_type": "about", "count": 5})
+    read_at = time.monotonic()
     seed(backends, "about", 6)
+    bound = CACHE_TTL_SECONDS + DEADLINE  # get_counter.STALE_AFTER_SECONDS as this server has it
     time.sleep(CACHE_TTL_SECONDS + 0.2)  # expired
     with held(backends, "firestore"):
-        answers = read_at_once(counter, "about")
-    timings = sorted(round(seconds, 2) for _, seconds in answers)
-    for (status, reply, headers), _ in answers:
-        assert (status, reply) == (200, {"visit_type": "about", "count": 5, "stale": True})
-        assert headers[STALE_HEADER] == "true"
-    assert max(timings) < DEADLINE + SLACK, timings
-    time.sleep(FAILURE_TTL_SECONDS)
-    status, reply, headers = get(counter, "about")
-    assert (status, reply) == (200, {"visit_type": "about", "count": 6}) and STALE_HEADER not in headers
+        burst = read_at_once(counter, "about")
+        answers = []  # (the total's age as the test sees it, (status, reply, headers), seconds taken)
+        while (age := time.monotonic() - read_at) < bound + 2 * DEADLINE:  # two failed reads, and on
+            answers.append((age, *timed(get, counter, "about")))
+            time.sleep(0.25)
+    timings = sorted(round(seconds, 2) for _, seconds in burst) + sorted(round(took, 2) for *_, took in answers)
+    assert max(timings) < 1.0, timings  # at once: well under the 3 s read deadline
+    for (status, reply, headers), _ in burst:
+        assert (status, reply) == (200, {"visit_type": "about", "count": 5}) and STALE_HEADER not in headers
+    for age, (status, reply, headers), _ in answers:
+        assert status == 200 and reply["count"] == 5, (age, reply)
+        if age < bound - 0.5:
+            assert "stale" not in reply and STALE_HEADER not in headers, (age, reply)
+        elif age > bound + 0.5:
+            assert reply["stale"] is True and headers[STALE_HEADER] == "true", (age, reply)
+            assert headers["Cache-Control"] == "no-store"
+    assert wait_until(lambda: get(counter, "about")[:2] == (200, {"visit_type": "about", "count": 6}),
+                      timeout=4 * FAILURE_MEMORY_SECONDS + 2 * DEADLINE, interval=0.25)
+    assert STALE_HEADER not in get(counter, "about")[2]
+
+
+def test_reads_that_keep_failing_are_tried_less_and_less_often(backends, counter):
+    """No total known and Firestore frozen: a request waits for the page's read, which its deadline
+    ends, and the failure is remembered, 2 s, then 4 s, then 8 s as reads keep failing; meanwhile
+    requests answer 503 at once, Retry-After saying what is left of it."""
+    with held(backends, "firestore"):
+        for memory in (2, 4, 8):
+            (status, _, headers), took = timed(get, counter, "about_legals")
+            assert status == 503 and DEADLINE - EARLY < took < DEADLINE + SLACK, took  # a read, to its deadline
+            assert headers["Retry-After"] == str(memory)
+            failed = time.monotonic()
+            time.sleep(memory / 2)
+            (status, _, headers), took = timed(get, counter, "about_legals")
+            assert status == 503 and took < 1.0, took  # remembered: no read
+            assert int(headers["Retry-After"]) in (memory // 2, memory // 2 + 1)
+            time.sleep(max(0.0, failed + memory + 0.2 - time.monotonic()))  # forgotten: the next request reads
 
 
 # ---- (c) what a failure leaves: its answer, its log line, and the end of an instance ------------

@@ -127,3 +127,41 @@ def test_a_log_line_joins_its_trace_and_an_error_carries_its_stack_trace(capsys,
     log("INFO", "visit message", outcome="counted")
     plain = json.loads(capsys.readouterr().out)
     assert "@type" not in plain and "logging.googleapis.com/trace" not in plain
+
+
+def test_lines_logged_by_many_threads_at_once_each_arrive_whole(monkeypatch):
+    """An instance serves THREADS requests at once, each logging: every line must reach stdout in one
+    write, or two threads' lines can merge into one that Cloud Logging cannot parse. The stand-in
+    stdout yields the processor inside each write, so that a line written in parts is interleaved."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Stdout:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            time.sleep(0.0001)  # another thread runs here
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    stdout = Stdout()
+    monkeypatch.setattr(common.sys, "stdout", stdout)
+    threads, lines = 16, 40
+    start = threading.Barrier(threads)
+
+    def logs(n):
+        start.wait(timeout=10)
+        for i in range(lines):
+            log("INFO", "visit message", thread=n, line=i, padding="x" * 2000)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(logs, range(threads)))
+    assert all(text.endswith("\n") and text.count("\n") == 1 for text in stdout.writes)  # one call per line
+    parsed = [json.loads(line) for line in "".join(stdout.writes).splitlines()]
+    assert sorted((entry["thread"], entry["line"]) for entry in parsed) == [
+        (n, i) for n in range(threads) for i in range(lines)]

@@ -33,9 +33,11 @@ def publisher(monkeypatch):
     return recorder
 
 
-def post(query):
+def post(query, headers=False):
     with app.test_request_context(f"/inc-counter?{query}", method="POST"):
         reply = flask.make_response(inc_counter.inc_counter(flask.request))
+    if headers:
+        return reply.status_code, json.loads(reply.get_data()), reply.headers
     return reply.status_code, json.loads(reply.get_data())
 
 
@@ -69,10 +71,11 @@ def test_a_repeated_visit_id_is_refused(publisher):
 def test_an_unconfirmed_publish_says_a_retry_with_the_same_id_is_safe(monkeypatch):
     monkeypatch.setattr(inc_counter.clients, "publisher", lambda: Publisher(google_errors.DeadlineExceeded("slow")))
     monkeypatch.setattr(inc_counter, "topic_path", lambda: "projects/p/topics/visits")
-    status, reply = post("visit_type=about")
+    status, reply, headers = post("visit_type=about", headers=True)
     assert status == 503
     assert "not known to be recorded" in reply["error"] and "same visit_id again is safe" in reply["error"]
     assert str(uuid.UUID(reply["visit_id"])) == reply["visit_id"]  # the id to post again
+    assert headers["Retry-After"] == "1"  # seconds; the page waits at least this before it posts again
 
 
 @pytest.mark.parametrize("error, retried", [
