@@ -18,8 +18,8 @@ store-inc-counter drains them at its own capacity, each push delivery holding a 
 time plus the profile's push overhead (the delivery's round trip and acknowledgement); the difference piles up as backlog, and the
 counters converge (backlog / drain) after the load.
 
-get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance and
-answers every other request from memory in the profile's cache_hit_ms.
+get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance, in
+the background, and answers every request from memory in the profile's cache_hit_ms.
 
 A reader's dwell (`dwell_s`, 0 by default: the study's visitor, who reads the count once per page): the page
 re-reads get-counter every max(its refresh, the cache TTL) seconds (functions/serve_page.py), plus some jitter,
@@ -55,14 +55,13 @@ MACHINE = "this machine's CPU"
 PAGE_REFRESH_SECONDS = 5.0
 
 
-def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None, pages=len(PAGES)):
-    """Requests per second one instance serves at most; with a cache, `pages / ttl_s` of them per
-    second at most are misses taking service_ms, the rest hits taking hit_ms."""
-    miss_rate = concurrency / (service_ms / 1000)
-    if ttl_s <= 0 or miss_rate <= pages / ttl_s:
-        return miss_rate
-    misses = pages / ttl_s
-    return misses + (concurrency - misses * service_ms / 1000) / (hit_ms / 1000)
+def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None):
+    """Requests per second one instance serves at most: each request holds a slot service_ms; with a
+    cache, hit_ms, since an expired total is answered at once while one read refreshes it outside
+    the request (functions/get_counter.py): a read holds no request's slot. (Only a page's first
+    read, or one of a page nobody asked for since TTL + a read's deadline, is waited for: none under
+    load.)"""
+    return concurrency / ((hit_ms if ttl_s > 0 else service_ms) / 1000)
 
 
 def counter_reads_per_s(settings, pages_per_s):
@@ -216,7 +215,7 @@ def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAU
     reads_per_page = counter_reads_per_s(settings, counter_rps) / counter_rps
     response = {name: service[name] for name in PUBLIC}
     if ttl[READER_FUNCTION]:
-        response[READER_FUNCTION] = hit + (service[READER_FUNCTION] - hit) * reads_per_page
+        response[READER_FUNCTION] = hit  # its reads are off the requests' path
     on_page = dwell_s or sum(WAIT_SECONDS) / 2  # the re-reads run during the dwell, not after it
     cycle = on_page + sum(response.values()) / 1000
     publish, drain = visits, capacity[PUSH_FUNCTION]

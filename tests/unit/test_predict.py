@@ -35,17 +35,17 @@ def test_iteration_0_is_limited_by_get_counter():
 
 def test_iteration_3_is_limited_by_inc_counter_and_builds_a_backlog():
     p = predict(settings(ttl=10, store_instances=4), STUDY_TIMES)
-    # cached get-counter: 5 pages / 10 s = 0.5 misses/s per instance at 150 ms, the rest hits at 2 ms:
-    # 0.5 + (1 - 0.5 x 0.150) / 0.002 = 463 requests/s per instance
-    assert p.capacity_rps["get-counter"] == pytest.approx(926.0)
+    # cached get-counter: every request a hit at 2 ms (its reads refresh the cache outside the requests):
+    # 1 / 0.002 = 500 requests/s per instance
+    assert p.capacity_rps["get-counter"] == pytest.approx(1000.0)
     assert p.limited_by == "inc-counter"
     assert p.capacity_rps["inc-counter"] == pytest.approx(54.054, abs=1e-3)  # 2 / 0.037
-    # get-counter at the knee: 27.03/s per instance, 0.5 of them misses: 2 + 148 x 0.0185 = 4.74 ms
-    assert p.response_ms["get-counter"] == pytest.approx(4.738, abs=1e-3)
-    assert p.cycle_s == pytest.approx(4.0617, abs=1e-4)
-    assert p.knee_users == pytest.approx(219.55, abs=0.01)
+    # get-counter at the knee: a hit, 2 ms
+    assert p.response_ms["get-counter"] == pytest.approx(2.0)
+    assert p.cycle_s == pytest.approx(4.059, abs=1e-4)
+    assert p.knee_users == pytest.approx(54.054 * 4.059, abs=0.01)
     assert p.knee_rps == pytest.approx(162.16, abs=0.01)
-    assert p.first_429_users == pytest.approx(760.1, abs=0.1)
+    assert p.first_429_users == pytest.approx(54.054 * 14.059, abs=0.1)
     # published 54.05/s, drained 4 / 0.130 = 30.77/s: 23.29/s pile up
     assert p.drain_per_s == pytest.approx(30.769, abs=1e-3)
     assert p.backlog_per_min == pytest.approx(1397.1, abs=0.1)
@@ -66,10 +66,10 @@ def test_a_push_overhead_holds_each_store_slot_longer_than_its_execution():
                                                                       plain.cycle_s)
 
 
-def test_a_cache_too_short_to_help_is_just_the_miss_rate():
-    # 1 / 0.150 = 6.7 requests/s per instance is below 5 pages / 0.5 s = 10 misses/s: all misses
-    assert instance_rate(1, 150, ttl_s=0.5, hit_ms=2) == pytest.approx(6.667, abs=1e-3)
-    assert instance_rate(4, 100) == pytest.approx(40)  # concurrency 4 / 0.1 s
+def test_with_a_cache_every_request_is_a_hit_since_reads_hold_no_requests_slot():
+    # get-counter answers an expired total at once while one read refreshes it: even a short cache
+    assert instance_rate(1, 150, ttl_s=0.5, hit_ms=2) == pytest.approx(500)
+    assert instance_rate(4, 100) == pytest.approx(40)  # no cache: concurrency 4 / 0.1 s
 
 
 def test_the_printout_has_a_knee_line():
@@ -229,22 +229,22 @@ def test_at_dwell_zero_every_figure_is_the_study_visitors():
 
 def test_a_long_dwell_moves_the_knee_to_get_counter_in_visits_and_requests():
     """Iteration 3 by hand: inc-counter binds the study's visitor at 54.05 visits/s; get-counter (cached,
-    926 requests/s) serves 926 visits/s of them. Readers who stay 200 s make 1 + 200 / 10 = 21 reads a visit:
-    get-counter now holds 926 / 21 = 44.10 visits/s, below inc-counter's 54.05, and binds."""
+    2 x 1 / 2 ms = 1000 requests/s) serves 1000 visits/s of them. Readers who stay 200 s make 1 + 200 / 10 = 21
+    reads a visit: get-counter now holds 1000 / 21 = 47.62 visits/s, below inc-counter's 54.05, and binds."""
     dwell = predict(settings(ttl=10, store_instances=4), STUDY_TIMES, dwell_s=200)
     assert dwell.reads_per_visit == 21
     assert dwell.limited_by == "get-counter"
-    assert dwell.knee_visits_per_s == pytest.approx(926 / 21)
-    assert dwell.knee_rps == pytest.approx(926 / 21 * 23)  # 21 reads, a page and an inc-counter call a visit
-    assert dwell.publish_per_s == pytest.approx(926 / 21) and dwell.backlog_per_min == pytest.approx(
-        (926 / 21 - 30.769) * 60, abs=0.1)  # the store drains 4 / 0.130 = 30.77/s
-    # a reader stays 200 s on the page (the re-reads run meanwhile) plus the first three responses: get-counter
-    # at its capacity reads Firestore once a second (2 instances x 5 pages / 10 s): 2 + 148 / 926 ms
-    assert dwell.cycle_s == pytest.approx(200 + (20 + 2 + 148 / 926 + 37) / 1000)
-    assert dwell.knee_users == pytest.approx(926 / 21 * dwell.cycle_s)
+    assert dwell.knee_visits_per_s == pytest.approx(1000 / 21)
+    assert dwell.knee_rps == pytest.approx(1000 / 21 * 23)  # 21 reads, a page and an inc-counter call a visit
+    assert dwell.publish_per_s == pytest.approx(1000 / 21) and dwell.backlog_per_min == pytest.approx(
+        (1000 / 21 - 30.769) * 60, abs=0.1)  # the store drains 4 / 0.130 = 30.77/s
+    # a reader stays 200 s on the page (the re-reads run meanwhile) plus the first three responses, get-counter's
+    # a hit (its reads are off the requests' path)
+    assert dwell.cycle_s == pytest.approx(200 + (20 + 2 + 37) / 1000)
+    assert dwell.knee_users == pytest.approx(1000 / 21 * dwell.cycle_s)
     lines = report_lines(dwell, settings(ttl=10, store_instances=4))
     assert any(line.startswith("reads per visit: 21 get-counter requests") for line in lines)
-    assert "knee: 44 visits/s, 1014 RPS, 8822 readers on a page, limited by get-counter" in lines
+    assert "knee: 48 visits/s, 1095 RPS, 9527 readers on a page, limited by get-counter" in lines
     assert predict(settings(ttl=10, store_instances=4), STUDY_TIMES).limited_by == "inc-counter"
 
 
