@@ -367,6 +367,46 @@ def test_without_dead_letter_the_plan_says_what_a_failing_delivery_then_does(tmp
     assert "visits-dead-letter" not in text
 
 
+REFUSED_AGENT = """
+Error: Error applying IAM policy for pubsub topic "projects/p1/topics/visits-dead-letter": Error setting IAM policy
+for pubsub topic "projects/p1/topics/visits-dead-letter": googleapi: Error 400: One or more users named in the policy
+do not belong to a permitted customer,  perhaps due to an organization policy.
+Details: [ { "@type": "type.googleapis.com/google.rpc.PreconditionFailure", "violations": [ { "description":
+"User service-123456789012@gcp-sa-pubsub.iam.gserviceaccount.com is not in permitted organization.",
+"subject": "orgpolicy:projects/p1", "type": "constraints/iam.allowedPolicyMemberDomains" } ] } ]
+"""
+
+
+class RefusingAgent(FakeRun):
+    """An organization whose domain restriction refuses the dead-letter grants to Pub/Sub's agent."""
+
+    def __call__(self, argv, check, text, capture_output, echo=True):
+        if argv[2] == "apply" and "-var=dead_letter=false" not in argv:
+            self.calls.append(argv)
+            return subprocess.CompletedProcess(argv, 1, REFUSED_AGENT, "")
+        return super().__call__(argv, check, text, capture_output, echo)
+
+
+def test_an_organization_refusing_pubsubs_agent_deploys_without_dead_letters_and_says_so():
+    run, logged = RefusingAgent(), []
+    deployed = target(run=run, log=logged.append)
+    deployed._deploy()
+    applies = [call for call in run.calls if call[2] == "apply"]
+    assert len(applies) == 2 and "-var=dead_letter=false" in applies[1]
+    assert "-var=dead_letter=false" in deployed.commands["destroy"]
+    assert any(line.startswith("dead_letter: false, since the organization refuses") for line in logged)
+
+
+def test_a_settings_file_that_asks_for_dead_letters_stops_instead(tmp_path):
+    raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
+    (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "dead_letter": True}))
+    run = RefusingAgent()
+    deployed = gcp.GcpTarget(load_settings(tmp_path), tmp_path, "p1", infra_dir=INFRA, run=run, log=lambda *_: None)
+    with pytest.raises(gcp.GcpError, match="dead_letter"):  # the stop hint names the way out
+        deployed._deploy()
+    assert [call[2] for call in run.calls].count("apply") == 1
+
+
 def test_the_settings_files_access_applies_unless_a_flag_overrides_it(tmp_path):
     raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
     (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "access": "authenticated"}))

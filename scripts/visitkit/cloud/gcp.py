@@ -18,6 +18,7 @@ command, HTTP call, clock and client can be injected, so tests never reach Googl
 import datetime
 import json
 import os
+import re
 import shlex
 import time
 import uuid
@@ -49,6 +50,14 @@ FIRST_VISIT_ANSWER_TIMEOUT_S = 300
 FIRST_VISIT_ANSWER_POLL_S = 10
 YOUR_ACCOUNT = "<the account of your credentials>"  # what a dry run shows for the invokers
 DECIDED_ACCESS = "<public or authenticated, as the preflight decides>"  # what a dry run shows for access auto
+# The domain restriction refusing a role for Pub/Sub's service agent (the dead-letter grants).
+SERVICE_AGENT_REFUSED = re.compile(r"gcp-sa-pubsub\.iam\.gserviceaccount\.com[\s\S]{0,2000}?do not belong to a "
+                                   r"permitted customer|do not belong to a permitted customer[\s\S]{0,2000}?gcp-sa-pubsub")
+DEAD_LETTER_OFF = ("dead_letter: false, since the organization refuses roles for Pub/Sub's service agent (domain "
+                   "restricted sharing): applying again without the dead-letter topic; a delivery that always fails "
+                   "is then retried until its message expires and is not counted as dead-lettered (to keep dead "
+                   "letters, an Organization Policy Administrator runs `gcloud org-policies reset "
+                   "iam.allowedPolicyMemberDomains --project=PROJECT`, then set \"dead_letter\": true)")
 PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push account's run.invoker binding has not "
                 "propagated yet (it can take several minutes on a new deployment)")
 
@@ -56,7 +65,7 @@ PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push acc
 # --- terraform -----------------------------------------------------------------------------------
 
 def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=(),
-                       load_generator_users=()):
+                       load_generator_users=(), dead_letter=None):
     """The terraform command lines for an iteration, by step: init, apply, output, destroy. `access`
     is passed even when the settings file says the same (a flag may override the file, and "auto"
     is the kit's to decide); `invokers` and `load_generator_users` only with access "authenticated"."""
@@ -66,6 +75,8 @@ def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR,
     if region:
         variables.append(f"-var=region={region}")
     variables.append(f"-var=access={DECIDED_ACCESS if access == 'auto' else access}")
+    if dead_letter is not None:  # over the settings file's
+        variables.append(f"-var=dead_letter={str(dead_letter).lower()}")
     if access == "authenticated":
         variables.append(f"-var=invokers={json.dumps(list(invokers))}")
         if load_generator_users:
@@ -229,6 +240,7 @@ class GcpTarget:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
         self.access = access or settings.access
+        self.dead_letter = None  # False once the organization refused the dead-letter grants
         self.invokers, self.impersonate = list(invokers), impersonate
         self.load_generator_users = []  # a user login acts as the deployment's visitkit-loadgen
         self.iteration_dir, self.infra_dir = iteration_dir, infra_dir
@@ -253,7 +265,7 @@ class GcpTarget:
     def _terraform_commands(self):
         invokers = self.invokers or [YOUR_ACCOUNT]
         return terraform_commands(self.iteration_dir, self.project, self.region, self.infra_dir, self.access, invokers,
-                                  self.load_generator_users)
+                                  self.load_generator_users, self.dead_letter)
 
     @property
     def deployed_region(self):
@@ -297,7 +309,10 @@ class GcpTarget:
                   f"{subscription.ack_deadline_seconds} s, retry backoff {subscription.minimum_backoff_seconds}-"
                   f"{subscription.maximum_backoff_seconds} s; " + (
                       f"after {subscription.max_delivery_attempts} delivery attempts a visit goes to the dead-letter "
-                      f"topic {topic}-dead-letter (counted in the report)" if self.settings.dead_letter else
+                      f"topic {topic}-dead-letter (counted in the report)"
+                      + ("" if "dead_letter" in self.settings.raw else
+                         "; where the organization refuses roles for Pub/Sub's service agent, applied again without "
+                         "it (dead_letter: false, said when it happens)") if self.settings.dead_letter else
                       f"dead_letter: false, so no dead-letter topic and no grant to Pub/Sub's service agent: a delivery "
                       f"that always fails is retried until its message expires ({subscription.message_retention_seconds}"
                       " s) and is not counted as dead-lettered"),
@@ -415,8 +430,25 @@ class GcpTarget:
 
     def _deploy(self, _run=None):
         run_command(self.commands["init"], self._run)
-        firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
+        try:
+            firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
+        except CommandFailed as error:
+            if not self._without_dead_letter_after(error):
+                raise
+            firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
         self._read_outputs()
+
+    def _without_dead_letter_after(self, error):
+        """An organization that refuses grants to Pub/Sub's service agent: where the settings file
+        leaves dead_letter unsaid, the deployment goes on without the dead-letter topic (and so
+        without a grant to the agent), saying so; True when it does."""
+        if "dead_letter" in self.settings.raw or self.dead_letter is False or not SERVICE_AGENT_REFUSED.search(
+                error.output):
+            return False
+        self.dead_letter = False
+        self.commands = self._terraform_commands()
+        self._log(DEAD_LETTER_OFF)
+        return True
 
     def _deployed(self, _run=None):
         """A resumed run whose apply had finished: what it made, read without applying again."""

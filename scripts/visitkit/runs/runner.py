@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from visitkit.reports import analysis, audit, publish, results
@@ -29,7 +29,7 @@ from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.runs.progress import Progress
-from visitkit.predict import figure_to_measure, predict
+from visitkit.predict import PAGE_REFRESH_SECONDS, figure_to_measure, predict
 from visitkit.twin.profile import load_profile
 from visitkit.settings import DEPLOYED_ACCESS_MODES, check_invokers, load_settings
 from visitkit.reports.summary import headline_table, model_for_load
@@ -44,7 +44,7 @@ STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
           "remote": LOCUST_DIR / "stages" / "endurance-study.csv"}
 DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
 STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
-MAX_RETRY_VISITS = 5  # --retry-visits: the visitor waits 1, 2, 4 ... s between attempts
+MAX_RETRY_VISITS = 5  # --retry-visits: the visitor waits 1, 2, 4 ... s (with jitter), or what Retry-After asks
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
 MIN_CONVERGENCE_WAIT_S = 120
 # Google's Firestore and Pub/Sub are always warm; the emulators are JVMs that start cold and spend
@@ -81,12 +81,14 @@ class LoadPlan:
     shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
     stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
     processes: int = None  # Locust's own --processes (one command, forked workers)
-    retry_visits: int = 0  # how often a visit with a 5xx or no answer is posted again (same visit id)
+    retry_visits: int = 0  # how often a visit with a 429, a 5xx or no answer is posted again (same visit id)
     workers: int = None  # distributed mode: a master and this many workers, each started by locust/node.py
+    dwell: float = 0.0  # > 0: readers who keep each page open this many seconds (locust/locustfile.py's Reader)
+    counter_ttl: float = 0.0  # with a dwell: get-counter's cache TTL, which the page's re-reads wait at least
 
     @classmethod
     def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0,
-              workers=None):
+              workers=None, dwell=0.0, counter_ttl=0.0):
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -112,7 +114,11 @@ class LoadPlan:
                            + ("" if local else " (worker VMs)"))
         if not 0 <= (retry_visits or 0) <= MAX_RETRY_VISITS:
             raise RunError(f"--retry-visits must be 0 to {MAX_RETRY_VISITS}")
-        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers)
+        if (dwell or 0) < 0:
+            raise RunError("--dwell must be 0 seconds (the study's visitor) or more")
+        dwell = float(dwell or 0)
+        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers, dwell,
+                   float(counter_ttl or 0) if dwell else 0.0)
 
     def describe(self):
         stages = ""
@@ -121,7 +127,11 @@ class LoadPlan:
         return (f"{self.test} {self.shape_set}{stages}"
                 + (f", {self.processes} Locust processes" if self.processes else "")
                 + (f", Locust distributed: a master and {self.workers} workers" if self.workers else "")
-                + (f", visits retried up to {self.retry_visits} times" if self.retry_visits else ""))
+                + (f", visits retried up to {self.retry_visits} times" if self.retry_visits else "")
+                + (f", readers keep each page open {self.dwell:g} s, re-reading its count every "
+                   f"{max(PAGE_REFRESH_SECONDS, self.counter_ttl):g} s (the longer of the page's "
+                   f"{PAGE_REFRESH_SECONDS:g} s refresh and the {self.counter_ttl:g} s cache TTL) plus jitter"
+                   if self.dwell else ""))
 
     def options(self, base_url, target_args=(), stages=None):
         """The test's Locust options as [(option, value; None for a flag)], the same for one process
@@ -133,6 +143,8 @@ class LoadPlan:
             options.append(("--stages", stages or self.stages))
         if self.retry_visits:
             options.append(("--retry-visits", self.retry_visits))
+        if self.dwell:
+            options += [("--dwell", f"{self.dwell:g}"), ("--counter-ttl", f"{self.counter_ttl:g}")]
         target_args = list(target_args)
         for i, arg in enumerate(target_args):
             if arg.startswith("--"):
@@ -247,7 +259,7 @@ class RunConfig:
     @classmethod
     def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
               processes=None, workers=None, worker_type=None, profile=None, chaos=None, warm_up=None,
-              warm_up_users=None, retry_visits=0, **options):
+              warm_up_users=None, retry_visits=0, dwell=0.0, **options):
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
@@ -269,7 +281,7 @@ class RunConfig:
         if options.get("audit", "auto") not in audit.METHODS:
             raise RunError(f"--audit must be one of {', '.join(audit.METHODS)}")
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
-                              retry_visits=retry_visits, workers=workers)
+                              retry_visits=retry_visits, workers=workers, dwell=dwell)
         if worker_type is not None and (workers is None or target == "local"):
             raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
                            "--target gcp or a URL")
@@ -279,6 +291,8 @@ class RunConfig:
         if options.get("keep_fleet") and not (workers is not None and target != "local"):
             raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do
+            load = replace(load, counter_ttl=float(settings.cache_ttl_seconds))
         options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
         if target == "local":
             options["warm_up"] = WarmUp.build(warm_up, warm_up_users, options["prediction"])
@@ -455,6 +469,8 @@ def read_totals_before(state):
     state.record["base_url"] = state.target.base_url
     if getattr(state.target, "access", None):
         state.record["access"] = state.target.access  # as deployed ("auto" decided by the preflight)
+    if getattr(state.target, "dead_letter", None) is False:  # the organization refused the dead-letter grants
+        state.record["settings"] = {**state.record["settings"], "dead_letter": False}
     if getattr(state.target, "deployed_region", None):
         state.record["region"] = state.target.deployed_region
     state.record["before"] = state.target.totals()
