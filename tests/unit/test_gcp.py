@@ -397,6 +397,42 @@ def test_an_organization_refusing_pubsubs_agent_deploys_without_dead_letters_and
     assert any(line.startswith("dead_letter: false, since the organization refuses") for line in logged)
 
 
+class RefusingAllUsers(FakeRun):
+    """An organization that refuses allUsers on the functions (the recorded text) while access is public."""
+
+    def __call__(self, argv, check, text, capture_output, echo=True):
+        if argv[2] == "apply" and "-var=access=public" in argv:
+            self.calls.append(argv)
+            return subprocess.CompletedProcess(argv, 1, (ROOT / "tests" / "fixtures" / "terraform" /
+                                                         "stop-org-policy-all-users.txt").read_text(), "")
+        return super().__call__(argv, check, text, capture_output, echo)
+
+
+class ServiceAccountKey:  # a service account key's credentials, as google-auth names them
+    __module__ = "google.oauth2.service_account"
+    service_account_email = "loadgen@p1.iam.gserviceaccount.com"
+
+
+def test_access_auto_that_could_not_read_the_policy_goes_on_authenticated_when_the_apply_is_refused_all_users():
+    run, logged = RefusingAllUsers(), []
+    deployed = target(run=run, log=logged.append, credentials=ServiceAccountKey(),
+                      id_tokens=IdTokens(lambda audience: ("t", 4_000_000_000)))
+    deployed._check()  # the preflight could not read the policy: public
+    assert deployed.access == "public"
+    deployed._deploy()
+    applies = [call for call in run.calls if call[2] == "apply"]
+    assert len(applies) == 2 and "-var=access=authenticated" in applies[1] and deployed.access == "authenticated"
+    assert any("access auto: authenticated, since the apply was refused allUsers" in line for line in logged)
+
+
+def test_an_explicit_public_access_refused_all_users_stops_with_both_ways_out():
+    run = RefusingAllUsers()
+    deployed = target(run=run, access="public")
+    with pytest.raises(gcp.GcpError, match="--access authenticated"):
+        deployed._deploy()
+    assert [call[2] for call in run.calls].count("apply") == 1
+
+
 def test_a_settings_file_that_asks_for_dead_letters_stops_instead(tmp_path):
     raw = json.loads((ITERATION_1 / "settings.tfvars.json").read_text())
     (tmp_path / "settings.tfvars.json").write_text(json.dumps({**raw, "dead_letter": True}))

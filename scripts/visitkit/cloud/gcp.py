@@ -50,9 +50,13 @@ FIRST_VISIT_ANSWER_TIMEOUT_S = 300
 FIRST_VISIT_ANSWER_POLL_S = 10
 YOUR_ACCOUNT = "<the account of your credentials>"  # what a dry run shows for the invokers
 DECIDED_ACCESS = "<public or authenticated, as the preflight decides>"  # what a dry run shows for access auto
-# The domain restriction refusing a role for Pub/Sub's service agent (the dead-letter grants).
-SERVICE_AGENT_REFUSED = re.compile(r"gcp-sa-pubsub\.iam\.gserviceaccount\.com[\s\S]{0,2000}?do not belong to a "
-                                   r"permitted customer|do not belong to a permitted customer[\s\S]{0,2000}?gcp-sa-pubsub")
+# The domain restriction refusing a member: Google's text names the resource, not the member. On a
+# Pub/Sub topic or subscription, or the push account, the only member from outside the organization
+# is Pub/Sub's service agent (the dead-letter grants); on a Cloud Run service, allUsers.
+REFUSED = r"[\s\S]{0,600}?do not belong to a permitted customer"
+SERVICE_AGENT_REFUSED = re.compile(r"IAM policy for pubsub (?:topic|subscription)" + REFUSED + "|"
+                                   r"serviceAccounts/visitkit-push@" + REFUSED + "|gcp-sa-pubsub" + REFUSED)
+ALL_USERS_REFUSED = re.compile(r"IAM policy for cloudrun service" + REFUSED)
 DEAD_LETTER_OFF = ("dead_letter: false, since the organization refuses roles for Pub/Sub's service agent (domain "
                    "restricted sharing): applying again without the dead-letter topic; a delivery that always fails "
                    "is then retried until its message expires and is not counted as dead-lettered (to keep dead "
@@ -239,7 +243,7 @@ class GcpTarget:
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
-        self.access = access or settings.access
+        self.access = self.requested_access = access or settings.access
         self.dead_letter = None  # False once the organization refused the dead-letter grants
         self.invokers, self.impersonate = list(invokers), impersonate
         self.load_generator_users = []  # a user login acts as the deployment's visitkit-loadgen
@@ -430,13 +434,25 @@ class GcpTarget:
 
     def _deploy(self, _run=None):
         run_command(self.commands["init"], self._run)
-        try:
-            firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
-        except CommandFailed as error:
-            if not self._without_dead_letter_after(error):
-                raise
-            firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
+        for _ in range(3):  # the first apply, and one again after each of the two decisions below
+            try:
+                firstrun.apply_with_retries(self.commands["apply"], self._run, self._sleep, self._log)
+                break
+            except CommandFailed as error:
+                if not (self._authenticated_after(error) or self._without_dead_letter_after(error)):
+                    raise
         self._read_outputs()
+
+    def _authenticated_after(self, error):
+        """Access auto went on public where the policy could not be read; if the apply's own refusal
+        shows the organization refuses allUsers, it goes on authenticated, saying so; True when it does."""
+        if self.requested_access != "auto" or self.access != "public" or not ALL_USERS_REFUSED.search(error.output):
+            return False
+        self._log("access auto: authenticated, since the apply was refused allUsers on the functions (the organization "
+                  "policy could not be read before); the kit and Locust send ID tokens, and the pages cannot be opened "
+                  "in a plain browser")
+        self._decided("authenticated")
+        return True
 
     def _without_dead_letter_after(self, error):
         """An organization that refuses grants to Pub/Sub's service agent: where the settings file

@@ -238,7 +238,7 @@ def check_org_policy(apis, project, patient, access):
     """What the organization policy allows: (notes, the access to deploy with, why, with "auto").
     With "public", stops where a policy refuses allUsers; with "auto", chooses "authenticated"
     there and "public" elsewhere (also where a policy cannot be read: the apply's own refusal then
-    stops the run naming both ways out); with "authenticated", only notes a restriction that may
+    makes the deployment go on authenticated: gcp.py); with "authenticated", only notes a restriction that may
     still bite."""
     from google.api_core import exceptions
 
@@ -276,8 +276,7 @@ def access_choice(project, refusing, unread):
                 f"--project={project}`, then run with --access public)")
     if unread:
         return (f"access auto: public, since the organization policy ({' and '.join(unread)}) could not be read; if the "
-                "apply refuses allUsers, the run stops and names both ways out (--access authenticated, or a reset of "
-                "the policy)")
+                "apply is refused allUsers, the deployment goes on authenticated and says so")
     return (f"access auto: public, since no organization policy on project {project} refuses allUsers (the pages open "
             "in any browser)")
 
@@ -363,8 +362,8 @@ def describe(project, access):
         lines.append(f"Organization Policy: access will be decided by the effective {DOMAINS_CONSTRAINT} and "
                      f"{MANAGED_CONSTRAINT} on {project}: public where they let allUsers invoke the three HTTP "
                      "functions, authenticated (ID tokens; the pages then cannot be opened in a plain browser) where "
-                     "they refuse them; public where they cannot be read, and a refusal by the apply then stops the "
-                     "run naming both ways out")
+                     "they refuse them; public where they cannot be read, and authenticated after all if the apply "
+                     "is then refused allUsers")
     elif access == "public":
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
                      "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both ways "
