@@ -505,6 +505,32 @@ def test_a_user_login_acts_as_the_load_generator_once_google_lets_it():
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
 
 
+class CloudShell:
+    """Cloud Shell's application-default credentials: the metadata server's, speaking for the user."""
+    __module__ = "google.auth.compute_engine.credentials"
+    service_account_email = "default"
+
+    def refresh(self, request):
+        self.service_account_email = "me@example.com"
+
+
+def test_cloud_shell_is_granted_as_its_user_and_acts_as_the_load_generator(monkeypatch):
+    monkeypatch.setenv("CLOUD_SHELL", "true")
+    run, firestore, asked = FakeRun(), FakeFirestore({}), []
+
+    def tokens_as(service_account):
+        asked.append(service_account)
+        return IdTokens(lambda audience: (f"t:{audience}", 4_000_000_000))
+
+    deployed = target(run=run, status=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
+                      credentials=CloudShell(), tokens_as=tokens_as)
+    quietly(deployed.start_steps())
+    apply = next(call for call in run.calls if call[2] == "apply")
+    assert '-var=invokers=["user:me@example.com"]' in apply
+    assert '-var=load_generator_users=["user:me@example.com"]' in apply
+    assert asked == ["visitkit-loadgen@p1.iam.gserviceaccount.com"]
+
+
 def test_functions_refusing_the_token_are_named_with_the_propagation_hint():
     clock = FakeClock()
     with pytest.raises(gcp.GcpError, match=r"refused your requests \(403\).*run the same command again"):
