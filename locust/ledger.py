@@ -2,17 +2,21 @@
 
 A visit's outcome is what its attempts (one, or more with --retry-visits) came to:
 - acknowledged: an attempt answered 2xx (the visit must end up stored, exactly once);
-- refused: every attempt answered 4xx, the platform's 429 included (never published: never stored);
+- refused: every attempt answered 4xx and the visit was not tried again: a 4xx other than 429, or a
+  429 without --retry-visits (the study's visitor); never published: never stored;
+- gave_up: every attempt answered 429 (refused for now) and the visit ran out of tries (--retry-visits:
+  posted 1 + N times); never published: never stored;
 - failed: no 2xx, and an attempt answered 5xx (a publish that timed out may still have landed);
 - unanswered: no 2xx, and an attempt got no answer (timeout, connection error, user stopped
   mid-request), or the visit is still under way.
 failed and unanswered are ambiguous on their own; the runner's audit reads the store's marker of
-every id, so each visit's fate is known.
+every id, so each visit's fate is known. ("lost" is the audit's word: acknowledged and not stored.)
 
-ledger.json (format 3): per outcome the visits per page ("sent" is them all), the visits sent more
+ledger.json (format 4): per outcome the visits per page ("sent" is them all), the visits sent more
 than once ("retried"), the visits not kept by id ("untracked", beyond --ledger-ids), under "visits"
 the ids, per page and outcome; "workers": each worker's latest running counts and whether its final
-ledger arrived; "complete": every visit is in it by id.
+ledger arrived; "complete": every visit is in it by id. Format 4 added gave_up: an older ledger has
+none (its visitor never posted a visit again after a 429), which the reports read as 0.
 
 In distributed mode each worker's stats report carries the visits recorded or changed since its
 previous report (merged by id, so a report lost on the way is made good by a later one) and its
@@ -23,8 +27,8 @@ worker that dies first leaves its latest visits unknown by id; its counts say ho
 import collections
 import json
 
-FORMAT = 3
-OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
+FORMAT = 4
+OUTCOMES = ("acknowledged", "refused", "gave_up", "failed", "unanswered")
 
 
 def outcome_of(status_code):
@@ -45,7 +49,7 @@ def settled(previous, answer):
     still land."""
     if previous == "acknowledged" or answer == "acknowledged":
         return "acknowledged"
-    if previous in (None, "refused"):
+    if previous in (None, "refused", "gave_up"):
         return answer
     return previous if answer == "refused" else answer
 
@@ -89,10 +93,19 @@ class VisitLedger:
 
     def record_answer(self, visit_id, status_code):
         entry = self._entry(visit_id)
-        before = entry[1] or "unanswered"
-        entry[1] = settled(entry[1], outcome_of(status_code))
+        self._settle(visit_id, entry, settled(entry[1], outcome_of(status_code)))
+
+    def record_gave_up(self, visit_id):
+        """The visit's last try was refused for now (429) and it is not tried again: one that was tried
+        more than once and refused every time gave up (one that had a 5xx or no answer stays ambiguous)."""
+        entry = self._entry(visit_id)
+        if entry is not None and entry[1] == "refused" and entry[2] > 1:
+            self._settle(visit_id, entry, "gave_up")
+
+    def _settle(self, visit_id, entry, outcome):
+        before, entry[1] = entry[1] or "unanswered", outcome
         self.tally[before][entry[0]] -= 1
-        self.tally[entry[1]][entry[0]] += 1
+        self.tally[outcome][entry[0]] += 1
         if visit_id in self.visits:
             self.changed.add(visit_id)
 

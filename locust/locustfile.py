@@ -1,5 +1,7 @@
 """The study's visitor: picks a page (home 3 : jobs 4 : about 2 : about_offices 2 : about_legals 1),
 loads its HTML, counts the visit and reads the page's counter; waits 3 to 5 s between pages.
+With --dwell S > 0 the users are Readers instead: the same visit, then the page kept open S seconds,
+re-reading its counter as the page does, then the next page.
 
 Custom options (see locust/README.md):
   --shape breakpoint|endurance|load|spike   the load shape (default: none, plain -u/-r)
@@ -11,14 +13,21 @@ Custom options (see locust/README.md):
   --health-file PATH                        write each Locust process's CPU and event-loop lag per second
                                             (health.py) there at exit
   --per-second-file PATH                    write the exact requests and failures per second there at exit
-  --retry-visits N                          post a visit that got a 5xx or no answer again, with the same
-                                            visit id, up to N more times (default 0: the study's visitor)
+  --retry-visits N                          post a visit that got a 429, a 5xx or no answer again, with the
+                                            same visit id, up to N more times, after what Retry-After asks
+                                            or a backoff with jitter (default 0: the study's visitor)
+  --dwell S                                 readers who keep each page open S seconds (default 0: the
+                                            study's visitor)
+  --counter-ttl S                           with --dwell: get-counter's cache TTL (the iteration's
+                                            cache_ttl_seconds), which the page's re-reads wait at least
   --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
   --auth none|id-token                      id-token: every request carries a Google-signed ID token for
                                             its function (an "authenticated" deployment on Google Cloud)
 """
 import functools
 import logging
+import random
+import time
 import uuid
 
 import gevent
@@ -48,7 +57,9 @@ health_samples = []  # the master's: every worker's samples
 asked = set()  # the master's: workers asked for their final ledger
 locust_environment = []  # set at init: the `quit` event does not pass it
 id_tokens = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
-RETRIED_OUTCOMES = ("failed", "unanswered")
+RETRIED_OUTCOMES = ("failed", "unanswered")  # and a 429, refused for now
+TOO_MANY_REQUESTS = 429
+RETRY_WAIT_MAX_S = 30.0  # the longest wait before a visit is posted again, whatever Retry-After asks
 
 
 def study_headers():
@@ -71,22 +82,42 @@ def request_headers(user, path):
     return headers
 
 
+def retry_after(response):
+    """The seconds a Retry-After header asks (0 without one, or for an HTTP date)."""
+    try:
+        return max(0.0, float((response.headers or {}).get("Retry-After") or 0))
+    except (AttributeError, TypeError, ValueError):
+        return 0.0
+
+
+def retry_wait(attempt, asked=0.0):
+    """The wait before the visit's attempt `attempt` (1: its first retry): 1, 2, 4 ... s, each within
+    +-25 % so that visits refused together do not all come back together, or what Retry-After asked
+    when longer; at most RETRY_WAIT_MAX_S."""
+    return min(max(2 ** (attempt - 1) * random.uniform(0.75, 1.25), asked), RETRY_WAIT_MAX_S)
+
+
 def post_visit(user, page, retries):
-    """Counts one visit under one id, as a careful client does: a 5xx or no answer (its fate unknown)
-    is posted again with the same id after a backoff of 1, 2, 4 ... s, which is safe since a visit id
-    counts once. A 4xx, the platform's 429 included, was never published: it is not retried."""
-    visit_id = str(uuid.uuid4())
+    """Counts one visit under one id, as a careful client does: a 429 (refused for now), a 5xx or no
+    answer (its fate unknown) is posted again with the same id (retry_wait), which is safe since a
+    visit id counts once, up to `retries` more times; a visit refused (429) every time gave up. Another
+    4xx was never published and would not be by retrying. With no retries (the study's visitor) every
+    visit is posted once."""
+    visit_id, status = str(uuid.uuid4()), None
     try:
         for attempt in range(retries + 1):
             if attempt:
-                gevent.sleep(2 ** (attempt - 1))
+                gevent.sleep(retry_wait(attempt, retry_after(response)))
             headers = request_headers(user, "/inc-counter")  # an ID token that cannot be minted sends nothing
             ledger.record_sent(page, visit_id)
             response = user.client.post(f"/inc-counter?visit_type={page}&visit_id={visit_id}",
                                         name=f"/inc-counter?visit_type={page}", headers=headers)
-            ledger.record_answer(visit_id, response.status_code or 0)
-            if outcome_of(response.status_code or 0) not in RETRIED_OUTCOMES:  # this answer's, not the visit's
+            status = response.status_code or 0
+            ledger.record_answer(visit_id, status)
+            if outcome_of(status) not in RETRIED_OUTCOMES and status != TOO_MANY_REQUESTS:  # this answer's
                 return
+        if status == TOO_MANY_REQUESTS and retries:
+            ledger.record_gave_up(visit_id)
     finally:
         ledger.record_done(visit_id)
 
@@ -95,8 +126,12 @@ def visit(user, page):
     user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=request_headers(user, "/app"))
     # Read at each visit: a worker's options are the master's once the test starts (Locust issue #2206).
     post_visit(user, page, max(0, user.environment.parsed_options.retry_visits))
-    user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}",
-                    headers=request_headers(user, "/get-counter"))
+    return read_count(user, page)
+
+
+def read_count(user, page):
+    return user.client.get(f"/get-counter?visit_type={page}", name=f"/get-counter?visit_type={page}",
+                           headers=request_headers(user, "/get-counter"))
 
 
 class Visitor(FastHttpUser):
@@ -122,6 +157,53 @@ class Visitor(FastHttpUser):
     @task(1)
     def about_legals(self):
         visit(self, "about_legals")
+
+
+class Reader(FastHttpUser):
+    """A person who keeps the page open (--dwell S > 0): a page picked as the Visitor picks one, its
+    visit and first read as the Visitor makes them, then the page stays open `dwell_s` seconds and
+    re-reads the count as functions/templates/page.html does: once the previous read has ended, after
+    max(its refresh, get-counter's cache TTL) plus up to a fifth as jitter; after an error twice as
+    long each time (at least what Retry-After asks, at most backoff_max_s), with jitter. Then the next
+    page, at once: the dwell is its time on the page. (The page also stops reading once its reader has
+    been idle 10 minutes: a reader is taken as active throughout its dwell.)"""
+    dwell_s = 0.0  # --dwell
+    ttl_s = 0.0  # --counter-ttl: get-counter's cache TTL (the iteration's cache_ttl_seconds)
+    refresh_s = 5.0  # the page's own refresh (serve-page's COUNTER_REFRESH_SECONDS)
+    jitter = 0.2  # up to a fifth more
+    backoff_max_s = 60.0  # the page's longest wait after errors (COUNTER_BACKOFF_MAX_SECONDS)
+    default_headers = STUDY_HEADERS
+    pause_s = 0.0  # what the current wait() sleeps: nothing between pages
+
+    def wait_time(self):
+        return self.pause_s
+
+    def pause(self, seconds):
+        """Sleeps as Locust does between tasks: a ramp-down stops a reader at once, mid-dwell."""
+        self.pause_s = seconds
+        try:
+            self.wait()
+        finally:
+            self.pause_s = 0.0
+
+    @task
+    def read_a_page(self):
+        page = random.choice(Visitor.tasks).__name__  # the study's pages, at the Visitor's weights
+        response = visit(self, page)  # the page, its visit and its first read
+        interval = max(self.refresh_s, self.ttl_s)
+        longest = max(self.backoff_max_s, interval)
+        ends, error_wait = time.monotonic() + self.dwell_s, interval
+        while True:
+            if 200 <= (response.status_code or 0) < 300:
+                error_wait, wait = interval, interval * (1 + random.random() * self.jitter)
+            else:
+                error_wait = min(2 * error_wait, longest)
+                wait = min(max(error_wait * random.uniform(0.75, 1), retry_after(response)), longest)
+            if time.monotonic() + wait > ends:
+                break
+            self.pause(wait)
+            response = read_count(self, page)
+        self.pause(max(0.0, ends - time.monotonic()))
 
 
 def make_id_tokens(impersonate=None, quota_project=None):
@@ -154,7 +236,14 @@ def add_options(parser):
     parser.add_argument("--per-second-file", default=None,
                         help="Where to write the exact requests and failures per second (CSV) at exit")
     parser.add_argument("--retry-visits", type=int, default=0,
-                        help="Post a visit that got a 5xx or no answer again, with the same visit id, up to N more times")
+                        help="Post a visit that got a 429, a 5xx or no answer again, with the same visit id, up to N "
+                             "more times (after what Retry-After asks, or 1, 2, 4 ... s with jitter)")
+    parser.add_argument("--dwell", type=float, default=0.0,
+                        help="Readers who keep each page open this many seconds, re-reading its counter as the page "
+                             "does (default 0: the study's visitor)")
+    parser.add_argument("--counter-ttl", type=float, default=0.0,
+                        help="With --dwell: get-counter's cache TTL in seconds (the iteration's cache_ttl_seconds); "
+                             "the page re-reads every max(its 5 s refresh, the TTL)")
     parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
     parser.add_argument("--auth", choices=["none", "id-token"], default="none",
                         help="id-token: send a Google-signed ID token per function, minted from the application-default "
@@ -170,6 +259,9 @@ def on_init(environment, runner, **_kwargs):
     options = environment.parsed_options
     locust_environment.append(environment)
     Visitor.wait_time = think_time(options.think_time)
+    set_reader(options)
+    if not isinstance(runner, WorkerRunner):  # a worker spawns whichever class its master dispatches
+        environment.user_classes[:] = [Reader if options.dwell > 0 else Visitor]
     if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
         id_tokens.append(make_id_tokens(options.impersonate, options.quota_project))
     if isinstance(runner, WorkerRunner):
@@ -195,9 +287,13 @@ def on_test_start(environment, **_kwargs):
     # master's, just before test_start (Locust issue #2206): they are read again here.
     options = environment.parsed_options
     Visitor.wait_time = think_time(options.think_time)
+    set_reader(options)
     workers = getattr(options, "expect_workers", 1) if isinstance(environment.runner, WorkerRunner) else 1
     ledger.id_limit = max(1, options.ledger_ids // max(1, workers or 1))
 
+
+def set_reader(options):
+    Reader.dwell_s, Reader.ttl_s = max(0.0, options.dwell), max(0.0, options.counter_ttl)
 
 
 def serve_as_worker(runner):

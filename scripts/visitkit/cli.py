@@ -74,7 +74,8 @@ def run_command(args):
         queue_timeout=args.queue_timeout, keep_up=args.keep_up, project=args.project, region=args.region,
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
-        impersonate=args.impersonate, retry_visits=args.retry_visits, audit=args.audit, resume=args.resume)
+        impersonate=args.impersonate, retry_visits=args.retry_visits, dwell=args.dwell, audit=args.audit,
+        resume=args.resume)
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -293,8 +294,14 @@ def parser():
     run.add_argument("--warm-up-users", type=int, metavar="N",
                      help="local: the warm-up's users (default: 60 %% of the knee predicted on this machine)")
     run.add_argument("--retry-visits", nargs="?", type=int, const=3, default=0, metavar="N", help=(
-        "post a visit that got a 5xx or no answer again with the same visit id, up to N times (default N: 3), "
-        "as a careful client does; a visit id counts once"))
+        "post a visit that got a 429, a 5xx or no answer again with the same visit id, up to N times (default N: "
+        "3), as a careful client does: after what Retry-After asks (at most 30 s), else 1, 2, 4 ... s with "
+        "jitter; a visit id counts once, and a visit refused (429) every time gave up. Without it (the study's "
+        "runs) each visit is posted once"))
+    run.add_argument("--dwell", type=float, default=0.0, metavar="SECONDS", help=(
+        "readers who keep each page open this long after its visit, re-reading its count as the page does "
+        "(every max(its 5 s refresh, the cache TTL), with jitter), then the next page (default 0: the study's "
+        "visitor, 3-5 s between pages)"))
     run.add_argument("--audit", choices=["auto", "exact", "totals"], default="auto", help=(
         "after convergence, read the store's marker of every visit id (exact), or compare the totals (totals); "
         "auto: exact, except on Google Cloud above 1,000,000 visits (one billed read each)"))

@@ -122,3 +122,36 @@ def test_a_ledger_that_only_counted_some_visits_is_audited_by_the_totals_even_wh
     ledger = {"visits": {"home": {"acknowledged": ["a"]}}, "untracked": {"home": 3}}
     record = audit.run(ledger, "exact", lambda ids: set(ids))
     assert record["method"] == "totals" and "only counted 3 more" in record["why"]
+
+
+def test_the_audit_reads_the_ledgers_own_outcomes():
+    import ledger
+
+    assert audit.OUTCOMES == ledger.OUTCOMES and "gave_up" in audit.OUTCOMES
+
+
+def test_a_visit_posted_three_times_under_one_id_is_stored_once_and_not_a_duplicate():
+    # r3 was posted three times (two 429s, then a 202): one id, one marker
+    ledger = {**ledger_of(acknowledged=["a1", "r3"], gave_up=["g1"], refused=["x1"]), "format": 4,
+              "retried": {"jobs": 2}}
+    record = audit.run(ledger, "exact", lambda ids: {"a1", "r3"} & set(ids))
+    rows = audit.exact_accounting(ledger, record, {"jobs": 10}, {"jobs": 12})
+    jobs = rows["jobs"]
+    assert (jobs["sent"], jobs["retried"], jobs["acknowledged_stored"], jobs["duplicated"], jobs["lost"]) == (4, 2, 2, 0, 0)
+    assert (jobs["gave_up"], jobs["refused"], jobs["neither"], jobs["refused_stored"]) == (1, 1, 2, 0)
+    # had the store counted r3 at each of its three posts, its shards would hold two visits beyond the ids
+    assert audit.exact_accounting(ledger, record, {"jobs": 10}, {"jobs": 14})["jobs"]["duplicated"] == 2
+
+
+def test_a_visit_that_gave_up_and_was_stored_anyway_is_called_out():
+    ledger = {**ledger_of(gave_up=["g1"]), "format": 4}
+    record = audit.run(ledger, "exact", lambda ids: set(ids))
+    assert audit.exact_accounting(ledger, record, {}, {"jobs": 1})["jobs"]["refused_stored"] == 1  # 429s publish nothing
+
+
+def test_a_ledger_before_format_4_reads_as_one_where_no_visit_gave_up():
+    assert audit.upgraded({"format": 3, "refused": {"home": 2}})["gave_up"] == {}
+    assert audit.upgraded(LEDGER)["gave_up"] == {}  # format 2
+    assert audit.upgraded({}) == {"gave_up": {}}  # no ledger at all
+    current = {"format": 4, "gave_up": {"home": 1}}
+    assert audit.upgraded(current) is current

@@ -1,7 +1,7 @@
 """The Locust suite's ledger of every visit, by visit id (pure logic)."""
 import pytest
 
-from ledger import VisitLedger, settled
+from ledger import OUTCOMES, VisitLedger, settled
 
 
 def one_visit(ledger, visit_id, page, *statuses):
@@ -22,7 +22,8 @@ def test_each_visit_lands_in_one_outcome_with_its_id():
         "unanswered": {"home": 2}, "retried": {}}
     assert written["visits"]["home"]["acknowledged"] == ["id-0"]
     assert sorted(written["visits"]["home"]["unanswered"]) == ["id-7", "id-9"]
-    assert written["format"] == 3 and written["complete"] and written["workers"] == {}
+    assert written["format"] == 4 and written["complete"] and written["workers"] == {}
+    assert written["gave_up"] == {}  # one 429 and no retry: refused, as the study's visitor counts it
 
 
 @pytest.mark.parametrize("statuses, outcome", [
@@ -117,3 +118,31 @@ def test_beyond_its_id_limit_a_ledger_counts_visits_and_forgets_them_once_settle
     assert written["sent"] == {"home": 6} and written["acknowledged"] == {"home": 5} and written["retried"] == {"home": 5}
     assert written["untracked"] == {"home": 4} and sorted(written["visits"]["home"]["acknowledged"]) == ["v0", "v1"]
     assert not written["complete"] and list(ledger.in_flight) == ["v5"]  # settled untracked visits are gone
+
+
+@pytest.mark.parametrize("statuses, outcome", [
+    ((429, 429, 429), "gave_up"),  # refused for now at each of its tries, and no try left
+    ((429,), "refused"),  # tried once (no --retry-visits): refused, as ever
+    ((503, 429), "failed"),  # its 5xx may still land: ambiguous, not given up
+    ((0, 429), "unanswered"),
+    ((429, 202), "acknowledged"),
+])
+def test_a_visit_refused_at_each_of_its_tries_gave_up(statuses, outcome):
+    ledger = VisitLedger()
+    one_visit(ledger, "v", "jobs", *statuses)
+    ledger.record_gave_up("v")  # the visitor ran out of tries on a 429 (or had no retries)
+    written = ledger.as_dict()
+    assert written[outcome] == {"jobs": 1} and written["visits"]["jobs"] == {outcome: ["v"]}
+    assert sum(sum(written[key].values()) for key in OUTCOMES) == 1  # one outcome per visit, counted once
+
+
+def test_a_visit_that_gave_up_reaches_the_master_in_the_next_report():
+    worker, master = VisitLedger(), VisitLedger()
+    one_visit(worker, "g", "home", 429, 429)
+    master.report("w1", worker.counts(), worker.take())
+    assert master.as_dict()["visits"]["home"] == {"refused": ["g"]}  # refused twice, its tries not yet over
+    worker.record_gave_up("g")  # and no try left
+    master.report("w1", worker.counts(), worker.take())
+    written = master.as_dict()
+    assert written["gave_up"] == {"home": 1} and written["refused"] == {} and written["retried"] == {"home": 1}
+    assert written["visits"]["home"] == {"gave_up": ["g"]}

@@ -1,4 +1,5 @@
-"""The Locust visitor's POST of a visit (pure logic: a fake client answers in turn; no wait)."""
+"""The Locust visitor's POST of a visit and the reader's dwell (pure logic: a fake client answers in
+turn, a fake clock stands in for the waits), and the options the runner passes them."""
 from types import SimpleNamespace
 
 import pytest
@@ -7,19 +8,34 @@ import locustfile
 
 
 class Client:
-    def __init__(self, *statuses):
-        self.statuses, self.posts = list(statuses), []
+    def __init__(self, *statuses, headers=None):
+        self.statuses, self.headers, self.posts, self.gets = list(statuses), headers or {}, [], []
+
+    def answer(self):
+        return SimpleNamespace(status_code=self.statuses.pop(0), headers=self.headers)
 
     def post(self, url, name, headers):
         self.posts.append(url)
-        return SimpleNamespace(status_code=self.statuses.pop(0))
+        return self.answer()
+
+    def get(self, url, name, headers):
+        self.gets.append(url)
+        return self.answer() if url.startswith("/get-counter") and self.statuses else SimpleNamespace(
+            status_code=200, headers={})
 
 
 @pytest.fixture
-def ledger(monkeypatch):
+def slept(monkeypatch):
+    """The waits between a visit's posts, in seconds (none is slept)."""
+    waits = []
+    monkeypatch.setattr(locustfile.gevent, "sleep", waits.append)
+    return waits
+
+
+@pytest.fixture
+def ledger(monkeypatch, slept):
     fresh = locustfile.VisitLedger()
     monkeypatch.setattr(locustfile, "ledger", fresh)
-    monkeypatch.setattr(locustfile.gevent, "sleep", lambda seconds: None)
     return fresh
 
 
@@ -27,18 +43,134 @@ def ledger(monkeypatch):
     ((503, 0, 202), 3, 3, "acknowledged"),  # a 5xx and no answer are posted again, with the same id
     ((503, 503, 503), 2, 3, "failed"),  # up to `retries` more times
     ((503, 202), 0, 1, "failed"),  # the study's visitor: never
-    ((429,), 3, 1, "refused"),  # a 4xx was not published: not retried
-    ((503, 429), 3, 2, "failed"),  # nor after an earlier 5xx: this answer decides, the visit stays ambiguous
+    ((429,), 0, 1, "refused"),  # nor after a 429: the study's runs keep the study's behaviour
+    ((429, 429, 202), 3, 3, "acknowledged"),  # with retries a 429 (refused for now) is posted again
+    ((429, 429, 429), 2, 3, "gave_up"),  # refused at each of its tries: it gave up
+    ((400,), 3, 1, "refused"),  # another 4xx was not published and would not be: not retried
+    ((429, 404), 3, 2, "refused"),
+    ((503, 429, 429), 2, 3, "failed"),  # a 429 after a 5xx: the visit stays ambiguous, it did not give up
 ])
-def test_a_visit_is_posted_again_only_after_a_5xx_or_no_answer(ledger, statuses, retries, posts, outcome):
+def test_a_visit_is_posted_again_after_a_429_a_5xx_or_no_answer_when_asked(ledger, statuses, retries, posts, outcome):
     user = SimpleNamespace(client=Client(*statuses), host="http://x")
     locustfile.post_visit(user, "jobs", retries)
     assert len(user.client.posts) == posts and len(set(user.client.posts)) == 1  # one visit id throughout
     written = ledger.as_dict()
     assert written[outcome] == {"jobs": 1} and written["sent"] == {"jobs": 1}
+    assert written["retried"] == ({"jobs": 1} if posts > 1 else {})
+
+
+def test_a_retry_waits_what_retry_after_asks_within_a_cap_else_a_backoff_with_jitter(ledger, slept, monkeypatch):
+    user = SimpleNamespace(client=Client(429, 429, 202, headers={"Retry-After": "7"}), host="http://x")
+    locustfile.post_visit(user, "home", 3)
+    assert slept == [7.0, 7.0]  # longer than the backoff's 1 and 2 s
+    user.client = Client(503, 429, 202, headers={"Retry-After": "3600"})
+    slept.clear()
+    locustfile.post_visit(user, "home", 3)
+    assert slept == [locustfile.RETRY_WAIT_MAX_S] * 2
+    monkeypatch.setattr(locustfile.random, "uniform", lambda low, high: high)
+    user.client = Client(429, 0, 503, 202, headers={"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"})  # a date: ignored
+    slept.clear()
+    locustfile.post_visit(user, "home", 3)
+    assert slept == [1.25, 2.5, 5.0]  # 1, 2, 4 s, each up to a quarter longer or shorter
+    monkeypatch.setattr(locustfile.random, "uniform", lambda low, high: low)
+    assert [locustfile.retry_wait(n) for n in (1, 2, 3)] == [0.75, 1.5, 3.0]
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def monotonic(self):
+        return self.t
+
+
+def reader(monkeypatch, *statuses, dwell=60, ttl=10, jitter=0.0):
+    """A Reader without Locust: its client answers get-counter's re-reads with `statuses` (then 200), and
+    its pauses (Locust's interruptible wait) move a fake clock."""
+    clock = Clock()
+    monkeypatch.setattr(locustfile.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(locustfile.random, "random", lambda: jitter)
+    monkeypatch.setattr(locustfile.random, "uniform", lambda low, high: low)
+    user = object.__new__(locustfile.Reader)
+    user.client, user.host, user.dwell_s, user.ttl_s = Client(*statuses), "http://x", dwell, ttl
+    user.environment = SimpleNamespace(parsed_options=SimpleNamespace(retry_visits=0))
+    user.client.statuses.insert(0, 202)  # the visit's own POST
+    user.pauses = []
+
+    def pause(seconds):
+        user.pauses.append(seconds)
+        clock.t += seconds
+
+    user.pause = pause
+    return user, clock
+
+
+@pytest.mark.parametrize("ttl, jitter, reads", [
+    (10, 0.0, 7),  # the first read, then every max(5 s refresh, 10 s TTL) for 60 s: predict's "at most"
+    (10, 0.99, 6),  # the page's jitter (up to a fifth more) only spaces them out: at ~12, 24 ... 60 s
+    (0, 0.0, 13),  # no cache: the page's own 5 s refresh
+    (30, 0.0, 3),
+])
+def test_a_reader_rereads_the_count_as_the_page_does_while_it_stays(monkeypatch, ledger, ttl, jitter, reads):
+    user, clock = reader(monkeypatch, ttl=ttl, jitter=jitter)
+    user.read_a_page()
+    page = user.client.gets[0].removeprefix("/app?view=")
+    assert page in {task.__name__ for task in locustfile.Visitor.tasks}
+    assert user.client.gets[1:] == [f"/get-counter?visit_type={page}"] * reads  # one page throughout
+    assert len(user.client.posts) == 1 and clock.t == 60  # one visit; the page open its whole dwell, then the next
+    assert all(wait == pytest.approx(max(5, ttl) * (1 + jitter / 5)) for wait in user.pauses[:reads - 1])
+
+
+def test_a_reader_picks_its_pages_at_the_study_visitors_weights(monkeypatch, ledger):
+    monkeypatch.setattr(locustfile.time, "monotonic", Clock().monotonic)
+    user = object.__new__(locustfile.Reader)
+    user.client, user.host, user.dwell_s = Client(*[202] * 4800), "http://x", 0
+    user.environment = SimpleNamespace(parsed_options=SimpleNamespace(retry_visits=0))
+    user.pause = lambda seconds: None
+    locustfile.random.seed(36)
+    for _ in range(2400):
+        user.read_a_page()
+    pages = [url.removeprefix("/app?view=") for url in user.client.gets if url.startswith("/app")]
+    weights = {"home": 3, "jobs": 4, "about": 2, "about_offices": 2, "about_legals": 1}
+    assert {page: round(pages.count(page) / len(pages) * 12) for page in weights} == weights
+
+
+@pytest.mark.parametrize("retry_after, pauses", [
+    (None, [15, 30, 10, 15, 10]),  # after each error twice as long (jitter at its least: 3/4); a success: 10 s
+    ("40", [40, 40, 10, 40, 10]),  # at least what Retry-After asks ...
+    ("3600", [60, 60, 10, 60, 10]),  # ... within the page's longest wait
+])
+def test_a_reader_backs_off_after_errors_as_the_page_does(monkeypatch, ledger, retry_after, pauses):
+    user, _ = reader(monkeypatch, 503, 503, 200, 429, dwell=300)  # the first read's answer counts too
+    user.client.headers = {"Retry-After": retry_after} if retry_after else {}
+    user.read_a_page()
+    assert user.pauses[:5] == pauses
+
+
+def test_the_study_visitor_keeps_its_think_time_and_reads_once_per_page():
+    assert locustfile.Visitor.wait_time is not None and locustfile.Reader.dwell_s == 0
+    assert [task.__name__ for task in locustfile.Reader.tasks] == ["read_a_page"]
 
 
 def test_the_visitor_sends_the_headers_of_the_studys_client_python_requests():
     headers = locustfile.Visitor.default_headers
     assert headers["User-Agent"].startswith("python-requests/") and headers["Accept"] == "*/*"
     assert "gzip" in headers["Accept-Encoding"] and "br" not in headers["Accept-Encoding"].split(", ")
+    assert locustfile.Reader.default_headers == headers
+
+
+def test_the_runner_passes_no_retry_and_no_dwell_to_the_studys_runs_and_the_ttl_with_a_dwell():
+    from visitkit.paths import ITERATIONS_DIR
+    from visitkit.runs import runner
+
+    def options(**given):
+        config = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", **given)
+        return dict(config.load.options("http://x")), config.load.describe()
+
+    study, described = options()
+    assert not {"--retry-visits", "--dwell", "--counter-ttl"} & set(study) and "readers" not in described
+    dwell, described = options(dwell=60, retry_visits=3)
+    assert (dwell["--dwell"], dwell["--counter-ttl"], dwell["--retry-visits"]) == ("60", "10", 3)  # iteration 1: 10 s
+    assert "readers keep each page open 60 s, re-reading its count every 10 s" in described
+    with pytest.raises(runner.RunError, match="--dwell"):
+        runner.LoadPlan.build("spike", dwell=-1)

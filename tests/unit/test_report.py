@@ -197,7 +197,7 @@ def test_a_stored_5xx_visit_is_reported_as_ambiguous_not_duplicated(iteration):
     summary = publish.publish(results)
     assert summary["headline"]["visits.duplicated"] == 0 and summary["headline"]["visits.lost"] == 0
     text = (results / "report.md").read_text()
-    assert "| home | 35 | 30 | 3 | 2 | 0 | 32 | 0 | 0 |" in text
+    assert "| home | 35 | 30 | 3 | 0 | 2 | 0 | 32 | 0 | 0 |" in text  # none gave up: a ledger before format 4
     assert "2 stored after a 5xx or no answer" in text
 
 
@@ -297,3 +297,42 @@ def test_the_platform_section_names_the_queries_that_could_not_be_read_even_when
             "Deadline of 120.0s exceeded — leaves empty: dead-lettered visits") in lines
     assert not any(line.startswith("Series:") for line in lines)
     assert report.platform_section({"metrics_files": [], "missing_metrics": []}, ()) == []
+
+
+def test_the_report_says_how_many_visits_gave_up_next_to_refused_and_lost(iteration):
+    acked = {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
+    results = make_results(iteration, acked=acked)
+    (results / "ledger.json").write_text(json.dumps({
+        "format": 4, "sent": {**acked, "home": 36}, "acknowledged": acked, "refused": {"home": 2},
+        "gave_up": {"home": 4}, "retried": {"home": 7}}))
+    summary = publish.publish(results)
+    text = (results / "report.md").read_text()
+    assert "| Page | sent | acknowledged (2xx) | refused (4xx, 429) | gave up (429 each try) | failed (5xx) |" in text
+    assert "| home | 36 | 30 | 2 | 4 | 0 | 0 | 30 | 0 | 0 |" in text  # never published: none ambiguous
+    assert "- Visits: 4 gave up (a 429 at each of their tries), 2 refused, 0 lost" in text
+    spike = {**summary, "overload": {"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80, "spike_p95_ms": 1000,
+                                     "recovery_s": 5, "refused_429": 30, "other_errors": 0}}
+    assert ("(0 lost, 0 duplicated); 4 visits gave up (a 429 at each of their tries), 2 were refused"
+            in "\n".join(report.overload_section(spike, {})))
+
+
+def test_an_exact_audit_says_how_many_gave_up_and_a_report_before_them_renders_as_it_did(iteration):
+    acked = {"home": 1, "jobs": 0, "about": 0, "about_legals": 0, "about_offices": 0}
+    results = make_results(iteration, acked=acked)
+    (results / "ledger.json").write_text(json.dumps({
+        "format": 4, "sent": {"home": 3}, "acknowledged": {"home": 1}, "gave_up": {"home": 1}, "refused": {"home": 1},
+        "retried": {"home": 2}, "visits": {"home": {"acknowledged": ["a1"], "gave_up": ["g1"], "refused": ["r1"]}}}))
+    (results / "audit.json").write_text(json.dumps({"format": 1, "method": "exact", "why": "every visit id read",
+                                                    "reads": 3, "read_cost_usd": None, "not_stored": ["g1", "r1"]}))
+    summary = publish.publish(results)
+    assert "Not acknowledged: 1 refused (4xx, the platform's 429 included), 1 gave up (a 429 at each of their " \
+           "tries), 0 failed (5xx)" in (results / "report.md").read_text()
+    # a summary.json written before gave_up (the docs render committed ones): the same sections, no error
+    for row in summary["visits"].values():
+        del row["gave_up"]
+    spike = {**summary, "overload": {"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80, "spike_p95_ms": 1000,
+                                     "recovery_s": 5, "refused_429": 30, "other_errors": 0}}
+    assert report.overload_section(spike, {})[5].endswith("(0 lost, 0 duplicated)")
+    assert "0 gave up" in "\n".join(report.visits_section(summary, {}))
+    assert "| home | 3 | 1 | 1 | 0 |" in "\n".join(report.visits_section({**summary, "audit": None}, {}))  # by totals
+    assert "gave up" not in "\n".join(report.headline_section(summary, {}))

@@ -54,3 +54,32 @@ def test_only_a_google_cloud_deployment_without_dead_letter_topic_is_said_to_hav
     assert without_dead_letter_topic(off, None) == {"message_retention_seconds": None}  # settings that did not parse
     assert without_dead_letter_topic({**off, "target": "local"}, settings) is None  # the twin always has one
     assert without_dead_letter_topic({"target": "gcp", "settings": settings.raw}, settings) is None  # true by default
+
+
+def test_visits_that_gave_up_are_counted_apart_from_refused_and_lost_and_never_as_ambiguous():
+    from visitkit.reports import audit
+    from visitkit.reports.summary import visit_accounting
+
+    ledger = {"format": 4, "sent": {"home": 10}, "acknowledged": {"home": 6}, "refused": {"home": 1},
+              "gave_up": {"home": 2}, "failed": {}, "unanswered": {"home": 1}}
+    rows = visit_accounting(ledger, None, {"home": 0}, {"home": 9})
+    home = rows["home"]
+    assert (home["refused"], home["gave_up"], home["unanswered"], home["lost"]) == (1, 2, 1, 0)
+    # never published: 9 stored is 6 acknowledged, the one with no answer, and 2 counted twice
+    assert (home["stored_unacknowledged"], home["duplicated"]) == (1, 2)
+    assert (rows["total"]["gave_up"], rows["total"]["refused"]) == (2, 1)
+    older = {key: value for key, value in ledger.items() if key != "gave_up"} | {"format": 3, "unanswered": {"home": 3}}
+    older = visit_accounting(audit.upgraded(older), None, {"home": 0}, {"home": 9})
+    assert older["total"]["gave_up"] == 0 and older["home"]["unanswered"] == 3
+
+
+def test_the_summary_and_its_headline_say_how_many_visits_gave_up(tmp_path):
+    folder = make_results(tmp_path / "iteration-1")
+    (folder / "ledger.json").write_text(json.dumps({
+        "format": 4, "sent": {"home": 30 + 5, "jobs": 40}, "acknowledged": {"home": 30, "jobs": 40},
+        "refused": {"home": 1}, "gave_up": {"home": 4}, "retried": {"home": 4}}))
+    summary = publish.publish(folder)
+    assert summary["visits"]["total"]["gave_up"] == summary["headline"]["visits.gave_up"] == 4
+    assert summary["headline"]["visits.refused"] == 1
+    old = make_results(tmp_path / "iteration-2")  # its ledger has no format: written before gave_up
+    assert publish.publish(old)["headline"]["visits.gave_up"] == 0

@@ -19,19 +19,46 @@ the stored totals read before and after a round agree, so the markers and the to
 audit.json (format 1): {"format": 1, "method": "exact"|"totals", "why": words, "reads": N,
 "read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker],
 "totals": {page: stored} read with the markers (exact only)}.
+
+A visit posted several times (--retry-visits) has one id and one marker: it counts once among the
+stored, and its store counting it twice would show as duplicated. The outcomes are the ledger's
+(locust/ledger.py, one definition); a ledger of an older format lacks the newer ones (`upgraded`).
 """
+import importlib.util
 import time
 
 from visitkit.cloud import cost
 from visitkit.catalogue import PAGES
+from visitkit.paths import LOCUST_DIR
 
 FORMAT = 1
 METHODS = ("auto", "exact", "totals")
 # Above this many visits a Google Cloud run audits by totals unless asked: each id is one billed
 # document read (about 0.30 USD per million at Tier 1 prices), and reading a million takes minutes.
 EXACT_MAX_READS = 1_000_000
-OUTCOMES = ("acknowledged", "refused", "failed", "unanswered")
+
+
+def _ledger_module():
+    """locust/ledger.py, a flat module of the Locust suite (it imports nothing of Locust's)."""
+    spec = importlib.util.spec_from_file_location("visitkit_locust_ledger", LOCUST_DIR / "ledger.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_LEDGER = _ledger_module()
+OUTCOMES = _LEDGER.OUTCOMES
+GAVE_UP_SINCE = 4  # the ledger format that added gave_up
+NEVER_PUBLISHED = ("refused", "gave_up")  # every answer a 4xx: nothing was published
 STEADY_WAIT_S = 60  # beyond the wait, how long the totals may keep moving before the audit takes them as they are
+
+
+def upgraded(ledger):
+    """A ledger.json as the reports read it: one written before format 4 (or none at all) has no visit
+    that gave up (its visitor posted a visit again only after a 5xx or no answer, never after a 429)."""
+    if ledger.get("format", 1) >= GAVE_UP_SINCE:
+        return ledger
+    return {**ledger, "gave_up": {}}
 
 
 def visit_ids(ledger):
@@ -109,13 +136,13 @@ def exact_accounting(ledger, audit, before, after):
             row["acknowledged_stored" if stored else "lost"] += 1
         elif stored:
             row["stored_unacknowledged"] += 1
-            row["refused_stored"] += outcome == "refused"  # a 4xx must publish nothing
+            row["refused_stored"] += outcome in NEVER_PUBLISHED  # a 4xx must publish nothing
         else:
             row["neither"] += 1
     for page, row in rows.items():
         row["retried"] = ledger.get("retried", {}).get(page, 0)
         row["stored"] = after.get(page, 0) - before.get(page, 0)
-        row["rejected"] = row["refused"] + row["failed"]
+        row["rejected"] = row["refused"] + row["gave_up"] + row["failed"]
         row["duplicated"] = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"])
     # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
     rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}

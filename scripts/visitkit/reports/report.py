@@ -68,10 +68,13 @@ def headline_section(s, _plots):
 
 
 def visits_extras(visits, exact):
-    """What the headline table's acked / stored / lost / dup leaves out: dead letters, and what
-    became of the visits with a 5xx or no answer."""
-    landed, dead = visits["stored_unacknowledged"], visits.get("dead_lettered")
+    """What the headline table's acked / stored / lost / dup leaves out: dead letters, the visits that
+    gave up (beside the refused and lost ones), and what became of the visits with a 5xx or no answer."""
+    landed, dead, gave_up = visits["stored_unacknowledged"], visits.get("dead_lettered"), visits.get("gave_up")
     words = [f"{dead:,} dead-lettered"] if dead else []
+    if gave_up:
+        words.append(f"{gave_up:,} gave up (a 429 at each of their tries), {visits['refused']:,} refused, "
+                     f"{visits['lost']:,} lost")
     if exact:
         unknown, landed = visits["failed"] + visits["unanswered"], landed - visits["refused_stored"]
         words.append(f"of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
@@ -255,7 +258,9 @@ def overload_section(s, _plots):
             f"{found['other_errors']:,} other errors (timeouts, connection errors, 5xx)",
             f"- Latency {recovered} (p95 within 1.5 x its level before the spike, no failure, for 5 s)",
             f"- Every acknowledged visit stored: {'yes' if visits['lost'] == 0 else 'NO'} ({visits['lost']:,} lost, "
-            f"{visits['duplicated']:,} duplicated)", ""]
+            f"{visits['duplicated']:,} duplicated)"
+            + (f"; {visits['gave_up']:,} visits gave up (a 429 at each of their tries), {visits['refused']:,} "
+               "were refused" if visits.get("gave_up") else ""), ""]
 
 
 def chaos_section(s, _plots):
@@ -403,15 +408,15 @@ EXACT_COLUMNS = (("sent", "sent"), ("retried", "retried"), ("acknowledged, store
                  ("acknowledged, **not stored** (lost)", "lost"), ("not acknowledged, stored", "stored_unacknowledged"),
                  ("not acknowledged, not stored", "neither"), ("stored beyond the ids (duplicated)", "duplicated"))
 TOTALS_COLUMNS = (("sent", "sent"), ("acknowledged (2xx)", "acknowledged"), ("refused (4xx, 429)", "refused"),
-                  ("failed (5xx)", "failed"), ("no answer", "unanswered"), ("stored", "stored"), ("lost", "lost"),
-                  ("duplicated", "duplicated"))
+                  ("gave up (429 each try)", "gave_up"), ("failed (5xx)", "failed"), ("no answer", "unanswered"),
+                  ("stored", "stored"), ("lost", "lost"), ("duplicated", "duplicated"))
 
 
 def visits_table(visits, columns):
     """One row per page and the total: (header, key) per column."""
     return ["| Page | " + " | ".join(header for header, _ in columns) + " |",
             "|---|" + "---:|" * len(columns),
-            *(f"| {page} | " + " | ".join(f"{visits[page][key]:,}" for _, key in columns) + " |"
+            *(f"| {page} | " + " | ".join(f"{visits[page].get(key, 0):,}" for _, key in columns) + " |"
               for page in (*PAGES, "total"))]
 
 
@@ -422,8 +427,10 @@ def exact_visit_lines(s):
              f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}.", "",
              *visits_table(s["visits"], EXACT_COLUMNS),
              "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
+                  f"{total.get('gave_up', 0):,} gave up (a 429 at each of their tries), "
                   f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
-                  "with the same visit id after a 5xx or no answer (--retry-visits). Stored beyond the ids: a page's "
+                  "with the same visit id (--retry-visits: after a 429, a 5xx or no answer), stored once however "
+                  "often it was posted. Stored beyond the ids: a page's "
                   "total grown by more than its stored visit ids, a visit counted twice or one from outside the "
                   "run's ledger (a warm-up visit with a 5xx that landed late)."]
     if total["refused_stored"]:
@@ -438,7 +445,8 @@ def totals_visit_lines(s):
     lines = ["## Visits: acknowledged vs stored", "",
              f"Audited by the totals: {audit.get('why', 'the run was recorded before audits')}.", "",
              *visits_table(s["visits"], TOTALS_COLUMNS),
-             "", "Lost: acknowledged but never stored. Refused visits were never published. Failed (5xx) and "
+             "", "Lost: acknowledged but never stored. Refused visits were never published, nor were those that "
+                  "gave up (--retry-visits: a 429 at each try). Failed (5xx) and "
                   "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
                   "acknowledged + ambiguous."]
     return lines

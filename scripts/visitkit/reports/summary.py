@@ -4,14 +4,14 @@ verdict is verdict.py's, the report's words report.py's."""
 from visitkit.reports import analysis, audit, generator, overload
 from visitkit.twin import chaos, resources
 from visitkit.cloud import cost, monitoring
-from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
+from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms
 from visitkit.predict import convergence_for_load
 from visitkit.settings import summary_line
 
 
 def summarize(data):
-    run, ledger, samples = data.run, data.ledger, data.samples
+    run, ledger, samples = data.run, audit.upgraded(data.ledger), data.samples
     load_start, load_end = analysis.load_window(data.history)
     aggregated = data.stats[-1] if data.stats and data.stats[-1]["name"] == "Aggregated" else None
     before = run.get("before", {})
@@ -147,10 +147,21 @@ def is_exact(audit_record):
 
 def visit_accounting(ledger, audit_record, before, after):
     """Each visit's fate from the exact audit (with the totals read together with the markers), or
-    the pages' totals (ambiguous 5xx and unanswered)."""
+    the pages' totals (ambiguous 5xx and unanswered; the visits that gave up, never published, counted
+    apart from the refused ones). `ledger`: as audit.upgraded reads it."""
     if is_exact(audit_record):
         return audit.exact_accounting(ledger, audit_record, before, audit_record.get("totals") or after)
-    return analysis.visit_accounting(ledger, before, after)
+    gave_up = ledger["gave_up"]  # audit.upgraded: an older ledger has none
+    if gave_up:  # never published, as refused visits: the totals read them among those, then apart
+        ledger = {**ledger, "refused": {page: (ledger.get("refused") or {}).get(page, 0) + gave_up.get(page, 0)
+                                        for page in PAGES}}
+    rows = analysis.visit_accounting(ledger, before, after)
+    for page in PAGES:
+        rows[page]["gave_up"] = gave_up.get(page, 0)
+        rows[page]["refused"] -= rows[page]["gave_up"]
+    rows["total"]["gave_up"] = sum(rows[page]["gave_up"] for page in PAGES)
+    rows["total"]["refused"] -= rows["total"]["gave_up"]
+    return rows
 
 
 def audit_figures(ledger, audit_record, shown=10):
@@ -237,6 +248,7 @@ def headline(summary):
         "convergence_s": conv["seconds_after_load"], "extra_min_per_min": conv["extra_minutes_per_minute"],
         "visits.acknowledged": visits["acknowledged"], "visits.stored": visits["stored"],
         "visits.lost": visits["lost"], "visits.duplicated": visits["duplicated"],
+        "visits.refused": visits["refused"], "visits.gave_up": visits["gave_up"],
         "visits.dead_lettered": visits.get("dead_lettered"),
     }
     machine = (summary.get("machine") or {}).get("knee")
