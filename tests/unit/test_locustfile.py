@@ -174,3 +174,13 @@ def test_the_runner_passes_no_retry_and_no_dwell_to_the_studys_runs_and_the_ttl_
     assert "readers keep each page open 60 s, re-reading its count every 10 s" in described
     with pytest.raises(runner.RunError, match="--dwell"):
         runner.LoadPlan.build("spike", dwell=-1)
+
+
+def test_a_dwell_runs_prediction_counts_the_readers_re_reads_and_its_warm_up_the_visitors():
+    from visitkit.paths import ITERATIONS_DIR
+    from visitkit.runs import runner
+
+    study = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s")
+    dwell = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", dwell=60)
+    assert (study.prediction.reads_per_visit, dwell.prediction.reads_per_visit) == (1, 7)  # 1 + 60 / 10
+    assert dwell.warm_up.users == study.warm_up.users  # the warm-up runs the study's visitors

@@ -293,9 +293,12 @@ class RunConfig:
         settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do
             load = replace(load, counter_ttl=float(settings.cache_ttl_seconds))
-        options["prediction"] = predict(settings, profile, options.get("queue_timeout", cls.queue_timeout))
+        queue_timeout = options.get("queue_timeout", cls.queue_timeout)
+        # The run's readers (the study's visitor, or readers who stay `dwell` s); the warm-up's are visitors.
+        options["prediction"] = predict(settings, profile, queue_timeout, dwell_s=load.dwell)
         if target == "local":
-            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, options["prediction"])
+            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, predict(settings, profile, queue_timeout)
+                                              if load.dwell else options["prediction"])
         return cls(iteration_dir, settings, load, target, profile=profile, **options)
 
     @property
