@@ -173,8 +173,8 @@ run "iteration_6_the_knee_for_less" {
     error_message = "Iteration 6 keeps iteration 4's instances but one store-inc-counter instance fewer."
   }
   assert {
-    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].available_memory } == { "serve-page" = "128Mi", "get-counter" = "128Mi", "inc-counter" = "256M", "store-inc-counter" = "256M" }
-    error_message = "Iteration 6 gives serve-page and get-counter the 128 MiB tier, the others the default."
+    condition     = { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].available_memory } == { "serve-page" = "128Mi", "get-counter" = "256M", "inc-counter" = "256M", "store-inc-counter" = "256M" }
+    error_message = "Iteration 6 gives serve-page the 128 MiB tier, the others the default."
   }
   assert {
     condition     = alltrue([for f in google_cloudfunctions2_function.this : f.service_config[0].max_instance_request_concurrency == 80 && f.service_config[0].available_cpu == "1" && f.service_config[0].environment_variables.SHARDS_PER_PAGE == "1000"])

@@ -277,17 +277,21 @@ def test_the_cold_start_writes_a_folder_its_loader_reads_back(tmp_path, monkeypa
                                                                                           ("get-counter", 1.0))}
     monkeypatch.setattr(coldstart, "measure", lambda functions, repetitions, requests, threads: ([
         start("no-op", 1, 200.0), start("no-op", 2, 300.0), start("get-counter", 1, 700.0),
-        start("get-counter", 2, 500.0)], origins))
+        start("get-counter", 2, 500.0)], origins, {"function": "get-counter", "memory_mb_most": 90.0, "failures": 0}))
     folder, record = coldstart.benchmark(["get-counter"], 2, 10, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "cold-start-20261123-135950" and coldstart.load(folder) == record
     assert (record["noop"]["first_2xx_ms"], list(record["functions"])) == (250.0, ["get-counter"])
     assert record["functions"]["get-counter"]["rest_ms"] == 500.0
     assert record["functions"]["get-counter"]["imports_by_origin_ms"] == origins["get-counter"]
+    assert record["reads_in_flight"]["memory_mb_most"] == 90.0
+    summary = (folder / "summary.md").read_text()
+    assert "get-counter with every request's Firestore read in flight" in summary
+    assert "at most 90.0 MiB, smallest tier with a third free 256 MiB" in summary  # 90 > 128 x 2/3
     assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 4  # every start, the medians' source
     assert benchfolder.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
     with pytest.raises(VisitkitError, match="a cold-start benchmark, not hot-path"):
         hotpath.load(folder)
     record["format"] = 1
     (folder / "benchmark.json").write_text(json.dumps(record))
-    with pytest.raises(VisitkitError, match="format 1, this kit reads 2"):
+    with pytest.raises(VisitkitError, match="format 1, this kit reads 3"):
         coldstart.load(folder)

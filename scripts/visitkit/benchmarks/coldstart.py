@@ -14,6 +14,7 @@ no-op's.
 (FORMAT), summary.md, and starts.csv (every start's figures, the medians' source).
 """
 import concurrent.futures
+import contextlib
 import csv
 import datetime
 import http.client
@@ -23,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -38,7 +40,7 @@ from visitkit.paths import ROOT
 from visitkit.twin import push
 from visitkit.twin.stack import FUNCTIONS_SOURCE, PROJECT, SUBSCRIPTION, LocalStack, function_command
 
-FORMAT = 2  # 2: each target's import time by origin
+FORMAT = 3  # 2: each target's import time by origin; 3: get-counter's memory with its reads in flight
 KIND = "cold-start"
 NOOP = "no-op"
 DEFAULT_REPETITIONS, DEFAULT_REQUESTS = 5, 1000
@@ -191,11 +193,12 @@ def import_origins(target, source, env):
     return parse_importtime(report, own)
 
 
-def one_start(target, command, env, requests, threads):
-    """One cold start of an instance: seconds to its first 2xx, its memory then and after `requests`
-    more requests over as many connections as it has threads, and how many of those were not 2xx."""
+@contextlib.contextmanager
+def started(target, command, env):
+    """An instance started as the platform starts one, once it answered a real request with a 2xx:
+    (its process, a connection to it, seconds from its start to that answer); killed at the end."""
     port = free_port()
-    started = time.monotonic()
+    begun = time.monotonic()
     server = subprocess.Popen(command(port), env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -203,20 +206,55 @@ def one_start(target, command, env, requests, threads):
         while not ok(send(connection, target)):
             if server.poll() is not None:
                 raise VisitkitError(f"{target}: its instance exited ({server.returncode}) before a 2xx answer")
-            if time.monotonic() - started > FIRST_ANSWER_TIMEOUT:
+            if time.monotonic() - begun > FIRST_ANSWER_TIMEOUT:
                 raise VisitkitError(f"{target}: no 2xx answer within {FIRST_ANSWER_TIMEOUT} s of its start")
             time.sleep(0.005)
-        first = time.monotonic() - started
-        memory_first = memory_mb(server.pid)
-        connections = [connection, *(http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-                                     for _ in range(threads - 1))]
-        failures = send_at_once(connections, target, requests)  # every thread of the instance busy
-        for each in connections:
-            each.close()
-        return first, memory_first, memory_mb(server.pid), failures
+        yield server, connection, time.monotonic() - begun
     finally:
         os.killpg(server.pid, 9)
         server.wait()
+
+
+def busy(target, connection, port, requests, threads):
+    """`requests` requests over `threads` connections at once (every thread of the instance busy);
+    how many were not 2xx."""
+    connections = [connection, *(http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                                 for _ in range(threads - 1))]
+    try:
+        return send_at_once(connections, target, requests)
+    finally:
+        for each in connections:
+            each.close()
+
+
+def one_start(target, command, env, requests, threads):
+    """One cold start of an instance: seconds to its first 2xx, its memory then and after `requests`
+    more requests over as many connections as it has threads, and how many of those were not 2xx."""
+    with started(target, command, env) as (server, connection, first):
+        memory_first = memory_mb(server.pid)
+        failures = busy(target, connection, connection.port, requests, threads)
+        return first, memory_first, memory_mb(server.pid), failures
+
+
+def reads_in_flight(command, env, requests, threads, every_s=0.01):
+    """get-counter's most memory while each of its `threads` requests waits on a Firestore read of
+    its own (no cache: CACHE_TTL_SECONDS=0), so that as many gRPC streams are open at once, sampled
+    every `every_s` while `requests` requests go; and how many were not 2xx."""
+    with started(READER_FUNCTION, command, {**env, "CACHE_TTL_SECONDS": "0"}) as (server, connection, _):
+        peak, done = [memory_mb(server.pid)], threading.Event()
+
+        def sample():
+            while not done.wait(every_s):
+                peak.append(max(peak[-1], memory_mb(server.pid)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            failures = busy(READER_FUNCTION, connection, connection.port, requests, threads)
+        finally:
+            done.set()
+            sampler.join()
+        return max(peak[-1], memory_mb(server.pid)), failures
 
 
 def settle(stack, timeout=300):
@@ -269,7 +307,13 @@ def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAU
                                "memory_mb_after": round(memory_after, 1), "failures": failures})
         origins = {target: import_origins("noop" if target == NOOP else CATALOGUE[target].entry_point, source, env)
                    for target, (_, env, source) in targets.items()}
-        return starts, origins
+        in_flight = None
+        if READER_FUNCTION in functions:
+            command, env, _ = targets[READER_FUNCTION]
+            memory, failures = reads_in_flight(command, env, requests, threads)
+            settle(stack)
+            in_flight = {"function": READER_FUNCTION, "memory_mb_most": round(memory, 1), "failures": failures}
+        return starts, origins, in_flight
     finally:
         stack.down()
 
@@ -280,7 +324,7 @@ def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEF
     returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
-        starts, origins = measure(functions, repetitions, requests, threads)
+        starts, origins, in_flight = measure(functions, repetitions, requests, threads)
         with open(folder / "starts.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, FIELDS)
             writer.writeheader()
@@ -290,7 +334,7 @@ def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEF
                    for target in dict.fromkeys(s["target"] for s in starts)}
         record = {"format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
                   "machine": benchfolder.machine(), "repetitions": repetitions, "requests": requests,
-                  "threads": threads, "noop": targets.pop(NOOP), "functions": targets}
+                  "threads": threads, "noop": targets.pop(NOOP), "functions": targets, "reads_in_flight": in_flight}
         benchfolder.write(folder, record, summary_lines(record, folder.name))
     return folder, record
 
@@ -323,6 +367,17 @@ def render(record):
     return lines
 
 
+def reads_in_flight_lines(record):
+    """The memory get-counter needs with every request's read in flight (format 3 and later)."""
+    found = record.get("reads_in_flight")
+    if not found:
+        return []
+    return [f"{found['function']} with every request's Firestore read in flight (no cache, {record['requests']:,} "
+            f"requests over {record['threads']} connections at once, so up to {record['threads']} gRPC streams open): "
+            f"at most {found['memory_mb_most']:.1f} MiB, smallest tier with a third free "
+            f"{smallest_tier(found['memory_mb_most'])} MiB; {found['failures']} of them were not 2xx."]
+
+
 def summary_lines(record, name):
     machine = record["machine"]
     failures = sum(f["failures"] for f in (*record["functions"].values(), record["noop"]))
@@ -337,4 +392,5 @@ def summary_lines(record, name):
             "and the first backend call. Memory: the largest of the instance's processes (gunicorn's master and "
             f"worker) resident, plus what the other holds alone, the {record['requests']:,} requests sent over {record['threads']} connections "
             f"at once; {failures} of them were not 2xx.", "",
+            *reads_in_flight_lines(record), "",
             f"cold start, slowest function / no-op: {slowest_over_noop(record):.2f}x"]
