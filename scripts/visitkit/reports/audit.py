@@ -24,12 +24,11 @@ A visit posted several times (--retry-visits) has one id and one marker: it coun
 stored, and its store counting it twice would show as duplicated. The outcomes are the ledger's
 (locust/ledger.py, one definition); a ledger of an older format lacks the newer ones (`upgraded`).
 """
-import importlib.util
 import time
 
 from visitkit.cloud import cost
 from visitkit.catalogue import PAGES
-from visitkit.paths import LOCUST_DIR
+from visitkit.runs.suite import locust_module
 
 FORMAT = 1
 METHODS = ("auto", "exact", "totals")
@@ -38,16 +37,7 @@ METHODS = ("auto", "exact", "totals")
 EXACT_MAX_READS = 1_000_000
 
 
-def _ledger_module():
-    """locust/ledger.py, a flat module of the Locust suite (it imports nothing of Locust's)."""
-    spec = importlib.util.spec_from_file_location("visitkit_locust_ledger", LOCUST_DIR / "ledger.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_LEDGER = _ledger_module()
-OUTCOMES = _LEDGER.OUTCOMES
+OUTCOMES = locust_module("ledger").OUTCOMES
 GAVE_UP_SINCE = 4  # the ledger format that added gave_up
 NEVER_PUBLISHED = ("refused", "gave_up")  # every answer a 4xx: nothing was published
 STEADY_WAIT_S = 60  # beyond the wait, how long the totals may keep moving before the audit takes them as they are

@@ -8,13 +8,15 @@ from visitkit.paths import LOCUST_DIR
 LOCUSTFILE = LOCUST_DIR / "locustfile.py"
 
 
-def _load_node():
-    spec = importlib.util.spec_from_file_location("visitkit_locust_node", LOCUST_DIR / "node.py")
+def locust_module(name):
+    """locust/NAME.py, a flat module of the Locust suite, loaded from the checkout (it imports nothing
+    of Locust's), so that what it defines lives once."""
+    spec = importlib.util.spec_from_file_location(f"visitkit_locust_{name}", LOCUST_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-node = _load_node()
+node = locust_module("node")
 OUTPUTS = node.OUTPUTS  # Locust option -> the file's name in a results folder
 OUTPUT_FLAGS = node.OUTPUT_FLAGS
