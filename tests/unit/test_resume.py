@@ -126,3 +126,21 @@ def test_a_failed_cloud_step_leaves_failure_json_and_says_how_to_send_it_home(tm
 def test_a_failed_local_step_leaves_no_failure_json(tmp_path):
     runner.failed(Record(tmp_path, target="local"), Step("start the stack"), RuntimeError("no emulator"))
     assert not (tmp_path / "failure.json").exists()
+
+
+def test_a_resumed_run_deploys_as_the_failed_one_decided_not_as_its_preflight_would_now():
+    first = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1")
+    first.access, first.dead_letter = "authenticated", False  # what auto and the refused grants came to
+    again = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1")
+    again.resume(json.loads(json.dumps(first.decisions)))  # through run.json
+    assert again.access == again.requested_access == "authenticated"
+    assert "-var=access=authenticated" in again.commands["destroy"]
+    assert "-var=dead_letter=false" in again.commands["destroy"]
+
+
+def test_each_finished_step_keeps_the_deployments_decisions(tmp_path):
+    state = Record(tmp_path)
+    state.target.access = "authenticated"
+    runner.finished(state, Step("preflight"))
+    assert json.loads((tmp_path / results.RUN).read_text())["decisions"] == {"access": "authenticated",
+                                                                              "dead_letter": None}

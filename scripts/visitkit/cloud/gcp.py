@@ -272,6 +272,20 @@ class GcpTarget:
                                   self.load_generator_users, self.dead_letter)
 
     @property
+    def decisions(self):
+        """What the run decided about the deployment (run.json keeps it for --resume)."""
+        return {"access": self.access, "dead_letter": self.dead_letter}
+
+    def resume(self, decisions):
+        """A resumed run deploys as the failed one decided: the same access ("auto" settled by what its
+        apply met) and dead-letter topic, whatever its preflight would decide again now."""
+        if decisions.get("access") in ("public", "authenticated"):
+            self.access = self.requested_access = decisions["access"]
+        if decisions.get("dead_letter") is False:
+            self.dead_letter = False
+        self.commands = self._terraform_commands()
+
+    @property
     def deployed_region(self):
         """The region the deployment is in (its prices in the report), once deployed."""
         return self.outputs.get("region") or self.region

@@ -904,6 +904,8 @@ def run(config, log=print):
         folder.create()
         record = None
     target = make_target(config, folder)
+    if record and hasattr(target, "resume"):
+        target.resume(record.get("decisions") or {})
     record = record or {
         "iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
         "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
@@ -926,6 +928,8 @@ def run(config, log=print):
 
 def finished(state, step):
     """Records a finished step in run.json, for --resume; a tear-down forgets the deployment's."""
+    if hasattr(state.target, "decisions"):
+        state.record["decisions"] = state.target.decisions
     done = state.record.setdefault("steps_done", [])
     if getattr(state.target, "destroy", False) and step.name == state.target.stop_step().name:
         done.clear()  # the deployment is gone: a resumed run deploys again
