@@ -28,6 +28,10 @@ class Function:
 # What only one function does: serve the page, read the counts through a cache, publish visits
 # (its 202s are the accepted ones), store them (only Pub/Sub's push reaches it, so it is not public).
 ROLE_NAMES = ("page", "reader", "publisher", "store")
+# How long a request waits for a free instance before its 429. Cloud Run documents it for a service
+# at its maximum instances ("About instance autoscaling": queued for up to 10 seconds, then 429); HAProxy
+# keeps one queue per function, first in first out, and the documentation gives no order.
+QUEUE_TIMEOUT_S = 10.0
 
 
 def roles(functions):

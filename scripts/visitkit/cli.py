@@ -219,7 +219,7 @@ def predict_command(args):
 
 def parser():
     from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath as store_path
-    from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
+    from visitkit.catalogue import QUEUE_TIMEOUT_S
     from visitkit.runs.runner import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)

@@ -42,9 +42,8 @@ machine comes there instead (`machine_*` figures).
 import math
 from dataclasses import asdict, dataclass, replace
 
-from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, READER_FUNCTION
+from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, QUEUE_TIMEOUT_S, READER_FUNCTION
 from visitkit.errors import VisitkitError
-from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page

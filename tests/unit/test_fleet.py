@@ -9,7 +9,7 @@ from visitkit.cloud import fleet as fleets
 from visitkit.runs import runner
 from visitkit.errors import GcpError
 from visitkit.reports.results import ResultsFolder
-from visitkit.runs.steps import run_steps
+from visitkit.steps import run_steps
 from visitkit.runs.targets import UrlTarget
 from fakes import FakeClock
 

@@ -7,12 +7,13 @@ import subprocess
 import pytest
 
 from visitkit.cloud import cost, gcp, monitoring
-from visitkit.runs import runner, settle
+from visitkit import settle
+from visitkit.runs import runner
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.cloud.idtoken import IdTokens, audience_of
 from visitkit.paths import ROOT
 from visitkit.settings import load_settings
-from visitkit.runs.steps import run_steps
+from visitkit.steps import run_steps
 from fakes import FakeClock
 
 ITERATION_1 = ROOT / "iterations" / "iteration-1"

@@ -2,7 +2,8 @@
 import pytest
 
 from visitkit.reports import analysis, generator, report
-from visitkit.runs import runner, suite
+from visitkit import suite
+from visitkit.runs import runner
 
 
 def rows(process, cpu, lag=1.0, start=100.0, users=10):

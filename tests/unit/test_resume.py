@@ -11,7 +11,7 @@ from visitkit.errors import RunError
 from visitkit.paths import ROOT
 from visitkit.reports import results
 from visitkit.runs import runner
-from visitkit.runs.steps import Step, run_steps
+from visitkit.steps import Step, run_steps
 from visitkit.settings import load_settings
 
 ITERATION_1 = ROOT / "iterations" / "iteration-1"

@@ -26,8 +26,7 @@ from pathlib import Path
 
 from visitkit.benchmarks import benchfolder, profiling
 from visitkit.twin import haproxy, resources
-from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
-from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
+from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION, QUEUE_TIMEOUT_S
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
 from visitkit.predict import PUBLIC

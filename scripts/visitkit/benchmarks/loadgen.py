@@ -19,7 +19,7 @@ from pathlib import Path
 from visitkit.benchmarks import benchfolder
 from visitkit.cloud import fleet as fleets
 from visitkit.reports import results
-from visitkit.runs import suite
+from visitkit import suite
 from visitkit.errors import VisitkitError
 from visitkit.benchmarks.hotpath import NOOP_SOURCE
 from visitkit.net import free_port, http_status, wait_until

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 from visitkit.cloud import cost, firstrun
-from visitkit.reports import results
 from visitkit.catalogue import CATALOGUE
 from visitkit.errors import GcpError
 from visitkit.cloud.gcp import parse_outputs, run_command
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
+from visitkit.suite import RUN_CONF
 
 LOADGEN_DIR = INFRA_DIR / "loadgen"
 STAGE_ROOT = ROOT / "build" / "fleet"
@@ -166,7 +166,7 @@ class Fleet:
         if load.stages and Path(load.stages).is_file():
             shutil.copy(load.stages, self.stage_dir / "stages.csv")
             stages = "stages.csv"  # the master starts in the run folder
-        (self.stage_dir / results.RUN_CONF).write_text(load.run_conf(base_url, self.locust_args, stages))
+        (self.stage_dir / RUN_CONF).write_text(load.run_conf(base_url, self.locust_args, stages))
         (self.stage_dir / "requirements.txt").write_text("\n".join(pins) + "\n")
         return self.stage_dir
 

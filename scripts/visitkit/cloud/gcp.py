@@ -32,8 +32,8 @@ from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBL
 from visitkit.errors import GcpError
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
-from visitkit.runs.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
-from visitkit.runs.steps import Step
+from visitkit.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
+from visitkit.steps import Step
 
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5

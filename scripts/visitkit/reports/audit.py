@@ -28,7 +28,7 @@ import time
 
 from visitkit.cloud import cost
 from visitkit.catalogue import PAGES
-from visitkit.runs.suite import locust_module
+from visitkit.suite import locust_module
 
 FORMAT = 1
 METHODS = ("auto", "exact", "totals")

@@ -16,7 +16,7 @@ from visitkit.cloud import monitoring
 from visitkit.reports import analysis
 from visitkit.errors import RunError, SettingsError
 from visitkit.settings import parse_settings
-from visitkit.runs.suite import OUTPUTS
+from visitkit.suite import OUTPUTS, RUN_CONF
 
 FORMAT_VERSION = 2
 RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"
@@ -25,7 +25,6 @@ LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = OUTPUTS["--csv"], OUTPUTS["--html"], OU
 LEDGER, HEALTH, PER_SECOND = OUTPUTS["--ledger-file"], OUTPUTS["--health-file"], OUTPUTS["--per-second-file"]
 STATS, HISTORY, FAILURES = (f"{LOCUST_PREFIX}_{kind}.csv" for kind in ("stats", "stats_history", "failures"))
 SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
-RUN_CONF = "run.conf"  # a distributed run's Locust options, as its master and workers read them
 STACK = "stack"  # the local stack's state folder: its logs and HAProxy configuration
 # The plots beside the report, by what they show (gcp: the platform's metrics, a Google Cloud run's only).
 PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "resources": "resources.png"}

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from visitkit.reports import analysis, audit, publish, results
-from visitkit.runs import settle, suite
+from visitkit import settle, suite
 from visitkit.twin.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
 from visitkit.formatting import percent
-from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
+from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.runs.progress import Progress
@@ -33,7 +33,7 @@ from visitkit.predict import PAGE_REFRESH_SECONDS, figure_to_measure, predict
 from visitkit.twin.profile import load_profile
 from visitkit.settings import DEPLOYED_ACCESS_MODES, check_invokers, load_settings
 from visitkit.reports.summary import headline_table, model_for_load
-from visitkit.runs.steps import Step, plan_lines, run_steps
+from visitkit.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
 NODE = LOCUST_DIR / "node.py"

@@ -16,9 +16,8 @@ import time
 import urllib.request
 
 from visitkit.twin import push, resources
-from visitkit.catalogue import CATALOGUE, PAGES, READER_FUNCTION, stored_visits
-from visitkit.twin.haproxy import QUEUE_TIMEOUT_S
-from visitkit.runs.steps import Step
+from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, stored_visits
+from visitkit.steps import Step
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
               "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "

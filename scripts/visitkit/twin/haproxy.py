@@ -7,12 +7,8 @@ import io
 import re
 import socket
 
-from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION
+from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION, QUEUE_TIMEOUT_S
 
-# How long a request waits for a free instance before its 429. Cloud Run documents it for a service
-# at its maximum instances ("About instance autoscaling": queued for up to 10 seconds, then 429); HAProxy
-# keeps one queue per function, first in first out, and the documentation gives no order.
-QUEUE_TIMEOUT_S = 10.0
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
 TOO_MANY_REQUESTS = (

@@ -20,3 +20,4 @@ def locust_module(name):
 node = locust_module("node")
 OUTPUTS = node.OUTPUTS  # Locust option -> the file's name in a results folder
 OUTPUT_FLAGS = node.OUTPUT_FLAGS
+RUN_CONF = "run.conf"  # a distributed run's Locust options, as its master and workers read them
