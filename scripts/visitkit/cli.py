@@ -161,7 +161,7 @@ def docs_command(args):
 
 
 def predict_command(args):
-    from visitkit import predict
+    from visitkit.model import capacity
     from visitkit.twin.profile import load_profile, write_profile
     from visitkit.settings import load_settings
 
@@ -170,35 +170,35 @@ def predict_command(args):
         return 0
     settings = load_settings(args.iteration)
     profile = load_profile(args.profile)
-    prediction = predict.predict(settings, profile, args.queue_timeout, args.minutes, dwell_s=args.dwell)
-    print("\n".join(predict.report_lines(prediction, settings)))
+    prediction = capacity.predict(settings, profile, args.queue_timeout, args.minutes, dwell_s=args.dwell)
+    print("\n".join(capacity.report_lines(prediction, settings)))
     if args.ramp is not None:
-        ramp = predict.breakpoint_convergence(prediction.as_dict(), args.ramp, args.minutes)
+        ramp = capacity.breakpoint_convergence(prediction.as_dict(), args.ramp, args.minutes)
         print(f"a breakpoint at +{args.ramp:g} users/s for {args.minutes:g} min: {ramp['backlog_at_end']:,.0f} visits "
               f"left at its end, stored {ramp['seconds_after_load'] / 60:.1f} min after it: "
               f"{ramp['extra_min_per_min']:.2f} extra minutes per minute of load")
     if args.fleet is not None:
         from visitkit.benchmarks import loadgen
+        from visitkit.model.fleet import fleet_lines, fleet_plan
 
         folder, record = loadgen.chosen(args.loadgen)
-        print("\n".join(loadgen.fleet_lines(loadgen.fleet_plan(args.fleet, args.worker_type, args.region, record),
-                                            folder)))
+        print("\n".join(fleet_lines(fleet_plan(args.fleet, args.worker_type, args.region, record), folder)))
     if args.cost_per_million:
-        from visitkit.cloud import cost
+        from visitkit.model import cost
 
         for region in cost.PER_MILLION_REGIONS:
-            knee_visits, found = predict.cost_per_million(settings, prediction, cost.load_prices(), region)
+            knee_visits, found = capacity.cost_per_million(settings, prediction, cost.load_prices(), region)
             parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
             print(f"cost per million visits in {region} (Cloud Run Tier {found['tier']}), at the knee's "
                   f"{knee_visits:,.0f} visits/s: {found['total']:,.2f} {found['currency']} ({parts}; instances packed "
                   f"to their concurrency, profile {prediction.profile}, list prices of {found['as_of']})")
     if args.cost_at is not None:
-        from visitkit.cloud import cost
+        from visitkit.model import cost
 
         prices = cost.load_prices()
         counter_requests = args.cost_at * prediction.reads_per_visit
         estimate = cost.hourly_at(settings, args.cost_at, prices, args.region,
-                                  get_counter_reads_per_s=predict.counter_reads_per_s(settings, counter_requests),
+                                  get_counter_reads_per_s=capacity.counter_reads_per_s(settings, counter_requests),
                                   get_counter_requests_per_visit=prediction.reads_per_visit)
         print(f"cost of one hour at {args.cost_at:g} visits/s in {args.region} (Cloud Run Tier {estimate['tier']}; an "
               f"upper bound from list prices of {estimate['as_of']}: every instance billed all hour, no free tier):")
@@ -211,9 +211,9 @@ def predict_command(args):
             print(f"min_instances kept warm without a request: {total:,.2f} {estimate['currency']} per hour ("
                   + ", ".join(f"{name} {n} x {usd / n:,.3f}" for name, n, usd in idle) + ")")
     if args.hold is not None:
-        from visitkit.cloud import cost
+        from visitkit.model import cost
 
-        print("\n".join(predict.hold_lines(settings, profile, args.hold, args.dwell, cost.load_prices(), args.region)))
+        print("\n".join(capacity.hold_lines(settings, profile, args.hold, args.dwell, cost.load_prices(), args.region)))
     return 0
 
 

@@ -17,7 +17,7 @@ from conftest import running_stack
 from helpers import settle
 
 from visitkit.catalogue import stored_visits
-from visitkit.predict import predict
+from visitkit.model.capacity import predict
 from visitkit.reports import analysis, audit, report, results
 from visitkit.reports.summary import audit_figures, visit_accounting
 from visitkit.runs import runner

@@ -139,7 +139,7 @@ def test_duration_beats_a_duration_in_the_shape_settings(sandbox):
 def test_the_warm_up_holds_60_percent_of_the_knee_on_this_machine():
     from visitkit.runs import runner
     from visitkit.errors import RunError
-    from visitkit.predict import predict
+    from visitkit.model.capacity import predict
     from visitkit.twin.profile import load_profile
     from visitkit.settings import load_settings
 

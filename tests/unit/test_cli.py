@@ -4,9 +4,9 @@ from pathlib import Path
 
 from visitkit.benchmarks import benchfolder, hotpath, loadgen
 from visitkit.cli import main
-from visitkit.cloud.cost import billed_reads_per_query
+from visitkit.model.cost import billed_reads_per_query
 from visitkit.paths import ITERATIONS_DIR
-from visitkit.predict import counter_reads_per_s
+from visitkit.model.capacity import counter_reads_per_s
 from visitkit.settings import load_settings
 
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from visitkit.cloud import cost
+from visitkit.model import cost
 from visitkit.errors import VisitkitError
 from visitkit.paths import FUNCTIONS_DIR, ROOT
 from visitkit.settings import parse_settings

@@ -223,7 +223,7 @@ def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_bre
     import json
     import shutil
 
-    from visitkit import predict
+    from visitkit.model import capacity
     from visitkit.paths import ROOT
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
@@ -234,8 +234,8 @@ def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_bre
         shutil.copy(ROOT / "iterations" / name / "settings.tfvars.json", tmp_path / name)
         (tmp_path / name / "study.json").write_text(json.dumps(study))
     rows = docs.study_convergence_table(tmp_path, None, "study").splitlines()
-    model = predict.breakpoint_convergence(
-        predict.predict(load_settings(tmp_path / "iteration-1"), load_profile("study")).as_dict(), 1, 15)
+    model = capacity.breakpoint_convergence(
+        capacity.predict(load_settings(tmp_path / "iteration-1"), load_profile("study")).as_dict(), 1, 15)
     assert len(rows) == 3 and rows[2].startswith("| iteration-1 | 15 min | an hour | ")
     assert rows[2].endswith(f"4.00 / {model['extra_min_per_min']:.2f} ({model['extra_min_per_min'] / 4 - 1:+.0%}) |")
 
@@ -252,7 +252,7 @@ def test_the_cost_table_has_a_logging_column_that_sums_with_the_rest():
 
 
 def test_what_iteration_5_holds_is_written_from_the_plan():
-    from visitkit import predict
+    from visitkit.model import capacity
     from visitkit.paths import ROOT
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
@@ -260,8 +260,8 @@ def test_what_iteration_5_holds_is_written_from_the_plan():
     iteration = ROOT / "iterations" / "iteration-5"
     settings, profile = load_settings(iteration), load_profile("study")
     text = " ".join(docs.hold_text(iteration, None, "study 10000 60 us-central1").split())
-    knee = predict.predict(settings, profile, dwell_s=60).knee_visits_per_s
-    needed = predict.instances_to_hold(settings, profile, 10_000, 60)["get-counter"]
+    knee = capacity.predict(settings, profile, dwell_s=60).knee_visits_per_s
+    needed = capacity.instances_to_hold(settings, profile, 10_000, 60)["get-counter"]
     assert f"these settings hold **{knee:,.0f} visits/s**, {knee / 10_000:.0%} of 10,000" in text
     assert f"get-counter needs **{needed} instances** (20 now)" in text
     assert "the largest item is Cloud Logging" in text
@@ -279,14 +279,13 @@ def test_a_judgement_about_the_cpu_target_follows_the_figures():
 
 
 def test_the_cost_items_are_ranked_as_they_are_priced():
-    from visitkit import predict
-    from visitkit.cloud import cost
+    from visitkit.model import capacity, cost
     from visitkit.paths import ROOT
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
     settings = load_settings(ROOT / "iterations" / "iteration-4")
-    _, found = predict.cost_per_million(settings, predict.predict(settings, load_profile("study")), cost.load_prices(),
+    _, found = capacity.cost_per_million(settings, capacity.predict(settings, load_profile("study")), cost.load_prices(),
                                         "us-central1")
     ranked = sorted(cost.by_service(found).items(), key=lambda pair: -pair[1])
     text = " ".join(docs.cost_items(ROOT / "iterations", None, "study iteration-4").split())

@@ -8,6 +8,7 @@ import pytest
 from visitkit.cloud import fleet as fleets
 from visitkit.runs import runner
 from visitkit.errors import GcpError
+from visitkit.model.fleet import hourly_cost, nat_ports
 from visitkit.reports.results import ResultsFolder
 from visitkit.steps import run_steps
 from visitkit.runs.targets import UrlTarget
@@ -67,9 +68,9 @@ def test_the_fleet_runs_one_locust_worker_per_vcpu_and_costs_its_vms_and_nat():
     fleet = fleets.Fleet("p", "us-central1", 10, "e2-standard-8")
     assert fleet.processes == 8 and fleet.expect_workers == 80
     # 10 x e2-standard-8 + an e2-standard-2 master, and NAT for 11 VMs, in us-central1 (prices.json)
-    assert fleets.hourly_cost(10, "e2-standard-8", "us-central1") == pytest.approx(
+    assert hourly_cost(10, "e2-standard-8", "us-central1") == pytest.approx(
         10 * 0.26804568 + 0.06701142 + 11 * 0.0014)
-    assert fleets.hourly_cost(40, "e2-standard-4", "us-central1") == pytest.approx(
+    assert hourly_cost(40, "e2-standard-4", "us-central1") == pytest.approx(
         40 * 0.13402284 + 0.06701142 + 0.044)  # NAT's hourly price stops growing above 32 VMs
     with pytest.raises(GcpError, match="does not know machine type"):
         fleets.Fleet("p", "us-central1", 1, "m9-huge-1")
@@ -174,7 +175,7 @@ def test_nat_gives_each_vm_a_port_per_planned_user_connection_and_half_again():
     record = {"planned_cpu": 0.7, "planning_scenario": "study",
               "scenarios": [{"name": "study", "users": 2000, "rps": 1500, "requests_per_core_second": 3000}]}
     # 3,000 x 0.7 requests/s per process, 4/3 users per request/s: 2,800 users per process
-    assert fleets.nat_ports(4, record) == 32768  # 1.5 x 11,200 = 16,800, rounded up to a power of two
-    assert fleets.nat_ports(64, record) == 65536 and fleets.nat_ports(1, {**record, "planned_cpu": 0.01}) == 1024
+    assert nat_ports(4, record) == 32768  # 1.5 x 11,200 = 16,800, rounded up to a power of two
+    assert nat_ports(64, record) == 65536 and nat_ports(1, {**record, "planned_cpu": 0.01}) == 1024
     fleet = fleets.Fleet("p", "us-central1", 2, "e2-standard-8")
     assert f"-var=nat_min_ports_per_vm={fleet.nat_ports}" in fleet.commands()["apply"]

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from visitkit.cloud import cost, gcp, monitoring
+from visitkit.cloud import gcp, monitoring
+from visitkit.model import cost
 from visitkit import settle
 from visitkit.runs import runner
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals

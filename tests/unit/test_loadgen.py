@@ -1,4 +1,4 @@
-"""Sizing a Locust fleet (visitkit.benchmarks.loadgen) from a benchmark's files (pure logic)."""
+"""Sizing a Locust fleet (visitkit.benchmarks.loadgen, visitkit.model.fleet) from a benchmark's files (pure logic)."""
 import datetime
 import json
 
@@ -6,6 +6,7 @@ import pytest
 
 from visitkit.benchmarks import benchfolder, loadgen
 from visitkit.errors import VisitkitError
+from visitkit.model.fleet import fleet_lines, fleet_plan, planning
 
 
 def write_scenario(folder, name, users, rps, cpu, seconds=20, spawned_at=5):
@@ -30,13 +31,13 @@ def test_a_fleet_is_sized_by_the_planning_scenario_at_70_percent_of_a_core():
     record = {"planned_cpu": 0.7, "planning_scenario": "study-visitor",
               "scenarios": [{"name": "flat-out", "requests_per_core_second": 6000},
                             {"name": "study-visitor", "requests_per_core_second": 3000}]}
-    plan = loadgen.fleet_plan(10000, "e2-standard-4", "us-central1", record)
+    plan = fleet_plan(10000, "e2-standard-4", "us-central1", record)
     # 30,000 requests/s over 2,100 per process: 15 processes, 4 per e2-standard-4
     assert (plan["rps"], plan["processes"], plan["worker_vms"]) == (30000, 15, 4)
     assert plan["usd_per_hour"] == pytest.approx(4 * 0.13402284 + 0.06701142 + 5 * 0.0014)
-    assert "--workers 4" in loadgen.fleet_lines(plan, "benchmarks/loadgen-x")[-1]
+    assert "--workers 4" in fleet_lines(plan, "benchmarks/loadgen-x")[-1]
     with pytest.raises(VisitkitError):
-        loadgen.fleet_plan(0, record=record)
+        fleet_plan(0, record=record)
 
 
 def test_the_latest_benchmark_is_read_and_its_format_checked(tmp_path):
@@ -51,8 +52,8 @@ def test_the_latest_benchmark_is_read_and_its_format_checked(tmp_path):
 
 def test_the_committed_benchmark_reads_and_sizes_a_fleet():
     folder, record = loadgen.latest()
-    assert loadgen.planning(record)["requests_per_core_second"] > 0
-    assert loadgen.fleet_plan(1000, record=record)["worker_vms"] >= 1
+    assert planning(record)["requests_per_core_second"] > 0
+    assert fleet_plan(1000, record=record)["worker_vms"] >= 1
 
 
 def test_the_committed_benchmark_renders_its_table():

@@ -2,7 +2,7 @@
 import pytest
 
 from visitkit.paths import ROOT
-from visitkit.predict import breakpoint_convergence, convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
+from visitkit.model.capacity import breakpoint_convergence, convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
 from visitkit.twin.profile import Profile
 from visitkit.settings import parse_settings
 
@@ -81,7 +81,7 @@ def test_the_printout_has_a_knee_line():
 def test_an_instance_serves_no_more_than_its_vcpus_allow():
     """Iteration 4 by hand: 80 requests at once on 1 vCPU. inc-counter's wait allows 80 / 37 ms = 2,162
     requests/s per instance, its CPU (1.3 ms each) only 1,000 / 1.3 = 769: the CPU binds."""
-    from visitkit.predict import predict
+    from visitkit.model.capacity import predict
     from visitkit.twin.profile import load_profile
     from visitkit.settings import load_settings
 
@@ -193,7 +193,7 @@ def test_a_run_waits_for_its_counters_at_least_twice_what_the_model_says_its_loa
 
 
 def test_a_visit_reads_the_count_once_then_once_each_refresh_or_ttl_while_it_stays_open():
-    from visitkit.predict import PAGE_REFRESH_SECONDS, reads_per_visit
+    from visitkit.model.capacity import PAGE_REFRESH_SECONDS, reads_per_visit
 
     assert PAGE_REFRESH_SECONDS == 5
     assert reads_per_visit(settings(), 0) == 1  # the study's visitor
@@ -209,7 +209,7 @@ def test_the_interval_the_model_assumes_is_the_pages(monkeypatch):
     import importlib
 
     import serve_page
-    from visitkit.predict import reread_interval
+    from visitkit.model.capacity import reread_interval
 
     try:
         for ttl in (0, 3, 10):
@@ -252,7 +252,7 @@ def test_the_instances_a_rate_needs_are_its_requests_over_one_instances_rate():
     """100 visits/s of readers who stay 200 s (21 reads a visit), iteration 3's functions by hand: get-counter
     2,100 requests/s at 463 per instance -> 5; serve-page 100 at 50 -> 2 (as set); inc-counter 100 at 27.03 -> 4;
     store-inc-counter 100 deliveries at 1 / 0.130 = 7.69 -> 13 (100 x 0.130 exactly, no 14th for rounding)."""
-    from visitkit.predict import hold_plan, instances_to_hold
+    from visitkit.model.capacity import hold_plan, instances_to_hold
 
     iteration_3 = settings(ttl=10, store_instances=4)
     assert instances_to_hold(iteration_3, STUDY_TIMES, 100, 200) == {
@@ -268,7 +268,7 @@ def test_the_instances_a_rate_needs_are_its_requests_over_one_instances_rate():
 def test_iteration_5_needs_53_get_counter_instances_for_10000_visits_of_a_minute():
     """7 reads a visit (every 10 s for 60 s): 70,000 requests/s at 1,000 / 0.75 ms = 1,333 per instance on 1 vCPU
     -> 52.5, so 53; the other functions hold 10,000 visits/s as set."""
-    from visitkit.predict import hold_plan
+    from visitkit.model.capacity import hold_plan
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 

@@ -29,7 +29,7 @@ from visitkit.twin import haproxy, resources
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION, QUEUE_TIMEOUT_S
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
-from visitkit.predict import PUBLIC
+from visitkit.model.capacity import PUBLIC
 from visitkit.settings import parse_settings
 from visitkit.twin.stack import LocalStack
 

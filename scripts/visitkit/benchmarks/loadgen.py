@@ -5,11 +5,10 @@ own CPU, measured here, and what a planned rate of visits then needs on Google C
 fleet's VMs) against a no-op functions-framework function on this machine, reads the worker's
 CPU every second (health.csv) and Locust's exact per-second counts, and writes a results folder
 under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json (FORMAT), summary.md, and each scenario's
-health.csv and per_second.csv. `fleet_plan(...)` reads the latest such folder.
+health.csv and per_second.csv. visitkit.model.fleet sizes a fleet from such a folder's record.
 """
 import csv
 import datetime
-import math
 import os
 import subprocess
 import sys
@@ -17,18 +16,16 @@ import tempfile
 from pathlib import Path
 
 from visitkit.benchmarks import benchfolder
-from visitkit.cloud import fleet as fleets
 from visitkit.reports import results
 from visitkit import suite
 from visitkit.errors import VisitkitError
 from visitkit.benchmarks.hotpath import NOOP_SOURCE
+from visitkit.model.fleet import PLANNED_CPU, planning
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import ROOT
 
 FORMAT = 1
 KIND = "loadgen"
-PLANNED_CPU = 0.7  # plan each worker process at 70 % of a core: headroom under Locust's 90 % warning
-REQUESTS_PER_VISIT = 3  # the study's visitor: the page, the visit, the counter
 NOOP_THREADS = 16
 DEFAULT_SECONDS = 40
 # Flat out, as Locust's own documentation measures; and the study's visitor as a fleet runs it: a
@@ -129,17 +126,6 @@ def locust_version():
     return importlib.metadata.version("locust")
 
 
-def planning(record):
-    """The scenario a fleet is sized by."""
-    return next(item for item in record["scenarios"] if item["name"] == record["planning_scenario"])
-
-
-def planned_users(record):
-    """Users of the study's visitor one worker process carries at its planned load."""
-    plan = planning(record)
-    return plan["requests_per_core_second"] * record["planned_cpu"] * plan["users"] / plan["rps"]
-
-
 def load(folder):
     return benchfolder.load(folder, KIND, FORMAT)
 
@@ -188,35 +174,3 @@ def chosen(folder=None, out_root=benchfolder.BENCHMARKS_DIR):
         return latest(out_root)
     path = Path(folder) if Path(folder).exists() else Path(out_root) / folder
     return path, load(path)
-
-
-def fleet_plan(visits_per_s, worker_type=fleets.DEFAULT_WORKER_TYPE, region=None, record=None, prices=None):
-    """What `visits_per_s` visits a second need: Locust worker processes, worker VMs of `worker_type`
-    (one process per vCPU), the fleet's cost per hour."""
-    if visits_per_s <= 0:
-        raise VisitkitError("--fleet needs a rate of visits above 0")
-    region = region or fleets.cost.DEFAULT_REGION
-    rps = visits_per_s * REQUESTS_PER_VISIT
-    per_process = planning(record)["requests_per_core_second"] * record["planned_cpu"]
-    processes = math.ceil(rps / per_process)
-    vcpus = fleets.machine(worker_type, prices)["vcpus"]
-    vms = math.ceil(processes / vcpus)
-    return {"visits_per_s": visits_per_s, "rps": rps, "per_process_rps": per_process, "processes": processes,
-            "worker_type": worker_type, "vcpus": vcpus, "worker_vms": vms, "region": region,
-            "usd_per_hour": fleets.hourly_cost(vms, worker_type, region, prices)}
-
-
-def fleet_lines(plan, folder):
-    folder = Path(folder).resolve()
-    shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder  # benchmarks/... or elsewhere
-    return [f"a Locust fleet for {plan['visits_per_s']:,g} visits/s ({plan['rps']:,.0f} requests/s, "
-            f"{REQUESTS_PER_VISIT} per visit):",
-            f"  one worker process sends {plan['per_process_rps']:,.0f} requests/s at {PLANNED_CPU:.0%} of a core "
-            f"({shown}, measured on this kit's machines; a cloud vCPU is a hyperthread, so check the run's Load "
-            "generator section)",
-            f"  {plan['processes']} worker processes = {plan['worker_vms']} x {plan['worker_type']} "
-            f"({plan['vcpus']} vCPUs each) and a master {fleets.MASTER_TYPE}, in {plan['region']}",
-            f"  about {plan['usd_per_hour']:.2f} USD per hour (VMs and the NAT gateway at list prices; "
-            "scripts/visitkit/cloud/prices.json)",
-            f"  run it: scripts/run-iteration ITERATION --target gcp --project P --workers {plan['worker_vms']}"
-            + (f" --worker-type {plan['worker_type']}" if plan['worker_type'] != fleets.DEFAULT_WORKER_TYPE else "")]

@@ -1,1 +1,1 @@
-"""Google Cloud: the deployment target, its preflight and first apply, credentials and ID tokens, Cloud Monitoring, the Locust fleet and list prices."""
+"""Google Cloud: the deployment target, its preflight and first apply, credentials and ID tokens, Cloud Monitoring and the Locust fleet."""

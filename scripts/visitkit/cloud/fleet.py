@@ -13,23 +13,22 @@ process per vCPU. The run's files go up through a bucket and its results come ba
 Every command, the bucket and the clock can be injected, so tests never reach Google.
 """
 import json
-import math
 import re
 import shutil
 import time
 from pathlib import Path
 
-from visitkit.cloud import cost, firstrun
+from visitkit.cloud import firstrun
 from visitkit.catalogue import CATALOGUE
 from visitkit.errors import GcpError
 from visitkit.cloud.gcp import parse_outputs, run_command
+from visitkit.model import cost
+from visitkit.model.fleet import DEFAULT_WORKER_TYPE, MASTER_TYPE, hourly_cost, machine, nat_ports
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.suite import RUN_CONF
 
 LOADGEN_DIR = INFRA_DIR / "loadgen"
 STAGE_ROOT = ROOT / "build" / "fleet"
-DEFAULT_WORKER_TYPE = "e2-standard-4"  # infra/loadgen/variables.tf's default
-MASTER_TYPE = "e2-standard-2"  # infra/loadgen/variables.tf's default
 BOOT_ALLOWANCE_S = 900  # VMs boot, install Python's venv and Locust, connect (node.py waits 600 s for them)
 POLL_S = 15
 # The suite imports these of the kit (ID tokens on an authenticated deployment), by their paths in it.
@@ -39,43 +38,6 @@ SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs r
 PROGRESS_EVERY_S = 60
 LOGS_DIR = "fleet-logs"  # in the results folder: the VMs' boot and Locust logs (not committed)
 LOGS_WAIT_S = 60  # workers upload their logs once their master has quit them
-# Each user keeps a connection of its own to one Google front end, and Cloud NAT gives each
-# connection to one destination a port of its own: room for a VM's planned users, and half again.
-NAT_HEADROOM = 1.5
-NAT_PORTS_RANGE = (1024, 65536)
-
-
-def machine(worker_type, prices=None):
-    """The price list's entry for a machine type (vCPUs, USD per hour by region)."""
-    machines = (prices or cost.load_prices())["compute_engine"]["machines"]
-    if worker_type not in machines:
-        raise GcpError(f"scripts/visitkit/cloud/prices.json does not know machine type {worker_type!r} (it knows "
-                       f"{', '.join(machines)}): add its vCPUs and prices from the source it names")
-    return machines[worker_type]
-
-
-def hourly_cost(workers, worker_type, region, prices=None):
-    """USD per hour of the fleet: its VMs and its NAT gateway (data processed through NAT apart)."""
-    prices = prices or cost.load_prices()
-    worker, master = machine(worker_type, prices), machine(MASTER_TYPE, prices)
-    try:
-        vms = workers * worker["usd_per_hour"][region] + master["usd_per_hour"][region]
-    except KeyError:
-        raise GcpError(f"scripts/visitkit/cloud/prices.json has no Compute Engine prices for region {region}") from None
-    nat = prices["cloud_nat"]
-    count = workers + 1
-    nat_hourly = (count * nat["usd_per_vm_hour"] if count <= nat["vms_billed_at_most"] else nat["usd_per_hour_above"])
-    return vms + nat_hourly
-
-
-def nat_ports(processes, record):
-    """Cloud NAT ports per VM for `processes` Locust workers at the benchmark's planned load (a
-    power of two: Google rounds the figure up to one anyway)."""
-    from visitkit.benchmarks.loadgen import planned_users
-
-    needed = NAT_HEADROOM * processes * planned_users(record)
-    low, high = NAT_PORTS_RANGE
-    return min(high, max(low, 2 ** math.ceil(math.log2(needed))))
 
 
 def suite_pins(requirements=ROOT / "requirements-cloud.txt"):

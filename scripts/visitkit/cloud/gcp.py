@@ -25,11 +25,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from visitkit.cloud import cost, firstrun, monitoring, preflight
+from visitkit.cloud import firstrun, monitoring, preflight
 from visitkit.cloud.failures import CommandFailed
 from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBLIC_PATHS, PUBLISHER_FUNCTION,
                                 PUSH_FUNCTION, READER_FUNCTION, stored_totals, stored_visits)
 from visitkit.errors import GcpError
+from visitkit.model import cost
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
 from visitkit.settle import STORED_TIMEOUT_SECONDS, wait_until_stored

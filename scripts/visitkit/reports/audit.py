@@ -26,7 +26,7 @@ stored, and its store counting it twice would show as duplicated. The outcomes a
 """
 import time
 
-from visitkit.cloud import cost
+from visitkit.model import cost
 from visitkit.catalogue import PAGES
 from visitkit.suite import locust_module
 

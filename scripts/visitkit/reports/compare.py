@@ -4,7 +4,7 @@ from pathlib import Path
 from visitkit.reports import results
 from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 from visitkit.formatting import fmt, percent
-from visitkit.predict import figure_to_measure
+from visitkit.model.capacity import figure_to_measure
 
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),

@@ -282,11 +282,10 @@ def predict_output(iteration, _link, arguments):
 
 
 def cost_table(iterations_dir, _link, arguments):
-    """What a million visits cost in each iteration at its knee on Google Cloud (predict.cost_per_million), in
+    """What a million visits cost in each iteration at its knee on Google Cloud (capacity.cost_per_million), in
     each of cost.PER_MILLION_REGIONS; arguments: the profile whose service times apply, then the iterations
     to show (default: all of them)."""
-    from visitkit import predict
-    from visitkit.cloud import cost
+    from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
@@ -300,10 +299,10 @@ def cost_table(iterations_dir, _link, arguments):
         if chosen and iteration.name not in chosen:
             continue
         settings = load_settings(iteration)
-        prediction = predict.predict(settings, load_profile(profile))
+        prediction = capacity.predict(settings, load_profile(profile))
         cells = []
         for region in cost.PER_MILLION_REGIONS:
-            knee_visits, found = predict.cost_per_million(settings, prediction, prices, region)
+            knee_visits, found = capacity.cost_per_million(settings, prediction, prices, region)
             split = cost.by_service(found)
             cells.append(f"{found['total']:,.2f} ({' / '.join(f'{split.get(service, 0.0):,.2f}' for service in cost.SERVICES)})")
         rows.append(f"| {iteration.name} | {knee_visits:,.0f} | " + " | ".join(cells) + " |")
@@ -323,7 +322,7 @@ def largest_first(split, currency="USD"):
 
 def visit_logging_text(requests, prices):
     """What one visit's requests and its push delivery leave in Cloud Logging, and what a million visits' cost."""
-    from visitkit.cloud import cost
+    from visitkit.model import cost
 
     logged = cost.log_entries(requests, 1)
     return (f"a request log entry for each of its {requests} requests ({cost.REQUEST_LOG_ENTRY_BYTES:,} "
@@ -333,22 +332,21 @@ def visit_logging_text(requests, prices):
 
 
 def cost_items(iterations_dir, _link, arguments):
-    """One iteration's cost per million visits at its knee (predict.cost_per_million) item by item, largest first, in
+    """One iteration's cost per million visits at its knee (capacity.cost_per_million) item by item, largest first, in
     each of cost.PER_MILLION_REGIONS, and what a visit costs whatever the settings; arguments: PROFILE ITERATION."""
-    from visitkit import predict
-    from visitkit.cloud import cost
+    from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
     profile, name = arguments.split()
     settings = load_settings(iterations_dir / name)
-    prediction, prices = predict.predict(settings, load_profile(profile)), cost.load_prices()
+    prediction, prices = capacity.predict(settings, load_profile(profile)), cost.load_prices()
     regions = []
     for region in cost.PER_MILLION_REGIONS:
-        _, found = predict.cost_per_million(settings, prediction, prices, region)
+        _, found = capacity.cost_per_million(settings, prediction, prices, region)
         regions.append(f"in {region} {largest_first(cost.by_service(found))}")
-    _, found = predict.cost_per_million(settings, prediction, prices, cost.PER_MILLION_REGIONS[-1])
-    requests = sum(predict.requests_per_visit(settings).values()) + 1  # and the push delivery
+    _, found = capacity.cost_per_million(settings, prediction, prices, cost.PER_MILLION_REGIONS[-1])
+    requests = sum(capacity.requests_per_visit(settings).values()) + 1  # and the push delivery
     storage = next(usd for item, _, usd in found["lines"] if item == "Firestore marker storage")
     return prose(f"In {name} a million visits at the knee cost, the largest first, {'; '.join(regions)}. Whatever the "
             f"settings, a visit pays Cloud Run's fee for its {requests} requests (the page, the two API calls, the push "
@@ -363,12 +361,11 @@ CPU_SCALING_TARGET = 0.6  # Cloud Run adds instances to keep their CPU near 60 %
 
 
 def hold_text(iteration, _link, arguments):
-    """What an iteration's settings hold and what VISITS visits/s take (predict.hold_plan), in words: arguments:
+    """What an iteration's settings hold and what VISITS visits/s take (capacity.hold_plan), in words: arguments:
     PROFILE VISITS [DWELL [REGION]]. Without a dwell, the study's visitor: each function's capacity against the
     VISITS requests/s it gets, what bounds it and how busy its CPU is then; with one, the knee the settings give,
     the instances VISITS visits/s need, the cost then (per million visits, and an hour at VISITS in REGION)."""
-    from visitkit import predict
-    from visitkit.cloud import cost
+    from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
@@ -376,13 +373,13 @@ def hold_text(iteration, _link, arguments):
     visits, dwell = float(visits), float(rest[0]) if rest else 0.0
     region = rest[1] if len(rest) > 1 else cost.DEFAULT_REGION
     settings, profile, prices = load_settings(iteration), load_profile(profile_name), cost.load_prices()
-    now = predict.predict(settings, profile, dwell_s=dwell)
-    per_visit = {**predict.requests_per_visit(settings, dwell), predict.PUSH_FUNCTION: 1}
+    now = capacity.predict(settings, profile, dwell_s=dwell)
+    per_visit = {**capacity.requests_per_visit(settings, dwell), capacity.PUSH_FUNCTION: 1}
     if not dwell:
         parts, busy = [], []
         for name, spec in settings.functions.items():
             per_instance = now.capacity_rps[name] / spec.max_instances
-            cpu_bound = math.isclose(per_instance, predict.cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
+            cpu_bound = math.isclose(per_instance, capacity.cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
             bound = (f"its vCPUs at {profile.cpu_ms[name]:g} ms of CPU a request" if cpu_bound
                      else f"its {spec.concurrency} requests at once per instance, each holding its slot "
                           f"{1000 * spec.concurrency / per_instance:.0f} ms")
@@ -402,27 +399,27 @@ def hold_text(iteration, _link, arguments):
                 f"{', '.join(f'{share:.0%} ({name})' for name, share in busy)}: {target}. The study's visitor asks "
                 f"{now.rps_per_user:.3f} requests/s per user, so {visits:,.0f} visits/s is about "
                 f"**{visits * now.cycle_s:,.0f} concurrent users** with its 3-5 s think time.")
-    plan = predict.hold_plan(settings, profile, visits, dwell)
+    plan = capacity.hold_plan(settings, profile, visits, dwell)
     held, after = plan["settings"], plan["prediction"]
-    holds = {name: now.capacity_rps[name] / per_visit[name] for name in predict.PUBLIC}
-    others = [f"{name} {holds[name]:,.0f}" for name in predict.PUBLIC if name != now.limited_by]
+    holds = {name: now.capacity_rps[name] / per_visit[name] for name in capacity.PUBLIC}
+    others = [f"{name} {holds[name]:,.0f}" for name in capacity.PUBLIC if name != now.limited_by]
     grown = ", ".join(f"{name} needs **{new} instances** ({old} now) at {held.functions[name].concurrency} requests "
                       "each" for name, (old, new) in plan["raised"].items())
     kept = [name for name in settings.functions if name not in plan["raised"]]
-    study = predict.predict(held, profile)
+    study = capacity.predict(held, profile)
     costs, study_costs = {}, {}
     for where in cost.PER_MILLION_REGIONS:
-        costs[where] = predict.cost_per_million(held, after, prices, where)[1]
-        study_costs[where] = predict.cost_per_million(held, study, prices, where)[1]
+        costs[where] = capacity.cost_per_million(held, after, prices, where)[1]
+        study_costs[where] = capacity.cost_per_million(held, study, prices, where)[1]
     first = cost.PER_MILLION_REGIONS[0]
     split = cost.by_service(costs[first])
     largest = max(split, key=split.get)
     hour = cost.hourly_at(held, visits, prices, region,
-                          get_counter_reads_per_s=predict.counter_reads_per_s(held, visits * after.reads_per_visit),
+                          get_counter_reads_per_s=capacity.counter_reads_per_s(held, visits * after.reads_per_visit),
                           get_counter_requests_per_visit=after.reads_per_visit)
     requests = sum(per_visit.values())
     return prose(f"With a {dwell:g} s dwell a visit makes at most {now.reads_per_visit} get-counter requests (the first, then one "
-            f"every {predict.reread_interval(settings):g} s), {requests} requests in all with the push delivery, so "
+            f"every {capacity.reread_interval(settings):g} s), {requests} requests in all with the push delivery, so "
             f"these settings hold **{now.knee_visits_per_s:,.0f} visits/s**, {now.knee_visits_per_s / visits:.0%} of "
             f"{visits:,.0f}: {now.limited_by} sets it ({now.capacity_rps[now.limited_by]:,.0f} requests/s for "
             f"{per_visit[now.limited_by]} a visit), where the other public functions would hold {', '.join(others)} "
@@ -446,14 +443,13 @@ def hold_text(iteration, _link, arguments):
 def cost_hour_text(iteration, _link, arguments):
     """The largest items of an hour at VISITS visits/s (cost.hourly_at, as `scripts/predict --cost-at` prints it),
     with their share: arguments: PROFILE VISITS REGION [COUNT]."""
-    from visitkit import predict
-    from visitkit.cloud import cost
+    from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
 
     _profile, visits, region, *count = arguments.split()
     visits, count, settings, prices = float(visits), int(count[0]) if count else 3, load_settings(iteration), cost.load_prices()
     hour = cost.hourly_at(settings, visits, prices, region,
-                          get_counter_reads_per_s=predict.counter_reads_per_s(settings, visits))
+                          get_counter_reads_per_s=capacity.counter_reads_per_s(settings, visits))
     requests = sum(int(visits * cost.HOUR * cost.requests_per_visit(name)) for name in settings.functions)
     fee = requests * prices["cloud_run"]["per_million_requests"] / 1e6
     items = {item: usd for item, _, usd in hour["lines"] if not item.startswith("Cloud Run")}
@@ -468,9 +464,9 @@ def cost_hour_text(iteration, _link, arguments):
 
 def study_convergence_table(iterations_dir, _link, arguments):
     """For each iteration whose study.json gives its breakpoint's minutes: the model (with the profile named in
-    `arguments`) applied to that breakpoint's own ramp, +1 user/s (predict.breakpoint_convergence), beside
+    `arguments`) applied to that breakpoint's own ramp, +1 user/s (capacity.breakpoint_convergence), beside
     how long the study's counters took to converge."""
-    from visitkit import predict
+    from visitkit.model import capacity
     from visitkit.reports import study
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
@@ -482,8 +478,8 @@ def study_convergence_table(iterations_dir, _link, arguments):
         figures = study.load(iteration) or {}
         if "breakpoint_minutes" not in figures:
             continue
-        prediction = predict.predict(load_settings(iteration), profile).as_dict()
-        ramp = predict.breakpoint_convergence(prediction, 1, figures["breakpoint_minutes"])
+        prediction = capacity.predict(load_settings(iteration), profile).as_dict()
+        ramp = capacity.breakpoint_convergence(prediction, 1, figures["breakpoint_minutes"])
         rows.append(f"| {iteration.name} | {figures['breakpoint_minutes']} min | {figures['convergence']} | "
                     f"{ramp['backlog_at_end']:,.0f} visits, {ramp['seconds_after_load'] / 60:.1f} min | "
                     f"{figures['extra_min_per_min']:.2f} / {ramp['extra_min_per_min']:.2f} "

@@ -3,7 +3,7 @@ from visitkit.reports import analysis, generator, results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms, percent
 from visitkit.cloud.monitoring import MISSING, QUERIES
-from visitkit.predict import figure_to_measure
+from visitkit.model.capacity import figure_to_measure
 from visitkit.reports.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
@@ -113,7 +113,7 @@ def measured_drain(store, headline):
 
 
 def prediction_section(s, _plots):
-    """The capacity model's figures (visitkit/predict.py) beside the run's."""
+    """The capacity model's figures (visitkit/model/capacity.py) beside the run's."""
     p = s.get("prediction")
     if not p:
         return []
@@ -293,7 +293,7 @@ def cost_section(s, _plots):
              else "in a Tier 1 region")
     lines = ["## Estimated cost", "",
              f"An estimate, not a bill: what the platform reported, at list prices of {estimate['as_of']} {where} "
-             "(scripts/visitkit/cloud/prices.json: sources), without free tiers.", "",
+             "(scripts/visitkit/model/prices.json: sources), without free tiers.", "",
              f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
     lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
     lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")

@@ -3,10 +3,11 @@ plots' marks and compare read. Figures, and the headline's one rendering (headli
 verdict is verdict.py's, the report's words report.py's."""
 from visitkit.reports import analysis, audit, generator, overload
 from visitkit.twin import chaos, resources
-from visitkit.cloud import cost, monitoring
+from visitkit.cloud import monitoring
+from visitkit.model import cost
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms
-from visitkit.predict import convergence_for_load
+from visitkit.model.capacity import convergence_for_load
 from visitkit.settings import summary_line
 
 

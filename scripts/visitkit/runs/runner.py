@@ -29,7 +29,7 @@ from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.net import free_port
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.runs.progress import Progress
-from visitkit.predict import PAGE_REFRESH_SECONDS, figure_to_measure, predict
+from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
 from visitkit.twin.profile import load_profile
 from visitkit.settings import DEPLOYED_ACCESS_MODES, check_invokers, load_settings
 from visitkit.reports.summary import headline_table, model_for_load

@@ -2,7 +2,7 @@
 
 A profile says, per backend, how many milliseconds one request/response round trip gains on its way
 (Toxiproxy adds half on the way in and half on the way out), and the service time each function then
-has (what the capacity model in predict.py works from). `push` is the platform's own: what a push
+has (what the capacity model in model/capacity.py works from). `push` is the platform's own: what a push
 delivery holds a store-inc-counter slot beyond the function's execution (the delivery's round trip
 and its acknowledgement), put between HAProxy and each store instance. `none` adds nothing; `study` is calibrated on
 the reference study; a Google Cloud run writes a profile of its own with `profile_from_results`.

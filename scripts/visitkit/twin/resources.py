@@ -125,7 +125,7 @@ def platform_summary(samples, settings):
     """The same figures from Cloud Run's per-minute metrics (the whole window): CPU seconds are billed
     instance-seconds x vCPU x mean utilization; CPU % is of one core, over the window; memory is the
     p95 utilization x memory x the minute's average instances billed."""
-    from visitkit.cloud.cost import memory_gib
+    from visitkit.model.cost import memory_gib
 
     figures = {}
     for name, spec in settings.functions.items():

@@ -94,7 +94,7 @@ def requests_per_visit(settings, dwell_s=0):
 def cost_per_million(settings, prediction, prices, region):
     """(visits/s at the knee, cost.per_million_visits there): a million visits at the rate the deployment
     serves at most, get-counter's cache sparing reads as it does at that rate."""
-    from visitkit.cloud import cost
+    from visitkit.model import cost
 
     knee_visits = prediction.knee_visits_per_s
     counter_requests = prediction.reads_per_visit
@@ -135,7 +135,7 @@ def hold_plan(settings, profile, visits_per_s, dwell_s=0):
 
 def hold_lines(settings, profile, visits_per_s, dwell_s, prices, region):
     """What `visitkit predict --hold V` prints: the instances V visits/s need, the knee they give, and the cost."""
-    from visitkit.cloud import cost
+    from visitkit.model import cost
 
     plan = hold_plan(settings, profile, visits_per_s, dwell_s)
     held, p = plan["settings"], plan["prediction"]

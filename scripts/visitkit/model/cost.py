@@ -52,7 +52,7 @@ def regional(prices, region):
     tier = run["region_tiers"].get(region)
     if tier is None or region not in firestore["regions"]:
         known = sorted(set(run["region_tiers"]) & set(firestore["regions"]))
-        raise VisitkitError(f"scripts/visitkit/cloud/prices.json has no prices for region {region}: add them from the "
+        raise VisitkitError(f"scripts/visitkit/model/prices.json has no prices for region {region}: add them from the "
                             f"sources it names (it knows {', '.join(known)})")
     return {**run["tiers"][tier], "per_million_requests": run["per_million_requests"]}, firestore["regions"][region], tier
 
