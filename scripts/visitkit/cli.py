@@ -97,7 +97,8 @@ def compare_command(args):
 
 
 def report_command(args):
-    from visitkit.reports import publish, results
+    from visitkit.results import folder as results
+    from visitkit.reports import publish
     from visitkit.runs import runner
 
     folder = results.ResultsFolder(args.results_dir)

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from visitkit.reports import audit
+from visitkit.results import audit
 from visitkit.runs import runner
 from visitkit.net import free_port, wait_until
 from visitkit.paths import ROOT
-from visitkit.reports.summary import ledger_figures
+from visitkit.results.summary import ledger_figures
 
 
 @pytest.mark.slow

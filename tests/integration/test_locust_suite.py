@@ -12,7 +12,7 @@ import pytest
 
 from helpers import settle
 
-from visitkit.reports import audit
+from visitkit.results import audit
 from visitkit.runs import runner
 from visitkit.catalogue import stored_visits
 from visitkit.paths import LOCUST_DIR

@@ -18,8 +18,9 @@ from helpers import settle
 
 from visitkit.catalogue import stored_visits
 from visitkit.model.capacity import predict
-from visitkit.reports import analysis, audit, report, results
-from visitkit.reports.summary import audit_figures, visit_accounting
+from visitkit.results import analysis, audit, folder as results
+from visitkit.reports import report
+from visitkit.results.summary import audit_figures, visit_accounting
 from visitkit.runs import runner
 from visitkit.settings import load_settings
 from visitkit.twin.profile import load_profile

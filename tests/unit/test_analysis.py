@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from visitkit.reports import analysis
+from visitkit.results import analysis
 
 
 def history(users_rps, start=1000.0, failing_from=None):
@@ -278,7 +278,7 @@ def test_the_peak_is_read_without_locusts_lag_too():
 
 
 def test_dead_letters_do_not_let_one_pages_duplicates_hide_anothers_lost_visits():
-    from visitkit.reports.summary import with_dead_letters
+    from visitkit.results.summary import with_dead_letters
 
     ledger = {"sent": {"home": 10, "jobs": 10}, "acknowledged": {"home": 10, "jobs": 10}, "refused": {}, "failed": {}}
     # home lost 4, jobs counted 3 twice, and 1 visit went to the dead-letter topic.

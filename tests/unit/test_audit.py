@@ -2,8 +2,8 @@
 logic: the markers are a set of the ids a fake store holds)."""
 import pytest
 
-from visitkit.reports import audit
-from visitkit.reports.summary import audit_figures
+from visitkit.results import audit
+from visitkit.results.summary import audit_figures
 from fakes import FakeClock as Clock
 
 
@@ -117,7 +117,7 @@ def test_a_lost_visit_is_waited_for_no_longer_than_the_wait():
 
 
 def test_a_ledger_that_only_counted_some_visits_is_audited_by_the_totals_even_when_asked():
-    from visitkit.reports import audit
+    from visitkit.results import audit
 
     ledger = {"visits": {"home": {"acknowledged": ["a"]}}, "untracked": {"home": 3}}
     record = audit.run(ledger, "exact", lambda ids: set(ids))

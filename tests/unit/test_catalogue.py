@@ -56,7 +56,7 @@ def test_each_role_is_one_function_and_the_kit_names_them_by_role():
     assert sorted(catalogue.ROLES) == ["page", "publisher", "reader", "store"]
     assert len(catalogue.ROLES) == len(catalogue.CATALOGUE)
     assert not catalogue.CATALOGUE[catalogue.PUSH_FUNCTION].public  # only Pub/Sub's push reaches the store
-    for module in ("cloud/monitoring", "twin/haproxy", "twin/profile", "model/capacity", "reports/summary", "settings",
+    for module in ("cloud/monitoring", "twin/haproxy", "twin/profile", "model/capacity", "results/summary", "settings",
                    "reports/compare", "cloud/gcp", "runs/targets"):
         tree = ast.parse((ROOT / "scripts" / "visitkit" / f"{module}.py").read_text())
         named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)} & set(catalogue.FUNCTIONS)

@@ -9,7 +9,7 @@ from visitkit.cloud import fleet as fleets
 from visitkit.runs import runner
 from visitkit.errors import GcpError
 from visitkit.model.fleet import hourly_cost, nat_ports
-from visitkit.reports.results import ResultsFolder
+from visitkit.results.folder import ResultsFolder
 from visitkit.steps import run_steps
 from visitkit.runs.targets import UrlTarget
 from fakes import FakeClock

@@ -10,9 +10,10 @@ from google.api_core import exceptions
 from test_monitoring import DENIED, LOG_METRICS, MINUTE, SUBSCRIPTION, T0, FailingMetricClient, FakeMetricClient
 from test_report import assert_plot, make_results
 from visitkit.model import cost as visitkit_cost
-from visitkit.reports import compare, plots, publish, report, summary as summaries
+from visitkit.results import summary as summaries
+from visitkit.reports import compare, plots, publish, report
 from visitkit.cloud import gcp, monitoring
-from visitkit.reports.results import ResultsFolder
+from visitkit.results.folder import ResultsFolder
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.settings import load_settings
 

@@ -1,7 +1,8 @@
-"""The load generator's health (visitkit.reports.generator) and the distributed run's files (pure logic)."""
+"""The load generator's health (visitkit.results.generator) and the distributed run's files (pure logic)."""
 import pytest
 
-from visitkit.reports import analysis, generator, report
+from visitkit.results import analysis, generator
+from visitkit.reports import report
 from visitkit import suite
 from visitkit.runs import runner
 

@@ -1,6 +1,6 @@
-"""Overload and recovery for a spike test (visitkit.reports.overload): the spike found in Locust's history,
+"""Overload and recovery for a spike test (visitkit.results.overload): the spike found in Locust's history,
 and the time until latency came back."""
-from visitkit.reports import overload
+from visitkit.results import overload
 
 
 def spike_history():

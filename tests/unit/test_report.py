@@ -224,7 +224,7 @@ def test_results_keep_no_path_of_this_machine(tmp_path):
     from pathlib import Path
 
     from visitkit.paths import ROOT
-    from visitkit.reports.results import without_machine_paths
+    from visitkit.results.folder import without_machine_paths
 
     (tmp_path / "stack").mkdir()
     (tmp_path / "stack" / "haproxy.cfg").write_text(f"    errorfile 503 {ROOT}/iterations/x/stack/429.http\n")

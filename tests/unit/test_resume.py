@@ -9,7 +9,7 @@ import pytest
 from visitkit.cloud import gcp
 from visitkit.errors import RunError
 from visitkit.paths import ROOT
-from visitkit.reports import results
+from visitkit.results import folder as results
 from visitkit.runs import runner
 from visitkit.steps import Step, run_steps
 from visitkit.settings import load_settings

@@ -7,7 +7,7 @@ from visitkit.reports import publish, readme
 from visitkit.runs import runner
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.settings import load_settings, summary_line
-from visitkit.reports.summary import headline_table, without_dead_letter_topic
+from visitkit.results.summary import headline_table, without_dead_letter_topic
 
 
 def test_the_headline_table_reads_missing_figures_as_n_a():
@@ -57,8 +57,8 @@ def test_only_a_google_cloud_deployment_without_dead_letter_topic_is_said_to_hav
 
 
 def test_visits_that_gave_up_are_counted_apart_from_refused_and_lost_and_never_as_ambiguous():
-    from visitkit.reports import audit
-    from visitkit.reports.summary import visit_accounting
+    from visitkit.results import audit
+    from visitkit.results.summary import visit_accounting
 
     ledger = {"format": 4, "sent": {"home": 10}, "acknowledged": {"home": 6}, "refused": {"home": 1},
               "gave_up": {"home": 2}, "failed": {}, "unanswered": {"home": 1}}

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from visitkit.benchmarks import benchfolder
-from visitkit.reports import results
+from visitkit.results import folder as results
 from visitkit import suite
 from visitkit.errors import VisitkitError
 from visitkit.benchmarks.hotpath import NOOP_SOURCE

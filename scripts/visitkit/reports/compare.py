@@ -1,7 +1,7 @@
 """Several iterations' latest reports side by side: one row per figure, one column per iteration."""
 from pathlib import Path
 
-from visitkit.reports import results
+from visitkit.results import folder as results
 from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 from visitkit.formatting import fmt, percent
 from visitkit.model.capacity import figure_to_measure

@@ -2,8 +2,9 @@
 that the runner points at each new run, and `visitkit docs` writes from that run's summary.json."""
 from pathlib import Path
 
-from visitkit.reports import docs, results
-from visitkit.reports.summary import headline_table
+from visitkit.results import folder as results
+from visitkit.reports import docs
+from visitkit.results.summary import headline_table
 
 SECTION = "## Latest local run"
 

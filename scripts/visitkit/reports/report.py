@@ -1,10 +1,10 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
-from visitkit.reports import analysis, generator, results
+from visitkit.results import analysis, generator, folder as results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.formatting import fmt, ms, percent
 from visitkit.cloud.monitoring import MISSING, QUERIES
 from visitkit.model.capacity import figure_to_measure
-from visitkit.reports.summary import headline_table
+from visitkit.results.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
 

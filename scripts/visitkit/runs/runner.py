@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from visitkit.reports import analysis, audit, publish, results
+from visitkit.results import analysis, audit, folder as results
+from visitkit.reports import publish
 from visitkit import settle, suite
 from visitkit.twin.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
@@ -32,7 +33,7 @@ from visitkit.runs.progress import Progress
 from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
 from visitkit.twin.profile import load_profile
 from visitkit.settings import DEPLOYED_ACCESS_MODES, check_invokers, load_settings
-from visitkit.reports.summary import headline_table, model_for_load
+from visitkit.results.summary import headline_table, model_for_load
 from visitkit.steps import Step, plan_lines, run_steps
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
@@ -249,7 +250,7 @@ class RunConfig:
     profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
     chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
     warm_up: WarmUp = None  # visits before the test (local only)
-    audit: str = "auto"  # how every visit is audited after convergence: visitkit.reports.audit.METHODS
+    audit: str = "auto"  # how every visit is audited after convergence: visitkit.results.audit.METHODS
     worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
     update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
@@ -727,7 +728,7 @@ def converge(state):
 
 
 def audit_visits(state):
-    """Reads the store's marker of every visit id in the ledger (or, per visitkit.reports.audit, falls back
+    """Reads the store's marker of every visit id in the ledger (or, per visitkit.results.audit, falls back
     to the totals), into audit.json."""
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     # After a convergence, acknowledged visits the totals did not wait for may still be in a retry

@@ -1,7 +1,7 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures, and the headline's one rendering (headline_table); the
 verdict is verdict.py's, the report's words report.py's."""
-from visitkit.reports import analysis, audit, generator, overload
+from visitkit.results import analysis, audit, generator, overload
 from visitkit.twin import chaos, resources
 from visitkit.cloud import monitoring
 from visitkit.model import cost
@@ -20,7 +20,7 @@ def summarize(data):
     requests = aggregated["requests"] if aggregated else 0
     failures = aggregated["failures"] if aggregated else 0
     no_dead_letter = without_dead_letter_topic(run, data.settings)
-    missing = data.missing_metrics  # RunData's metrics/missing.json (see results.py)
+    missing = data.missing_metrics  # RunData's metrics/missing.json (see folder.py)
     summary = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from visitkit.cloud import monitoring
-from visitkit.reports import analysis
+from visitkit.results import analysis
 from visitkit.errors import RunError, SettingsError
 from visitkit.settings import parse_settings
 from visitkit.suite import OUTPUTS, RUN_CONF
@@ -44,7 +44,7 @@ class RunData:
     polls: list  # [(time, {page: stored})] after the load
     metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
     missing_metrics: list = field(default_factory=list)  # Cloud Monitoring queries that failed (metrics/missing.json)
-    audit: dict = None  # the audit of every visit (visitkit.reports.audit), None for a run before audits
+    audit: dict = None  # the audit of every visit (visitkit.results.audit), None for a run before audits
     health: list = field(default_factory=list)  # each Locust process's CPU and loop lag per second
     per_second: dict = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
     notes: list = field(default_factory=list)  # what loading had to say (an older format)
