@@ -1,4 +1,4 @@
-"""The benchmarks' results folders (visitkit.benchmarks.benchfolder):
+"""The benchmarks' results folders (visitkit.benchmarks.benchfolder, visitkit.benchmarks.registry):
 naming, the format check, and each record's table (pure logic; the measuring is stubbed)."""
 import csv
 import datetime
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, profiling, storepath
+from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, profiling, registry, storepath
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -185,15 +185,15 @@ def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatc
     assert paced == [{"at_stack_rate": 261.2, "at_push_rate": 128.0}]
     assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
     assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
-    assert benchfolder.render(folder) == hotpath.render(written)  # the docs' table, from the record alone
+    assert registry.render(folder) == hotpath.render(written)  # the docs' table, from the record alone
 
 
 def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tmp_path):
-    table = benchfolder.render(benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950")
+    table = registry.render(benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950")
     assert table[0].startswith("| scenario | users |") and len(table) == 4  # header, rule, its two scenarios
     (tmp_path / "benchmark.json").write_text(json.dumps({"format": 1, "benchmark": "fuzz"}))
     with pytest.raises(VisitkitError, match="does not know"):
-        benchfolder.render(tmp_path)
+        registry.render(tmp_path)
 
 
 @pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen, coldstart])
@@ -288,7 +288,7 @@ def test_the_cold_start_writes_a_folder_its_loader_reads_back(tmp_path, monkeypa
     assert "get-counter with every request's Firestore read in flight" in summary
     assert "at most 90.0 MiB, smallest tier with a third free 256 MiB" in summary  # 90 > 128 x 2/3
     assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 4  # every start, the medians' source
-    assert benchfolder.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
+    assert registry.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
     with pytest.raises(VisitkitError, match="a cold-start benchmark, not hot-path"):
         hotpath.load(folder)
     record["format"] = 1

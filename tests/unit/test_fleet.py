@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from visitkit.benchmarks import loadgen
 from visitkit.cloud import fleet as fleets
 from visitkit.runs import runner
 from visitkit.errors import GcpError
@@ -13,6 +14,8 @@ from visitkit.results.folder import ResultsFolder
 from visitkit.steps import run_steps
 from visitkit.runs.targets import UrlTarget
 from fakes import FakeClock
+
+LOADGEN = loadgen.latest()[1]  # the newest committed sizing benchmark, as the runner hands it in
 
 
 class FakeRun:
@@ -60,12 +63,13 @@ class FakeBucket:
 
 def make_fleet(tmp_path, bucket=None, access="public", workers=3, run=None):
     clock = FakeClock()
-    return fleets.Fleet("p", "southamerica-east1", workers, "e2-standard-4", access, "breakpoint-1", run=run or FakeRun(),
-                        bucket=bucket, now=clock.now, sleep=clock.sleep, log=lambda *_: None, stage_root=tmp_path)
+    return fleets.Fleet("p", "southamerica-east1", workers, "e2-standard-4", access, "breakpoint-1", loadgen_record=LOADGEN,
+                        run=run or FakeRun(), bucket=bucket, now=clock.now, sleep=clock.sleep, log=lambda *_: None,
+                        stage_root=tmp_path)
 
 
 def test_the_fleet_runs_one_locust_worker_per_vcpu_and_costs_its_vms_and_nat():
-    fleet = fleets.Fleet("p", "us-central1", 10, "e2-standard-8")
+    fleet = fleets.Fleet("p", "us-central1", 10, "e2-standard-8", loadgen_record=LOADGEN)
     assert fleet.processes == 8 and fleet.expect_workers == 80
     # 10 x e2-standard-8 + an e2-standard-2 master, and NAT for 11 VMs, in us-central1 (prices.json)
     assert hourly_cost(10, "e2-standard-8", "us-central1") == pytest.approx(
@@ -73,9 +77,9 @@ def test_the_fleet_runs_one_locust_worker_per_vcpu_and_costs_its_vms_and_nat():
     assert hourly_cost(40, "e2-standard-4", "us-central1") == pytest.approx(
         40 * 0.13402284 + 0.06701142 + 0.044)  # NAT's hourly price stops growing above 32 VMs
     with pytest.raises(GcpError, match="does not know machine type"):
-        fleets.Fleet("p", "us-central1", 1, "m9-huge-1")
+        fleets.Fleet("p", "us-central1", 1, "m9-huge-1", loadgen_record=LOADGEN)
     with pytest.raises(GcpError, match="needs --project"):
-        fleets.Fleet(None, "us-central1", 1)
+        fleets.Fleet(None, "us-central1", 1, loadgen_record=LOADGEN)
 
 
 def test_the_stage_holds_the_suite_the_modules_it_imports_its_options_and_the_kits_pins(tmp_path):
@@ -177,5 +181,5 @@ def test_nat_gives_each_vm_a_port_per_planned_user_connection_and_half_again():
     # 3,000 x 0.7 requests/s per process, 4/3 users per request/s: 2,800 users per process
     assert nat_ports(4, record) == 32768  # 1.5 x 11,200 = 16,800, rounded up to a power of two
     assert nat_ports(64, record) == 65536 and nat_ports(1, {**record, "planned_cpu": 0.01}) == 1024
-    fleet = fleets.Fleet("p", "us-central1", 2, "e2-standard-8")
+    fleet = fleets.Fleet("p", "us-central1", 2, "e2-standard-8", loadgen_record=LOADGEN)
     assert f"-var=nat_min_ports_per_vm={fleet.nat_ports}" in fleet.commands()["apply"]

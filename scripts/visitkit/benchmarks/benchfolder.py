@@ -3,9 +3,8 @@ its record (benchmark.json, whose `format` every reader checks), summary.md, and
 figures come from.
 
 The hot-path, store-path, emulator-scan, loadgen and cold-start benchmarks write theirs with these helpers; each
-keeps its own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module's
-`render(folder)` is any committed folder's table from its record alone, as `visitkit docs` writes it
-into a doc.
+keeps its own FORMAT, KIND, `render(record)` (its Markdown table) and `load(folder)`. This module imports
+none of them: registry.py knows them all and renders any committed folder's table from its record alone.
 """
 import contextlib
 import json
@@ -59,18 +58,6 @@ def load(folder, kind, fmt):
     if record.get("format") != fmt:
         raise VisitkitError(f"{path}: format {record.get('format')}, this kit reads {fmt}")
     return record
-
-
-def render(folder):
-    """The table of a results folder of any benchmark, from its benchmark.json alone."""
-    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath
-
-    folder = Path(folder)
-    kind = read(folder).get("benchmark")
-    module = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart)}.get(kind)
-    if module is None:
-        raise VisitkitError(f"{folder / RECORD}: a benchmark this kit does not know ({kind})")
-    return module.render(module.load(folder))
 
 
 def machine():

@@ -50,11 +50,13 @@ def suite_pins(requirements=ROOT / "requirements-cloud.txt"):
 
 
 class Fleet:
-    """One run's fleet; `steps()` gives the runner its provision and destroy steps, `run(...)` the load."""
+    """One run's fleet; `steps()` gives the runner its provision and destroy steps, `run(...)` the load.
+    `loadgen_record`: a load-generator benchmark's record (the runner hands in the newest), which sizes
+    the VMs' NAT ports by the users each worker process carries."""
 
-    def __init__(self, project, region, workers, worker_type=None, access="public", run_name="<run>",
-                 run=firstrun.stream_command, bucket=None, now=time.monotonic, sleep=time.sleep, log=print,
-                 loadgen_dir=LOADGEN_DIR, stage_root=STAGE_ROOT):
+    def __init__(self, project, region, workers, worker_type=None, access="public", run_name="<run>", *,
+                 loadgen_record, run=firstrun.stream_command, bucket=None, now=time.monotonic, sleep=time.sleep,
+                 log=print, loadgen_dir=LOADGEN_DIR, stage_root=STAGE_ROOT):
         if not project:
             raise GcpError("a fleet (--workers with --target gcp or a URL) needs --project: the Google Cloud project "
                            "its VMs run in")
@@ -65,9 +67,7 @@ class Fleet:
         self.stage_dir = Path(stage_root) / run_name / "run"
         self.outputs = {}
         self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
-        from visitkit.benchmarks.loadgen import latest
-
-        self.nat_ports = nat_ports(self.processes, latest()[1])
+        self.nat_ports = nat_ports(self.processes, loadgen_record)
         self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
 
     @property

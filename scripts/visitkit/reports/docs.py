@@ -256,9 +256,9 @@ def report_section(folder, _link, title):
 
 
 def benchmark_table(folder, _link, _title):
-    from visitkit.benchmarks import benchfolder
+    from visitkit.benchmarks import registry
 
-    return "\n".join(benchfolder.render(folder)) + "\n"
+    return "\n".join(registry.render(folder)) + "\n"
 
 
 def predict_output(iteration, _link, arguments):

@@ -328,10 +328,12 @@ def make_fleet(config, folder):
     """The run's Locust fleet on Google Cloud, or None; builds it without contacting anything."""
     if not config.on_fleet:
         return None
+    from visitkit.benchmarks import loadgen
     from visitkit.cloud.fleet import Fleet
 
     access = config.access or config.settings.access if config.target == "gcp" else "public"
-    return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name)
+    return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name,
+                 loadgen_record=loadgen.latest()[1])
 
 
 def make_target(config, folder):
