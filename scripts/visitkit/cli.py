@@ -64,6 +64,7 @@ def local_command(args):
 
 
 def run_command(args):
+    from visitkit.reports import publish
     from visitkit.runs import runner
 
     config = runner.RunConfig.build(
@@ -79,7 +80,7 @@ def run_command(args):
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
-    folder, summary = runner.run(config)
+    folder, summary = runner.run(config, publish=publish.publish)
     print("\n".join(runner.headline_lines(folder, summary)))
     from visitkit.reports import study
 

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from visitkit.reports import publish
 from visitkit.runs import runner
 from visitkit.paths import ROOT
 
@@ -18,7 +19,7 @@ def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
     config = runner.RunConfig.build(iteration, "breakpoint", duration="38s", shape_set="spawn_rate=2",
                                     chaos="every=5,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
-    folder, summary = runner.run(config, log=lambda *_: None)
+    folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     found = summary["chaos"]
     actions = {event["action"] for event in found["events"] if not event.get("error")}
@@ -40,7 +41,7 @@ def test_visits_retried_through_a_pubsub_outage_each_count_once_and_every_fate_i
     config = runner.RunConfig.build(iteration, "breakpoint", duration="32s", shape_set="spawn_rate=2",
                                     chaos="every=8,seed=1,stall=9-10,actions=freeze-pubsub+kill-instance+pause-instance",
                                     convergence_timeout=240, warm_up="0", retry_visits=3)
-    folder, summary = runner.run(config, log=lambda *_: None)
+    folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     assert summary["chaos"]["events"][0]["action"] == "freeze-pubsub"
     visits = summary["visits"]["total"]

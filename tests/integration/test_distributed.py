@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from visitkit.reports import publish
 from visitkit.results import audit
 from visitkit.runs import runner
 from visitkit.net import free_port, wait_until
@@ -25,7 +26,7 @@ def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
     config = runner.RunConfig.build(iteration, "breakpoint", duration="20s", shape_set="spawn_rate=3", workers=2,
                                     convergence_timeout=120, warm_up="0", retry_visits=1)
-    results, summary = runner.run(config, log=lambda *_: None)
+    results, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     ledger = json.loads((results / "ledger.json").read_text())
     assert ledger["complete"] and len(ledger["workers"]) == 2

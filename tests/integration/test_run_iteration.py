@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from visitkit.reports import docs
+from visitkit.reports import docs, publish
 from visitkit.runs import runner
 from visitkit.paths import ROOT
 
@@ -24,7 +24,7 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     config = runner.RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
                                     convergence_timeout=120, warm_up="4s", warm_up_users=4, retry_visits=2,
                                     update_readme=True)
-    results, summary = runner.run(config, log=lambda *_: None)
+    results, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     # the warm-up's visits are stored before the test and count in neither its visits nor its push figures
     warm = json.loads((results / "run.json").read_text())["warm_up"]

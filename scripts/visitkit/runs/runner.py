@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from visitkit.results import analysis, audit, folder as results
-from visitkit.reports import publish
 from visitkit import settle, suite
 from visitkit.twin.chaos import Chaos, ChaosPlan
 from visitkit.errors import RunError
@@ -414,6 +413,7 @@ class RunState:
     converged: bool = False
     summary: dict = None
     fleet: object = None  # fleet.Fleet when Locust runs on VMs in Google Cloud
+    publish: object = None  # publish(folder, update_readme=...) -> summary, for the report step (cli hands it in)
 
 
 def last_aggregated(history_path):
@@ -763,7 +763,7 @@ def write_report(state):
     if not state.config.keep_up:  # the stack is down: its files may lose this machine's paths
         results.without_machine_paths(state.folder.path)
     # A run with injected faults is cited on its own, never as the iteration's latest run.
-    state.summary = publish.publish(state.folder, update_readme=readme_updated(state.config, state.target))
+    state.summary = state.publish(state.folder, update_readme=readme_updated(state.config, state.target))
 
 
 # ---- the plan ------------------------------------------------------------------------------------
@@ -895,8 +895,10 @@ def dry_run(config):
     return [*head, *plan_lines(plan(config, folder, target, make_fleet(config, folder)))]
 
 
-def run(config, log=print):
-    """Runs the plan (or, with config.resume, what a failed run left); returns (ResultsFolder, summary)."""
+def run(config, log=print, *, publish):
+    """Runs the plan (or, with config.resume, what a failed run left); returns (ResultsFolder, summary).
+    `publish(folder, update_readme=...)` writes the report and returns the summary (the command line hands
+    in visitkit.reports.publish.publish: the reports sit above the runs)."""
     if config.resume:
         folder = results.ResultsFolder(config.resume)
         record = folder.run()
@@ -917,7 +919,7 @@ def run(config, log=print):
         "profile": config.profile.record() if config.target == "local" else None,
         "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
         "prediction": config.prediction.as_dict()}
-    state = RunState(config, folder, target, log, record, fleet=make_fleet(config, folder))
+    state = RunState(config, folder, target, log, record, fleet=make_fleet(config, folder), publish=publish)
     state.load_started, state.load_ended = record.get("load_window") or (None, None)
     state.converged = record.get("converged", False)
     folder.save_run(record)
