@@ -163,65 +163,28 @@ def docs_command(args):
 
 
 def predict_command(args):
-    from visitkit.model import capacity
+    from visitkit.model import command
     from visitkit.twin.profile import load_profile, write_profile
     from visitkit.settings import load_settings
 
     if args.write_profile:
         print(f"wrote {write_profile(args.iteration, args.out)}")
         return 0
-    settings = load_settings(args.iteration)
-    profile = load_profile(args.profile)
-    prediction = capacity.predict(settings, profile, args.queue_timeout, args.minutes, dwell_s=args.dwell)
-    print("\n".join(capacity.report_lines(prediction, settings)))
-    if args.ramp is not None:
-        ramp = capacity.breakpoint_convergence(prediction.as_dict(), args.ramp, args.minutes)
-        print(f"a breakpoint at +{args.ramp:g} users/s for {args.minutes:g} min: {ramp['backlog_at_end']:,.0f} visits "
-              f"left at its end, stored {ramp['seconds_after_load'] / 60:.1f} min after it: "
-              f"{ramp['extra_min_per_min']:.2f} extra minutes per minute of load")
-    if args.fleet is not None:
+
+    def chosen_loadgen(folder):  # read for --fleet only
         from visitkit.benchmarks import loadgen
-        from visitkit.model.fleet import fleet_lines, fleet_plan
 
-        folder, record = loadgen.chosen(args.loadgen)
-        print("\n".join(fleet_lines(fleet_plan(args.fleet, args.worker_type, args.region, record), folder)))
-    if args.cost_per_million:
-        from visitkit.model import cost
+        return loadgen.chosen(folder)
 
-        for region in cost.PER_MILLION_REGIONS:
-            knee_visits, found = capacity.cost_per_million(settings, prediction, cost.load_prices(), region)
-            parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
-            print(f"cost per million visits in {region} (Cloud Run Tier {found['tier']}), at the knee's "
-                  f"{knee_visits:,.0f} visits/s: {found['total']:,.2f} {found['currency']} ({parts}; instances packed "
-                  f"to their concurrency, profile {prediction.profile}, list prices of {found['as_of']})")
-    if args.cost_at is not None:
-        from visitkit.model import cost
-
-        prices = cost.load_prices()
-        counter_requests = args.cost_at * prediction.reads_per_visit
-        estimate = cost.hourly_at(settings, args.cost_at, prices, args.region,
-                                  get_counter_reads_per_s=capacity.counter_reads_per_s(settings, counter_requests),
-                                  get_counter_requests_per_visit=prediction.reads_per_visit)
-        print(f"cost of one hour at {args.cost_at:g} visits/s in {args.region} (Cloud Run Tier {estimate['tier']}; an "
-              f"upper bound from list prices of {estimate['as_of']}: every instance billed all hour, no free tier):")
-        print("\n".join(f"  {item:32} {usage:60} {usd:10,.2f} {estimate['currency']}"
-                        for item, usage, usd in estimate["lines"]))
-        print(f"  {'total':32} {'':60} {estimate['total']:10,.2f} {estimate['currency']} per hour")
-        print("  left out: " + "; ".join(estimate["left_out"]))
-        idle, total = cost.idle_hourly(settings, prices, args.region)
-        if idle:
-            print(f"min_instances kept warm without a request: {total:,.2f} {estimate['currency']} per hour ("
-                  + ", ".join(f"{name} {n} x {usd / n:,.3f}" for name, n, usd in idle) + ")")
-    if args.hold is not None:
-        from visitkit.model import cost
-
-        print("\n".join(capacity.hold_lines(settings, profile, args.hold, args.dwell, cost.load_prices(), args.region)))
+    for text in command.lines(args, load_settings(args.iteration), load_profile(args.profile), chosen_loadgen):
+        print(text)
     return 0
 
 
 def parser():
     from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath as store_path
     from visitkit.catalogue import QUEUE_TIMEOUT_S
+    from visitkit.model import command
     from visitkit.runs.runner import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
@@ -375,40 +338,7 @@ def parser():
         "  visitkit predict iterations/iteration-1 --profile study\n"
         "  visitkit predict iterations/iteration-5 --dwell 60 --hold 10000   readers who stay 60 s, and 10,000 visits/s\n"
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
-    predict.add_argument("iteration", type=Path, help="an iteration folder or settings file (with --write-profile: "
-                                                      "a Google Cloud run's results folder)")
-    predict.add_argument("--profile", default="study", help="service times: study (default), none or a profile file")
-    predict.add_argument("--queue-timeout", type=float, default=QUEUE_TIMEOUT_S,
-                         help="seconds queued before a 429 (default: %(default)g)")
-    predict.add_argument("--minutes", type=float, default=15.0,
-                         help="minutes of load past the knee, for the convergence time (default: 15)")
-    predict.add_argument("--ramp", type=float, metavar="USERS_PER_S",
-                         help="also print the convergence after a breakpoint adding this many users per second for "
-                              "--minutes (the study's: 1)")
-    predict.add_argument("--dwell", type=float, default=0.0, metavar="SECONDS",
-                         help="how long a reader stays on each page, the page re-reading get-counter meanwhile "
-                              "(default 0: the study's visitor, one read per page)")
-    predict.add_argument("--hold", type=float, metavar="VISITS_PER_S",
-                         help="also print the instances this many visits per second need (with --dwell), the knee "
-                              "and the cost with them")
-    predict.add_argument("--cost-at", type=float, metavar="VISITS_PER_S",
-                         help="also print the cost of one hour at this many visits per second (prices.json)")
-    predict.add_argument("--cost-per-million", action="store_true",
-                         help="what a million visits cost at the knee's rate, in the study's region and a US one")
-    predict.add_argument("--region", default="southamerica-east1",
-                         help="with --cost-at, --hold or --fleet: the region whose prices apply (default: the "
-                              "study's southamerica-east1)")
-    predict.add_argument("--fleet", type=float, metavar="VISITS_PER_S",
-                         help="also print the Locust fleet this many visits per second need (worker processes and VMs, "
-                              "from a loadgen benchmark: --loadgen) and its cost per hour")
-    predict.add_argument("--loadgen", metavar="FOLDER",
-                         help="with --fleet: the sizing benchmark to read, a folder or its name in benchmarks/ "
-                              "(default: the newest benchmarks/loadgen-*)")
-    predict.add_argument("--worker-type", default="e2-standard-4",
-                         help="with --fleet: the worker VMs' machine type (default e2-standard-4)")
-    predict.add_argument("--write-profile", action="store_true",
-                         help="write the profile a Google Cloud run measured (its metrics/request_latencies.csv)")
-    predict.add_argument("--out", type=Path, help="with --write-profile: where (default: RESULTS_DIR/profile.json)")
+    command.add_arguments(predict)
     predict.set_defaults(handler=predict_command)
     return top
 

@@ -3,7 +3,7 @@ settings read back through the settings parser."""
 import json
 
 from test_report import make_results
-from visitkit.reports import publish, readme
+from visitkit.reports import docs, publish
 from visitkit.runs import runner
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.settings import load_settings, summary_line
@@ -27,7 +27,7 @@ def test_the_terminal_the_report_and_the_readme_show_the_same_headline(tmp_path)
     table = headline_table(summary["headline"])
     assert "\n".join(table) in (folder / "report.md").read_text()
     assert [line.strip() for line in runner.headline_lines(folder, summary)[-3:]] == table
-    assert "\n".join(table) in readme.run_table(summary, "results/x")
+    assert "\n".join(table) in docs.run_table(summary, "results/x")
 
 
 def test_the_settings_line_is_the_parsed_settings(tmp_path):

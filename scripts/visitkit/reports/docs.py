@@ -237,10 +237,20 @@ class Block:
         return "\n".join(rendered), lines
 
 
-def run_headline(folder, link, _title):
-    from visitkit.reports import readme
+def run_table(summary, link):
+    """A run's headline as Markdown, its links relative to the doc that shows it (`link`: the results folder)."""
+    from visitkit.results import folder as results
+    from visitkit.results.summary import headline_table
 
-    return readme.run_table(read_json(folder, "summary"), link) + "\n"
+    return "\n".join([
+        f"[{summary['test']} {summary['results_dir']}]({link}/{results.REPORT}) — verdict: "
+        f"**{summary['verdict']['outcome']}**", "",
+        *headline_table(summary["headline"]), "",
+        f"![load]({link}/{results.PLOTS['load']})"])
+
+
+def run_headline(folder, link, _title):
+    return run_table(read_json(folder, "summary"), link) + "\n"
 
 
 def report_section(folder, _link, title):
@@ -262,23 +272,32 @@ def benchmark_table(folder, _link, _title):
 
 
 def predict_output(iteration, _link, arguments):
-    """What `scripts/predict ITERATION ARGUMENTS` prints, from the committed settings, profiles, prices and
-    benchmarks alone, shown as a code block."""
+    """What `scripts/predict ITERATION ARGUMENTS` prints (visitkit.model.command, the function the command
+    line prints), from the committed settings, profiles, prices and benchmarks alone, shown as a code block."""
+    import argparse
     import contextlib
     import io
     import shlex
 
-    from visitkit.cli import main
+    from visitkit.benchmarks import loadgen
+    from visitkit.model import command
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
 
-    output = io.StringIO()
+    parser = argparse.ArgumentParser(prog="visitkit predict")
+    command.add_arguments(parser)
     try:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(io.StringIO()) as errors:
-            code = main(["predict", str(iteration), *shlex.split(arguments)])
-    except SystemExit as stop:  # argparse refused the arguments
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as errors:
+            options = parser.parse_args([str(iteration), *shlex.split(arguments)])
+    except SystemExit:  # argparse refused the arguments
         raise DocsError(f"scripts/predict {iteration.name} {arguments}: {errors.getvalue().strip()}") from None
-    if code:
-        raise DocsError(f"scripts/predict {iteration.name} {arguments}: {errors.getvalue().strip()}")
-    return "```\n" + output.getvalue() + "```\n"
+    try:
+        printed = command.lines(options, load_settings(options.iteration), load_profile(options.profile),
+                                loadgen.chosen)
+        output = "".join(f"{text}\n" for text in printed)
+    except VisitkitError as error:
+        raise DocsError(f"scripts/predict {iteration.name} {arguments}: error: {error}") from None
+    return "```\n" + output + "```\n"
 
 
 def cost_table(iterations_dir, _link, arguments):

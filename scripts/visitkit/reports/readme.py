@@ -2,25 +2,14 @@
 that the runner points at each new run, and `visitkit docs` writes from that run's summary.json."""
 from pathlib import Path
 
-from visitkit.results import folder as results
 from visitkit.reports import docs
-from visitkit.results.summary import headline_table
 
 SECTION = "## Latest local run"
 
 
-def run_table(summary, link):
-    """A run's headline as Markdown, its links relative to the doc that shows it (`link`: the results folder)."""
-    return "\n".join([
-        f"[{summary['test']} {summary['results_dir']}]({link}/{results.REPORT}) — verdict: "
-        f"**{summary['verdict']['outcome']}**", "",
-        *headline_table(summary["headline"]), "",
-        f"![load]({link}/{results.PLOTS['load']})"])
-
-
 def latest_block(summary):
     link = f"results/{summary['results_dir']}"
-    return f"<!-- figures run: {link} -->\n{run_table(summary, link)}\n{docs.END}"
+    return f"<!-- figures run: {link} -->\n{docs.run_table(summary, link)}\n{docs.END}"
 
 
 def update_readme(readme_path, block):
