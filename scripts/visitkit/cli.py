@@ -66,8 +66,9 @@ def local_command(args):
 def run_command(args):
     from visitkit.reports import publish
     from visitkit.runs import runner
+    from visitkit.runs.config import RunConfig
 
-    config = runner.RunConfig.build(
+    config = RunConfig.build(
         args.iteration, args.test, target=args.target, duration=args.duration, shape_set=args.shape_set,
         stages=args.stages, processes=args.processes, workers=args.workers, worker_type=args.worker_type,
         keep_fleet=args.keep_fleet, update_readme=args.update_readme,
@@ -185,7 +186,7 @@ def parser():
     from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath as store_path
     from visitkit.catalogue import QUEUE_TIMEOUT_S
     from visitkit.model import command
-    from visitkit.runs.runner import TESTS
+    from visitkit.runs.config import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
     commands = top.add_subparsers(dest="command", required=True)

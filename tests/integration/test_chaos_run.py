@@ -8,6 +8,7 @@ import pytest
 
 from visitkit.reports import publish
 from visitkit.runs import runner
+from visitkit.runs.config import RunConfig
 from visitkit.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -17,8 +18,8 @@ def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):
     iteration = tmp_path / "iteration-1"
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="38s", shape_set="spawn_rate=2",
-                                    chaos="every=5,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
+    config = RunConfig.build(iteration, "breakpoint", duration="38s", shape_set="spawn_rate=2",
+                             chaos="every=5,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
     folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     found = summary["chaos"]
@@ -38,9 +39,9 @@ def test_visits_retried_through_a_pubsub_outage_each_count_once_and_every_fate_i
     shutil.copy(ROOT / "iterations" / "iteration-1" / "settings.tfvars.json", iteration)
     # Seed 1 freezes Pub/Sub first, for longer than inc-counter's publish deadline (8 s): 503s, some
     # of whose publishes land when it resumes, and visits posted again with the same id.
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="32s", shape_set="spawn_rate=2",
-                                    chaos="every=8,seed=1,stall=9-10,actions=freeze-pubsub+kill-instance+pause-instance",
-                                    convergence_timeout=240, warm_up="0", retry_visits=3)
+    config = RunConfig.build(iteration, "breakpoint", duration="32s", shape_set="spawn_rate=2",
+                             chaos="every=8,seed=1,stall=9-10,actions=freeze-pubsub+kill-instance+pause-instance",
+                             convergence_timeout=240, warm_up="0", retry_visits=3)
     folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     assert summary["chaos"]["events"][0]["action"] == "freeze-pubsub"

@@ -14,6 +14,7 @@ import pytest
 from visitkit.reports import publish
 from visitkit.results import audit
 from visitkit.runs import runner
+from visitkit.runs.config import LoadPlan, RunConfig
 from visitkit.net import free_port, wait_until
 from visitkit.paths import ROOT
 from visitkit.results.summary import ledger_figures
@@ -24,8 +25,8 @@ def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):
     iteration = tmp_path / "iteration-0"
     iteration.mkdir()
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="20s", shape_set="spawn_rate=3", workers=2,
-                                    convergence_timeout=120, warm_up="0", retry_visits=1)
+    config = RunConfig.build(iteration, "breakpoint", duration="20s", shape_set="spawn_rate=3", workers=2,
+                             convergence_timeout=120, warm_up="0", retry_visits=1)
     results, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     ledger = json.loads((results / "ledger.json").read_text())
@@ -67,7 +68,7 @@ def nodes(*commands):
 
 @pytest.mark.slow
 def test_a_killed_worker_leaves_the_ledger_incomplete_and_named(stack, tmp_path):
-    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=16,quit_wait_s=3", workers=2)
+    load = LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=16,quit_wait_s=3", workers=2)
     conf = tmp_path / "run.conf"
     conf.write_text(load.run_conf(stack.base_url))
     master, worker = load.node_commands(conf, tmp_path, free_port(), processes=1, expect_workers=2)
@@ -90,7 +91,7 @@ def test_the_masters_options_reach_remote_workers_when_the_test_starts(stack, tm
     """Workers started with only the master's address read its options once the test starts (Locust
     issue #2206): --think-time 0 (2 users make many more visits in 6 s than with 3-5 s between pages),
     and --ledger-ids (beyond it visits are counted, not kept by id)."""
-    load = runner.LoadPlan("load", shape_set="warmup_users=2,warmup_s=6,rampup_s=0,plateau_s=0,cleanup_s=0")
+    load = LoadPlan("load", shape_set="warmup_users=2,warmup_s=6,rampup_s=0,plateau_s=0,cleanup_s=0")
     conf = tmp_path / "run.conf"
     conf.write_text(load.run_conf(stack.base_url) + "think-time = 0\nledger-ids = 4\n")
     worker_conf = tmp_path / "worker.conf"

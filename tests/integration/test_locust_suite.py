@@ -13,7 +13,7 @@ import pytest
 from helpers import settle
 
 from visitkit.results import audit
-from visitkit.runs import runner
+from visitkit.runs.config import LoadPlan
 from visitkit.catalogue import stored_visits
 from visitkit.paths import LOCUST_DIR
 
@@ -21,7 +21,7 @@ from visitkit.paths import LOCUST_DIR
 @pytest.mark.slow
 def test_the_ledger_matches_what_was_stored(stack, tmp_path):
     before = stack.totals()
-    load = runner.LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2")
+    load = LoadPlan("breakpoint", shape_set="spawn_rate=4,duration_s=8,step_s=2")
     command = load.locust_command(stack.base_url, tmp_path)
     subprocess.run(command, check=True, timeout=120, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ledger = json.loads((tmp_path / "ledger.json").read_text())

@@ -21,7 +21,7 @@ from visitkit.model.capacity import predict
 from visitkit.results import analysis, audit, folder as results
 from visitkit.reports import report
 from visitkit.results.summary import audit_figures, visit_accounting
-from visitkit.runs import runner
+from visitkit.runs.config import LoadPlan
 from visitkit.settings import load_settings
 from visitkit.twin.profile import load_profile
 
@@ -56,8 +56,8 @@ def test_at_twice_the_knee_visits_refused_for_now_are_posted_again_and_stored_on
     stack, knee_users = knee
     spike = round(2 * knee_users)
     before = stack.totals()
-    load = runner.LoadPlan.build("spike", shape_set=f"base_users=4,base_s=2,spike_users={spike},spike_rate=20,"
-                                                    f"spike_s=14,recover_s=4,settle_s=2", retry_visits=RETRIES)
+    load = LoadPlan.build("spike", shape_set=f"base_users=4,base_s=2,spike_users={spike},spike_rate=20,"
+                                             f"spike_s=14,recover_s=4,settle_s=2", retry_visits=RETRIES)
     assert ("--retry-visits", RETRIES) in load.options(stack.base_url)
     subprocess.run(load.locust_command(stack.base_url, tmp_path), check=True, timeout=120,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

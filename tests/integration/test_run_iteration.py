@@ -11,6 +11,7 @@ import pytest
 
 from visitkit.reports import docs, publish
 from visitkit.runs import runner
+from visitkit.runs.config import RunConfig
 from visitkit.paths import ROOT
 
 
@@ -21,9 +22,9 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", iteration)
     (iteration / "README.md").write_text("## Hypothesis\n\nBaseline.\n\n**Check:** `requests > 0`\n")
 
-    config = runner.RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
-                                    convergence_timeout=120, warm_up="4s", warm_up_users=4, retry_visits=2,
-                                    update_readme=True)
+    config = RunConfig.build(iteration, "breakpoint", duration="15s", shape_set="spawn_rate=2",
+                             convergence_timeout=120, warm_up="4s", warm_up_users=4, retry_visits=2,
+                             update_readme=True)
     results, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
     # the warm-up's visits are stored before the test and count in neither its visits nor its push figures

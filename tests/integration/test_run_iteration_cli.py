@@ -137,7 +137,7 @@ def test_duration_beats_a_duration_in_the_shape_settings(sandbox):
 
 
 def test_the_warm_up_holds_60_percent_of_the_knee_on_this_machine():
-    from visitkit.runs import runner
+    from visitkit.runs.config import WarmUp
     from visitkit.errors import RunError
     from visitkit.model.capacity import predict
     from visitkit.twin.profile import load_profile
@@ -145,12 +145,12 @@ def test_the_warm_up_holds_60_percent_of_the_knee_on_this_machine():
 
     # iteration 4 on none: the machine's knee (~1,000 users), not the platform's (~64,000)
     prediction = predict(load_settings(ROOT / "iterations" / "iteration-4"), load_profile("none"))
-    warm = runner.WarmUp.build(None, None, prediction)
+    warm = WarmUp.build(None, None, prediction)
     assert warm.users == round(0.6 * prediction.machine_knee_users) and warm.seconds == 45
-    assert runner.WarmUp.build("20s", 9, prediction) == runner.WarmUp(9, 20)
-    assert runner.WarmUp.build("0", None, prediction) is None
+    assert WarmUp.build("20s", 9, prediction) == WarmUp(9, 20)
+    assert WarmUp.build("0", None, prediction) is None
     with pytest.raises(RunError):
-        runner.WarmUp.build("10s", 0, prediction)
+        WarmUp.build("10s", 0, prediction)
 
 
 def test_a_gcp_dry_run_with_workers_prints_the_fleets_steps_and_destroys_it_before_converging(sandbox):

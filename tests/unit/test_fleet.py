@@ -7,7 +7,8 @@ import pytest
 
 from visitkit.benchmarks import loadgen
 from visitkit.cloud import fleet as fleets
-from visitkit.runs import runner
+from visitkit.runs import fleetrun, runner
+from visitkit.runs.config import LoadPlan, RunConfig
 from visitkit.errors import GcpError
 from visitkit.model.fleet import hourly_cost, nat_ports
 from visitkit.results.folder import ResultsFolder
@@ -86,7 +87,7 @@ def test_the_stage_holds_the_suite_the_modules_it_imports_its_options_and_the_ki
     fleet = make_fleet(tmp_path, access="authenticated")
     stages = tmp_path / "my-stages.csv"
     stages.write_text("users,hold_s\n100,60\n")
-    load = runner.LoadPlan.build("endurance", stages=str(stages), workers=3, local=False)
+    load = LoadPlan.build("endurance", stages=str(stages), workers=3, local=False)
     staged = fleet.stage(load, "https://system")
     for name in ("locust/node.py", "locust/locustfile.py", "locust/ledger.py", "locust/health.py", "locust/shapes.py",
                  "visitkit/cloud/idtoken.py", "visitkit/cloud/credentials.py", "stages.csv", "requirements.txt", "run.conf"):
@@ -137,14 +138,14 @@ def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
     iteration.mkdir()
     (iteration / "settings.tfvars.json").write_text((fleets.ROOT / "iterations" / "iteration-4" /
                                                      "settings.tfvars.json").read_text())
-    config = runner.RunConfig.build(iteration, "breakpoint", target="https://system", workers=3, project="p",
-                                    duration="60s")
+    config = RunConfig.build(iteration, "breakpoint", target="https://system", workers=3, project="p",
+                             duration="60s")
     folder = ResultsFolder(tmp_path / "results" / "breakpoint-1")
     folder.create()
     target = UrlTarget("https://system", config.settings)
     state = runner.RunState(config, folder, target, lambda *_: None, {"notes": []}, fleet=fleet)
-    steps = runner.fleet_steps(config, folder, target, fleet)
-    monkeypatch.setattr(runner, "fleet_timeout", lambda load: 30)  # the master never answers: fail fast
+    steps = fleetrun.fleet_steps(config, folder, target, fleet)
+    monkeypatch.setattr(fleetrun, "fleet_timeout", lambda load: 30)  # the master never answers: fail fast
     try:
         with pytest.raises(GcpError, match="no exit code"):
             run_steps(steps, state, log=lambda *_: None)
@@ -170,8 +171,8 @@ def test_a_staging_that_fails_leaves_nothing_to_destroy(tmp_path, monkeypatch):
     state = runner.RunState(None, None, type("T", (), {"base_url": "https://s"})(), lambda *_: None, {"notes": []},
                             fleet=fleet)
     with pytest.raises(GcpError):
-        fleet.stage(runner.LoadPlan("breakpoint"), "https://s")
-    runner.destroy_fleet(state)
+        fleet.stage(LoadPlan("breakpoint"), "https://s")
+    fleetrun.destroy_fleet(state)
     assert run.verbs() == [] and not (tmp_path / "breakpoint-1").exists()
 
 

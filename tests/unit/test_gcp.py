@@ -10,6 +10,7 @@ from visitkit.cloud import gcp, monitoring
 from visitkit.model import cost
 from visitkit import settle
 from visitkit.runs import runner
+from visitkit.runs.config import RunConfig
 from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
 from visitkit.cloud.idtoken import IdTokens, audience_of
 from visitkit.paths import ROOT
@@ -272,7 +273,7 @@ def test_window_samples_read_the_subscription_from_the_outputs(tmp_path):
 # --- dry run --------------------------------------------------------------------------------------
 
 def dry_run(**options):
-    config = runner.RunConfig.build(ITERATION_1, "breakpoint", target="gcp", project="p1", **options)
+    config = RunConfig.build(ITERATION_1, "breakpoint", target="gcp", project="p1", **options)
     return "\n".join(runner.dry_run(config))
 
 

@@ -4,7 +4,8 @@ import pytest
 from visitkit.results import analysis, generator
 from visitkit.reports import report
 from visitkit import suite
-from visitkit.runs import runner
+from visitkit.errors import RunError
+from visitkit.runs.config import NODE, LoadPlan
 
 
 def rows(process, cpu, lag=1.0, start=100.0, users=10):
@@ -44,13 +45,13 @@ def test_rps_is_read_from_the_exact_per_second_counts_where_there_are_some():
 
 
 def test_run_conf_holds_the_tests_options_and_the_master_adds_its_files():
-    load = runner.LoadPlan.build("endurance", stages="300:60", workers=3, local=True, retry_visits=2)
+    load = LoadPlan.build("endurance", stages="300:60", workers=3, local=True, retry_visits=2)
     conf = load.run_conf("http://system", ["--auth", "id-token", "--quota-project", "p"], stages="stages.csv")
     assert "host = http://system\n" in conf and "stages = stages.csv\n" in conf and "retry-visits = 2\n" in conf
     assert "auth = id-token\n" in conf and "quota-project = p\n" in conf and "headless = true\n" in conf
     assert "\ncsv" not in conf  # a worker refuses --csv-full-history without --csv: files are the master's
     master, worker = load.node_commands("run.conf", "out", 5600)
-    assert master[1:3] == [str(runner.NODE), "master"] and master[master.index("--expect-workers") + 1] == "3"
+    assert master[1:3] == [str(NODE), "master"] and master[master.index("--expect-workers") + 1] == "3"
     assert worker[worker.index("--processes") + 1] == "3" and worker[worker.index("--master-port") + 1] == "5600"
     started = suite.node.master_command("run.conf", "out", 5600, 3)
     assert started[started.index("--ledger-file") + 1] == "out/ledger.json" and "--csv-full-history" in started
@@ -58,5 +59,5 @@ def test_run_conf_holds_the_tests_options_and_the_master_adds_its_files():
 
 @pytest.mark.parametrize("options", [{"workers": 0}, {"workers": 65}, {"workers": 2, "processes": 2}])
 def test_workers_are_checked(options):
-    with pytest.raises(runner.RunError):
-        runner.LoadPlan.build("breakpoint", **options)
+    with pytest.raises(RunError):
+        LoadPlan.build("breakpoint", **options)

@@ -160,11 +160,12 @@ def test_the_visitor_sends_the_headers_of_the_studys_client_python_requests():
 
 
 def test_the_runner_passes_no_retry_and_no_dwell_to_the_studys_runs_and_the_ttl_with_a_dwell():
+    from visitkit.errors import RunError
     from visitkit.paths import ITERATIONS_DIR
-    from visitkit.runs import runner
+    from visitkit.runs.config import LoadPlan, RunConfig
 
     def options(**given):
-        config = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", **given)
+        config = RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", **given)
         return dict(config.load.options("http://x")), config.load.describe()
 
     study, described = options()
@@ -172,15 +173,15 @@ def test_the_runner_passes_no_retry_and_no_dwell_to_the_studys_runs_and_the_ttl_
     dwell, described = options(dwell=60, retry_visits=3)
     assert (dwell["--dwell"], dwell["--counter-ttl"], dwell["--retry-visits"]) == ("60", "10", 3)  # iteration 1: 10 s
     assert "readers keep each page open 60 s, re-reading its count every 10 s" in described
-    with pytest.raises(runner.RunError, match="--dwell"):
-        runner.LoadPlan.build("spike", dwell=-1)
+    with pytest.raises(RunError, match="--dwell"):
+        LoadPlan.build("spike", dwell=-1)
 
 
 def test_a_dwell_runs_prediction_counts_the_readers_re_reads_and_its_warm_up_the_visitors():
     from visitkit.paths import ITERATIONS_DIR
-    from visitkit.runs import runner
+    from visitkit.runs.config import RunConfig
 
-    study = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s")
-    dwell = runner.RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", dwell=60)
+    study = RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s")
+    dwell = RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", dwell=60)
     assert (study.prediction.reads_per_visit, dwell.prediction.reads_per_visit) == (1, 7)  # 1 + 60 / 10
     assert dwell.warm_up.users == study.warm_up.users  # the warm-up runs the study's visitors

@@ -182,7 +182,7 @@ def test_a_breakpoints_ramp_publishes_what_its_users_ask_until_the_knee():
 def test_a_run_waits_for_its_counters_at_least_twice_what_the_model_says_its_load_left():
     from types import SimpleNamespace
 
-    from visitkit.runs.runner import MIN_CONVERGENCE_WAIT_S, convergence_wait
+    from visitkit.runs.convergence import MIN_CONVERGENCE_WAIT_S, convergence_wait
 
     local = SimpleNamespace(min_convergence_wait=0)
     default = SimpleNamespace(convergence_timeout=None)

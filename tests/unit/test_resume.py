@@ -11,6 +11,7 @@ from visitkit.errors import RunError
 from visitkit.paths import ROOT
 from visitkit.results import folder as results
 from visitkit.runs import runner
+from visitkit.runs.config import RunConfig, resumable
 from visitkit.steps import Step, run_steps
 from visitkit.settings import load_settings
 
@@ -80,13 +81,13 @@ def test_only_a_google_cloud_run_of_the_same_iteration_and_test_resumes(tmp_path
     folder = results.ResultsFolder(tmp_path / "breakpoint-1")
     folder.create()
     folder.save_run({"iteration": "iteration-1", "test": "breakpoint", "target": "gcp"})
-    assert runner.resumable(folder.path, ITERATION_1, "breakpoint") == folder.path
+    assert resumable(folder.path, ITERATION_1, "breakpoint") == folder.path
     with pytest.raises(RunError, match="resume it with that iteration and --test"):
-        runner.resumable(folder.path, ITERATION_1, "endurance")
+        resumable(folder.path, ITERATION_1, "endurance")
     with pytest.raises(RunError, match="--target gcp"):
-        runner.RunConfig.build(ITERATION_1, "breakpoint", target="local", resume=folder.path)
+        RunConfig.build(ITERATION_1, "breakpoint", target="local", resume=folder.path)
     with pytest.raises(RunError, match="not a results folder"):
-        runner.resumable(tmp_path, ITERATION_1, "breakpoint")
+        resumable(tmp_path, ITERATION_1, "breakpoint")
 
 
 class FakeTerraform:

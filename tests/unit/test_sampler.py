@@ -2,7 +2,7 @@
 import json
 import time
 
-from visitkit.runs.runner import Sampler
+from visitkit.runs.load import Sampler
 
 
 class CountingTarget:

@@ -1,1 +1,1 @@
-"""A run: its plan of steps, its targets and its progress (the steps themselves, the Locust suite as the kit drives it and settling are the package's base: steps.py, suite.py, settle.py)."""
+"""A run, by stage: its configuration, the load (here or on a fleet), the convergence wait and the audit, the runner that plans and runs the steps, its targets and progress."""

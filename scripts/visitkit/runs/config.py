@@ -1,0 +1,303 @@
+"""A run's configuration, checked once where it is built: the iteration and its settings (`RunConfig`),
+the Locust side of the load (`LoadPlan`), the warm-up of a local run (`WarmUp`), and the failed run
+--resume continues (`resumable`)."""
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from visitkit import suite
+from visitkit.results import audit, folder as results
+from visitkit.twin.chaos import ChaosPlan
+from visitkit.errors import RunError
+from visitkit.catalogue import QUEUE_TIMEOUT_S
+from visitkit.net import free_port
+from visitkit.paths import LOCUST_DIR
+from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
+from visitkit.twin.profile import load_profile
+from visitkit.settings import check_invokers, load_settings
+
+TESTS = ("breakpoint", "endurance", "load", "spike")
+NODE = LOCUST_DIR / "node.py"
+MAX_LOCAL_WORKERS = 64
+MAX_FLEET_WORKERS = 100  # worker VMs (infra/loadgen checks the same bound)
+LOCAL_WAIT_WORKERS_S = 60  # for the local workers to connect to their master
+STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
+          "remote": LOCUST_DIR / "stages" / "endurance-study.csv"}
+DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
+STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
+MAX_RETRY_VISITS = 5  # --retry-visits: the visitor waits 1, 2, 4 ... s (with jitter), or what Retry-After asks
+# Google's Firestore and Pub/Sub are always warm; the emulators are JVMs that start cold and spend
+# several times more CPU per request until they have compiled their hot paths (docs/local-twin.md),
+# so a local test starts after a warm-up of real visits: WARM_UP_SHARE of the knee predicted on this
+# machine (busy, without a queue), reached at WARM_UP_SPAWN_RATE and held for WARM_UP_S.
+WARM_UP_S = 45.0
+WARM_UP_SHARE = 0.6
+WARM_UP_SPAWN_RATE = 20.0
+WARM_UP_DIR = "warm-up"
+
+
+def parse_duration(text):
+    """'90', '90s', '5m', '1h30m' -> seconds."""
+    if text is None:
+        return None
+    total, digits = 0.0, ""
+    for char in str(text).strip():
+        if char.isdigit() or char == ".":
+            digits += char
+        elif char in "hms" and digits:
+            total += float(digits) * {"h": 3600, "m": 60, "s": 1}[char]
+            digits = ""
+        else:
+            raise RunError(f"cannot read duration {text!r} (e.g. 90s, 5m, 1h30m)")
+    return total + (float(digits) if digits else 0.0)
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """The Locust side of a run: the test's shape and its settings, and the Locust processes."""
+    test: str
+    seconds: float = None  # a cap on the load; None: the shape's own length
+    shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
+    stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
+    processes: int = None  # Locust's own --processes (one command, forked workers)
+    retry_visits: int = 0  # how often a visit with a 429, a 5xx or no answer is posted again (same visit id)
+    workers: int = None  # distributed mode: a master and this many workers, each started by locust/node.py
+    dwell: float = 0.0  # > 0: readers who keep each page open this many seconds (locust/locustfile.py's Reader)
+    counter_ttl: float = 0.0  # with a dwell: get-counter's cache TTL, which the page's re-reads wait at least
+
+    @classmethod
+    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0,
+              workers=None, dwell=0.0, counter_ttl=0.0):
+        if test not in TESTS:
+            raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
+        seconds = parse_duration(duration)
+        # a duration_s in --shape-set is the run's length too (it feeds the timeout and progress)
+        given = [kv.split("=", 1)[1] for kv in shape_set.split(",") if kv.strip().startswith("duration_s=")]
+        if seconds is None and given:
+            seconds = parse_duration(given[-1])
+        elif seconds is None and test == "breakpoint":
+            seconds = DEFAULT_BREAKPOINT_SECONDS
+        if seconds is not None and not (given and seconds == parse_duration(given[-1])):
+            # a later key wins in locust/shapes.py, so --duration beats a duration_s in --shape-set
+            shape_set = ",".join(filter(None, [shape_set, f"duration_s={seconds:g}"]))
+        if test == "endurance" and not stages:
+            stages = str(STAGES["local" if local else "remote"])
+        elif stages and Path(stages).is_file():
+            stages = str(Path(stages).resolve())  # Locust and the shape may start elsewhere
+        if processes is not None and processes < 1:
+            raise RunError("--processes must be 1 or more")
+        if workers is not None and processes is not None:
+            raise RunError("--workers and --processes are two ways to spread Locust: choose one")
+        if workers is not None and not 1 <= workers <= (MAX_LOCAL_WORKERS if local else MAX_FLEET_WORKERS):
+            raise RunError(f"--workers must be 1 to {MAX_LOCAL_WORKERS if local else MAX_FLEET_WORKERS}"
+                           + ("" if local else " (worker VMs)"))
+        if not 0 <= (retry_visits or 0) <= MAX_RETRY_VISITS:
+            raise RunError(f"--retry-visits must be 0 to {MAX_RETRY_VISITS}")
+        if (dwell or 0) < 0:
+            raise RunError("--dwell must be 0 seconds (the study's visitor) or more")
+        dwell = float(dwell or 0)
+        return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers, dwell,
+                   float(counter_ttl or 0) if dwell else 0.0)
+
+    def describe(self):
+        stages = ""
+        if self.stages:
+            stages = f", stages from {Path(self.stages).name if Path(self.stages).exists() else self.stages}"
+        return (f"{self.test} {self.shape_set}{stages}"
+                + (f", {self.processes} Locust processes" if self.processes else "")
+                + (f", Locust distributed: a master and {self.workers} workers" if self.workers else "")
+                + (f", visits retried up to {self.retry_visits} times" if self.retry_visits else "")
+                + (f", readers keep each page open {self.dwell:g} s, re-reading its count every "
+                   f"{max(PAGE_REFRESH_SECONDS, self.counter_ttl):g} s (the longer of the page's "
+                   f"{PAGE_REFRESH_SECONDS:g} s refresh and the {self.counter_ttl:g} s cache TTL) plus jitter"
+                   if self.dwell else ""))
+
+    def options(self, base_url, target_args=(), stages=None):
+        """The test's Locust options as [(option, value; None for a flag)], the same for one process
+        and for a distributed run's run.conf; `stages`: where the stages file is for this run."""
+        options = [("--headless", None), ("--host", base_url), ("--shape", self.test), ("--stop-timeout", STOP_TIMEOUT_S), ("--only-summary", None), ("--exit-code-on-error", 0)]
+        if self.shape_set:
+            options.append(("--shape-set", self.shape_set))
+        if self.stages:
+            options.append(("--stages", stages or self.stages))
+        if self.retry_visits:
+            options.append(("--retry-visits", self.retry_visits))
+        if self.dwell:
+            options += [("--dwell", f"{self.dwell:g}"), ("--counter-ttl", f"{self.counter_ttl:g}")]
+        target_args = list(target_args)
+        for i, arg in enumerate(target_args):
+            if arg.startswith("--"):
+                value = target_args[i + 1] if i + 1 < len(target_args) and not target_args[i + 1].startswith("--") else None
+                options.append((arg, value))
+        return options
+
+    def locust_command(self, base_url, folder, target_args=()):
+        """One Locust command (with --processes, one that forks its workers); target_args: what the
+        target needs Locust to send (ID tokens on an authenticated deployment)."""
+        command = [sys.executable, "-m", "locust", "-f", str(suite.LOCUSTFILE)]
+        for option, value in self.options(base_url, target_args):
+            command += [option] if value is None else [option, str(value)]
+        command += [part for option, name in suite.OUTPUTS.items() for part in (option, str(folder / name))]
+        command += suite.OUTPUT_FLAGS
+        if self.processes:
+            port = str(free_port())  # never Locust's default 5557: others may run Locust too
+            command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
+        return command
+
+    def planned_seconds(self):
+        """How long the load lasts: --duration, or the shape's own length, asked of locust/shapes.py in
+        a process of its own (importing Locust here would patch this process's threads with gevent)."""
+        if self.seconds is not None:
+            return self.seconds
+        code = ("import sys, shapes; shape = shapes.make_shape(sys.argv[1], shapes.parse_assignments(sys.argv[2]), "
+                "sys.argv[3] or None); print(shape.planned_seconds())")
+        found = subprocess.run([sys.executable, "-c", code, self.test, self.shape_set, self.stages or ""],
+                               cwd=LOCUST_DIR, capture_output=True, text=True, timeout=60)
+        if found.returncode != 0:
+            raise RunError(f"the shape's settings are not valid: {found.stderr.strip().splitlines()[-1]}")
+        return None if found.stdout.strip() == "None" else float(found.stdout)
+
+    def run_conf(self, base_url, target_args=(), stages=None):
+        """The options as a Locust configuration file, which a distributed run's master and workers
+        all read (locust/node.py)."""
+        lines = ["# The run's Locust options (scripts/run-iteration wrote them; locust/node.py reads them)."]
+        for option, value in self.options(base_url, target_args, stages):
+            lines.append(f"{option[2:]} = {'true' if value is None else value}")
+        return "\n".join(lines) + "\n"
+
+    def node_commands(self, conf, out, port, master_host="127.0.0.1", processes=None, expect_workers=None,
+                      wait_s=LOCAL_WAIT_WORKERS_S):
+        """(master, worker) command lines of locust/node.py: the master, and one machine's workers."""
+        processes = processes or self.workers
+        master = [sys.executable, str(NODE), "master", "--config", str(conf), "--out", str(out),
+                  "--bind-port", str(port), "--expect-workers", str(expect_workers or processes)]
+        if wait_s is not None:  # None: node.py's own default (a fleet's VMs take minutes to start)
+            master += ["--wait-workers", str(wait_s)]
+        worker = [sys.executable, str(NODE), "worker", "--config", str(conf), "--master-host", master_host,
+                  "--master-port", str(port), "--processes", str(processes)]
+        return master, worker
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """Real visits before the test (local stack only), with Locust's endurance shape: one stage of
+    `users` held `seconds`; its files go to the results folder's warm-up/."""
+    users: int
+    seconds: float
+
+    def __post_init__(self):
+        if self.users < 1 or self.seconds <= 0:
+            raise RunError("a warm-up needs 1 user or more and a duration above 0 (--warm-up 0 skips it)")
+
+    @classmethod
+    def build(cls, duration, users, prediction):
+        """From --warm-up and --warm-up-users (None: the defaults); None when the duration is 0."""
+        seconds = WARM_UP_S if duration is None else parse_duration(duration)
+        if not seconds:
+            return None
+        if users is None:
+            users = max(1, round(WARM_UP_SHARE * figure_to_measure(prediction.as_dict(), "local", "knee_users")))
+        return cls(users, seconds)
+
+    def load(self):
+        return LoadPlan("endurance", None, f"spawn_rate={WARM_UP_SPAWN_RATE:g}", f"{self.users}:{self.seconds:g}")
+
+    def describe(self):
+        return f"{self.users} users (reached at +{WARM_UP_SPAWN_RATE:g}/s) for {self.seconds:g} s"
+
+    def timeout(self):
+        return self.users / WARM_UP_SPAWN_RATE + self.seconds + STOP_TIMEOUT_S + 120
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What to run, checked once: the iteration and its settings, the load, the target."""
+    iteration_dir: Path
+    settings: object  # settings.Settings
+    load: LoadPlan
+    target: str = "local"  # local, gcp, or a base URL
+    convergence_timeout: float = None
+    queue_timeout: float = QUEUE_TIMEOUT_S
+    keep_up: bool = False
+    project: str = None
+    region: str = None
+    destroy: bool = False
+    access: str = None  # gcp: "auto", "public" or "authenticated", over the settings file's
+    invokers: tuple = ()  # gcp, authenticated: who gets run.invoker (default: the credentials' account)
+    impersonate: str = None  # gcp, authenticated: mint ID tokens as this service account
+    profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
+    chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
+    warm_up: WarmUp = None  # visits before the test (local only)
+    audit: str = "auto"  # how every visit is audited after convergence: visitkit.results.audit.METHODS
+    worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
+    keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
+    update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
+    resume: Path = None  # gcp: a failed run's results folder, continued after its last finished step
+    prediction: object = None  # predict.Prediction from the settings and the profile, made once here
+
+    @classmethod
+    def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
+              processes=None, workers=None, worker_type=None, profile=None, chaos=None, warm_up=None,
+              warm_up_users=None, retry_visits=0, dwell=0.0, **options):
+        if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
+            raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
+        if profile not in (None, "none") and target != "local":
+            raise RunError("--profile shapes the local twin only: leave it out with --target gcp or a URL")
+        if chaos is not None and target != "local":
+            raise RunError("--chaos acts on the local stack's processes: use it with --target local")
+        if any(options.get(key) for key in ("access", "invokers", "impersonate")) and target != "gcp":
+            raise RunError("--access, --invoker and --impersonate shape a Google Cloud deployment: use them with "
+                           "--target gcp")
+        if options.get("resume") is not None:
+            if target != "gcp":
+                raise RunError("--resume continues a failed Google Cloud run: use it with --target gcp")
+            options["resume"] = resumable(options["resume"], Path(iteration_dir).resolve(), test)
+        if (warm_up is not None or warm_up_users is not None) and target != "local":
+            raise RunError("--warm-up warms the local stack's emulators: Google Cloud runs warm up by themselves")
+        iteration_dir = Path(iteration_dir).resolve()
+        options["invokers"] = check_invokers(options.get("invokers") or ())
+        options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
+        if options.get("audit", "auto") not in audit.METHODS:
+            raise RunError(f"--audit must be one of {', '.join(audit.METHODS)}")
+        load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
+                              retry_visits=retry_visits, workers=workers, dwell=dwell)
+        if worker_type is not None and (workers is None or target == "local"):
+            raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
+                           "--target gcp or a URL")
+        if workers is not None and target != "local" and not options.get("project"):
+            raise RunError("--workers with --target gcp or a URL runs a fleet of VMs: it needs --project")
+        options["worker_type"] = worker_type
+        if options.get("keep_fleet") and not (workers is not None and target != "local"):
+            raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
+        settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do
+            load = replace(load, counter_ttl=float(settings.cache_ttl_seconds))
+        queue_timeout = options.get("queue_timeout", cls.queue_timeout)
+        # The run's readers (the study's visitor, or readers who stay `dwell` s); the warm-up's are visitors.
+        options["prediction"] = predict(settings, profile, queue_timeout, dwell_s=load.dwell)
+        if target == "local":
+            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, predict(settings, profile, queue_timeout)
+                                              if load.dwell else options["prediction"])
+        return cls(iteration_dir, settings, load, target, profile=profile, **options)
+
+    @property
+    def target_kind(self):
+        return self.target if self.target in ("local", "gcp") else "url"
+
+    @property
+    def on_fleet(self):
+        """Locust runs on a fleet of VMs in Google Cloud (infra/loadgen)."""
+        return bool(self.load.workers) and self.target != "local"
+
+
+def resumable(results_dir, iteration_dir, test):
+    """A results folder --resume can continue: a run of the same iteration and test."""
+    folder = results.ResultsFolder(Path(results_dir).resolve())
+    record = folder.run()  # RunError where it is not a results folder
+    if record.get("iteration") != iteration_dir.name or record.get("test") != test:
+        raise RunError(f"{folder.path} holds a {record.get('test')} run of {record.get('iteration')}: resume it with "
+                       "that iteration and --test")
+    if record.get("target") != "gcp":
+        raise RunError(f"{folder.path} is not a Google Cloud run: only those can be resumed")
+    return folder.path

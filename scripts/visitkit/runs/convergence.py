@@ -1,0 +1,106 @@
+"""After the load: waiting until the stored totals hold every visit Locust saw acknowledged (the
+convergence wait), then the audit of every visit against the store."""
+import json
+import time
+
+from visitkit.results import analysis, audit, folder as results
+from visitkit.results.summary import model_for_load
+from visitkit.runs.load import Sampler
+from visitkit.runs.progress import Progress
+
+SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
+MIN_CONVERGENCE_WAIT_S = 120
+
+
+def convergence_wait(config, target, load_seconds, model_seconds=0):
+    """--convergence-timeout, else the longest of a floor, 3 x the load, twice what the model says the
+    store needs after this load (a run the model describes never times out; one it does not still ends)
+    and the target's own minimum."""
+    if config.convergence_timeout is not None:
+        return config.convergence_timeout
+    return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, 2 * model_seconds, target.min_convergence_wait)
+
+
+def state_convergence_wait(state):
+    """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded."""
+    history = analysis.aggregated_history(results.read_csv(state.folder / results.HISTORY))
+    model = model_for_load(state.record, history, *analysis.load_window(history)) or {}
+    return convergence_wait(state.config, state.target, state.load_ended - state.load_started,
+                            model.get("seconds_after_load") or 0)
+
+
+def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1.0, progress=None,
+                         backlog=lambda: None):
+    """Polls stored totals into a JSONL file until every page holds before + acknowledged (then a few
+    more polls, so late duplicates show) or the timeout passes. True when it converged."""
+    expected = {page: before.get(page, 0) + count for page, count in acknowledged.items()}
+    started = time.monotonic()
+    deadline, settle = started + timeout, None
+    with open(path, "a") as out:
+        while True:
+            totals = target.totals()
+            out.write(json.dumps({"time": time.time(), "totals": totals}) + "\n")
+            out.flush()
+            if progress is not None:
+                progress.update(time.monotonic() - started, timeout, stored=sum(totals.values()) - sum(before.values()),
+                                of=sum(acknowledged.values()), backlog=backlog())
+            if settle is None and all(totals.get(p, 0) >= n for p, n in expected.items()):
+                settle = SETTLE_POLLS
+            if settle is not None:
+                settle -= 1
+                if settle <= 0:
+                    return True
+            if time.monotonic() > deadline:
+                return settle is not None
+            time.sleep(interval)
+
+
+def converge(state):
+    ledger = json.loads((state.folder / results.LEDGER).read_text())
+    wait = state_convergence_wait(state)
+    if state.sampler is None:  # a resumed run whose load had finished
+        state.sampler = Sampler(state.target, state.folder / results.SAMPLES)
+        state.sampler.start()
+    progress = Progress("convergence")
+    try:
+        converged = wait_for_convergence(state.target, state.record["before"], ledger.get("acknowledged", {}),
+                                         state.folder / results.POLLS, wait, progress=progress,
+                                         backlog=lambda: state.sampler.figure("store", "backlog"))
+    finally:
+        progress.close()
+        state.sampler.stop()
+    if hasattr(state.target, "twin_figures"):
+        state.record["twin"] = state.target.twin_figures()
+    state.converged = state.record["converged"] = converged
+    if not converged:
+        state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
+    if state.sampler.errors:
+        state.record["notes"].append(f"{state.sampler.errors} server samples failed (gaps in {results.SAMPLES}).")
+    state.folder.save_run(state.record)
+
+
+def audit_visits(state):
+    """Reads the store's marker of every visit id in the ledger (or, per visitkit.results.audit, falls back
+    to the totals), into audit.json."""
+    ledger = json.loads((state.folder / results.LEDGER).read_text())
+    # After a convergence, acknowledged visits the totals did not wait for may still be in a retry
+    # backoff: the audit waits for them as long again. After none, it takes the store as it is.
+    wait = state_convergence_wait(state) if state.converged else 0
+    record = audit.run(ledger, state.config.audit, getattr(state.target, "stored_visits", None),
+                       getattr(state.target, "billed_region", None), totals=state.target.totals, wait_s=wait)
+    state.folder.save_audit(record)
+    if record["method"] == "exact":
+        paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""
+        state.log(f"audit: {record['reads']:,} visit markers read{paid}; {len(record['not_stored']):,} not stored")
+    else:
+        state.log(f"audit: by the totals ({record['why']})")
+
+
+def audit_words(requested, target):
+    if requested == "totals" or not hasattr(target, "stored_visits"):
+        return "compare each page's stored total with the visits' outcomes (5xx and unanswered stay ambiguous)"
+    words = "read the store's marker of every visit id in the ledger, in batches: each visit's fate is known"
+    if getattr(target, "billed_region", None) and requested == "auto":
+        words += (f" (one billed read per visit; above {audit.EXACT_MAX_READS:,} visits by the totals instead, "
+                  "unless --audit exact)")
+    return words

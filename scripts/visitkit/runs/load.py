@@ -1,0 +1,260 @@
+"""The load of a run on this machine: Locust's processes (one command, or a master and its workers
+started by locust/node.py), the warm-up before the test, and the target sampled every second while
+they run."""
+import csv
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from visitkit import settle
+from visitkit.results import folder as results
+from visitkit.twin.chaos import Chaos
+from visitkit.errors import RunError
+from visitkit.net import free_port
+from visitkit.paths import ROOT
+from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR
+from visitkit.runs.progress import Progress
+
+
+class Sampler(threading.Thread):
+    """Appends target.sample() to a JSONL file once per second until stopped; keeps the first and the
+    latest."""
+
+    def __init__(self, target, path, interval=1.0):
+        super().__init__(daemon=True)
+        self.target, self.path, self.interval = target, path, interval
+        self.stopping = threading.Event()
+        self.errors = 0
+        self.first, self.latest = {}, {}
+
+    def run(self):
+        with open(self.path, "a") as out:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                try:
+                    self.latest = self.target.sample()
+                    self.first = self.first or self.latest
+                    out.write(json.dumps(self.latest) + "\n")
+                    out.flush()
+                except Exception as error:  # a missed sample must not end the run
+                    self.errors += 1
+                    if self.errors <= 3:
+                        print(f"server sample failed: {error!r}", file=sys.stderr)
+                self.stopping.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=30)
+
+    def figure(self, section, key, since_first=False):
+        """The latest sample's figure, summed over functions for a per-function key; with since_first,
+        a counter's growth since the first sample (the stack may have counted before the test, e.g.
+        during a warm-up)."""
+        latest = self._read(self.latest, section, key)
+        if not since_first or latest is None:
+            return latest
+        return latest - (self._read(self.first, section, key) or 0)
+
+    @staticmethod
+    def _read(sample, section, key):
+        if section == "store":
+            return (sample.get("store") or {}).get(key)
+        values = [f.get(key) for f in (sample.get("functions") or {}).values() if f.get(key) is not None]
+        return sum(values) if values else None
+
+
+def last_aggregated(history_path):
+    """Locust's latest per-second Aggregated row (users, RPS, failures), read from the end of its
+    history CSV, or None before there is one."""
+    try:
+        with open(history_path, newline="") as f:
+            header = next(csv.reader([f.readline()]), None)
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 16384))
+            tail = f.read().splitlines()
+    except OSError:
+        return None
+    rows = [row for row in csv.reader(tail[1:]) if header and len(row) == len(header)]
+    aggregated = [dict(zip(header, row)) for row in rows if "Aggregated" in row]
+    return aggregated[-1] if aggregated else None
+
+
+def planned_seconds(config, log_path):
+    """The shape's planned length: --duration, or what the Locust file logged at start."""
+    if config.load.seconds is not None:
+        return config.load.seconds
+    try:
+        found = re.search(r"planned (\d+(?:\.\d+)?) s", Path(log_path).read_text())
+    except OSError:
+        return None
+    return float(found[1]) if found else None
+
+
+def warm_up_stack(state):
+    """Runs the warm-up's Locust to its end, then waits until the store holds every visit it had
+    acknowledged, so they count in the totals read before the test, not in the test."""
+    warm, target = state.config.warm_up, state.target
+    folder = state.folder.path / WARM_UP_DIR
+    folder.mkdir(exist_ok=True)
+    baseline = target.totals()
+    command = warm.load().locust_command(target.base_url, folder)
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT,
+                          start_new_session=True) as locust:
+        try:
+            locust.wait(warm.timeout())
+        except subprocess.TimeoutExpired:
+            stop_locust(locust)
+            raise RunError(f"the warm-up's Locust did not end within {warm.timeout():.0f} s")
+        except BaseException:
+            stop_locust(locust)
+            raise
+    ledger = json.loads((folder / results.LEDGER).read_text()) if (folder / results.LEDGER).exists() else {}
+    acknowledged = sum(ledger.get("acknowledged", {}).values())
+    settle.wait_until_stored(target.totals, baseline, acknowledged, interval=1, error=RunError)
+    (folder / results.LOCUST_HTML).unlink(missing_ok=True)  # the test's own locust.html is the one to read
+    target.mark_start()
+    state.record["warm_up"] = {"users": warm.users, "seconds": warm.seconds, "acknowledged": acknowledged}
+    state.folder.save_run(state.record)
+
+
+def run_load(state):
+    config, folder = state.config, state.folder
+    state.sampler = Sampler(state.target, folder / results.SAMPLES)
+    state.sampler.start()
+    timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
+    state.load_started = time.time()
+    progress, faults = Progress("load"), None
+    try:
+        with LocustProcesses(locust_commands(state)) as locust:
+            try:
+                if hasattr(state.target, "watch"):
+                    state.target.watch("locust", locust.pid)
+                faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
+                if faults:
+                    faults.start()
+                while locust.poll() is None:
+                    elapsed = time.time() - state.load_started
+                    if timeout is not None and elapsed > timeout + locust.wait_workers_s:
+                        raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
+                    row = last_aggregated(folder / results.HISTORY) or {}
+                    progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
+                                    users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
+                                    failures=row.get("Total Failure Count"),
+                                    responses_429=state.sampler.figure("functions", "responses_429", since_first=True),
+                                    backlog=state.sampler.figure("store", "backlog"))
+                    time.sleep(1)
+            except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
+                locust.stop()
+                raise
+    finally:
+        progress.close()
+        if faults:
+            faults.stop()  # before the convergence wait: nothing stays frozen
+            state.record["chaos"] = {"plan": config.chaos.describe(), "events": faults.events}
+    state.load_ended = time.time()
+    state.record["load_window"] = [state.load_started, state.load_ended]
+    state.record["locust_exit_code"] = locust.returncode
+    if locust.returncode != 0:
+        state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
+
+
+def locust_commands(state):
+    """The run's Locust command lines: one command; or, with --workers, a master and its workers
+    (locust/node.py), whose options go into the results folder's run.conf."""
+    config, folder, target = state.config, state.folder, state.target
+    target_args = getattr(target, "locust_args", ())
+    if not config.load.workers:
+        command = config.load.locust_command(target.base_url, folder.path, target_args)
+        state.record["locust_command"] = command
+        return [command]
+    (folder / results.RUN_CONF).write_text(config.load.run_conf(target.base_url, target_args))
+    commands = config.load.node_commands(folder / results.RUN_CONF, folder.path, free_port())
+    state.record["locust_command"], state.record["locust_workers_command"] = commands
+    return list(commands)
+
+
+def locust_lines(config, folder, target):
+    """The Locust step's command lines, as a dry run shows them."""
+    target_args = getattr(target, "locust_args", ())
+    if not config.load.workers:
+        return [f"$ {shlex.join(config.load.locust_command(target.base_url, folder.path, target_args))}"]
+    conf = folder.path / results.RUN_CONF
+    master, worker = config.load.node_commands(conf, folder.path, "<free port>")
+    return [f"{conf}, the options master and workers read:",
+            *(f"    {line}" for line in config.load.run_conf(target.base_url, target_args).splitlines()[1:]),
+            "the master (it waits for every worker, runs the shape, and asks each worker for its whole visit "
+            "ledger before it quits):", f"$ {shlex.join(master)}",
+            f"the {config.load.workers} workers, over loopback:", f"$ {shlex.join(worker)}"]
+
+
+class LocustProcesses:
+    """Locust's processes for one test, each in a process group of its own (so that stopping one
+    reaches the workers it forked); the first is the one whose end ends the test."""
+
+    def __init__(self, commands, stop_grace_s=10):
+        self.commands, self.stop_grace_s = commands, stop_grace_s
+        self.wait_workers_s = LOCAL_WAIT_WORKERS_S if len(commands) > 1 else 0
+        self.processes = []
+
+    def __enter__(self):
+        for command in self.commands:
+            self.processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                   cwd=ROOT, start_new_session=True))
+        return self
+
+    @property
+    def pid(self):
+        return self.processes[0].pid
+
+    @property
+    def returncode(self):
+        return self.processes[0].returncode
+
+    def poll(self):
+        return self.processes[0].poll()
+
+    def stop(self):
+        for process in self.processes:
+            stop_locust(process, self.stop_grace_s)
+
+    def __exit__(self, *_exc):
+        # the workers quit when their master does; give them the time to, then stop whatever is left
+        for process in self.processes[1:]:
+            try:
+                process.wait(self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop()
+        for process in self.processes:
+            process.wait()
+        return False
+
+
+def stop_locust(locust, grace_s=10):
+    """SIGTERM to Locust's process group (the master and its --processes workers), then SIGKILL to
+    whatever is left of the group once the master has ended or grace_s has passed."""
+    try:
+        os.killpg(locust.pid, signal.SIGTERM)
+        locust.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(locust.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
