@@ -232,9 +232,10 @@ def firestore_client(project, credentials):
 
 
 class GcpTarget:
-    """An iteration deployed on Google Cloud, in the runner's target seam."""
+    """An iteration deployed on Google Cloud, in the runner's target seam (visitkit.runs.targets.Target)."""
     kind = "gcp"
     updates_readme = False
+    reads_visits = True  # the markers in Firestore, one billed read each
 
     def __init__(self, settings, iteration_dir, project, region=None, destroy=False, access=None, invokers=(),
                  impersonate=None, infra_dir=INFRA_DIR, run=firstrun.stream_command, status=None, firestore=None,
@@ -551,6 +552,15 @@ class GcpTarget:
         functions = {name: dict.fromkeys(monitoring.empty_function()) for name in CATALOGUE}
         return {"time": time.time(), "source": "gcp-monitoring", "functions": functions,
                 "store": dict.fromkeys(("accepted", "delivered", "stored", "backlog"))}
+
+    def watch(self, component, pid):
+        pass  # the platform's processes are Google's: Monitoring has their figures
+
+    def mark_start(self):
+        pass  # Monitoring is read for the test's window alone (window_samples)
+
+    def twin_figures(self):
+        return None  # no twin
 
     def window_samples(self, start, end, results_dir, now=time.time, sleep=time.sleep):
         """The platform's per-minute samples for [start, end]; waits for ingestion first and saves

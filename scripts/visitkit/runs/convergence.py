@@ -69,8 +69,9 @@ def converge(state):
     finally:
         progress.close()
         state.sampler.stop()
-    if hasattr(state.target, "twin_figures"):
-        state.record["twin"] = state.target.twin_figures()
+    twin = state.target.twin_figures()
+    if twin is not None:
+        state.record["twin"] = twin
     state.converged = state.record["converged"] = converged
     if not converged:
         state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
@@ -86,8 +87,9 @@ def audit_visits(state):
     # After a convergence, acknowledged visits the totals did not wait for may still be in a retry
     # backoff: the audit waits for them as long again. After none, it takes the store as it is.
     wait = state_convergence_wait(state) if state.converged else 0
-    record = audit.run(ledger, state.config.audit, getattr(state.target, "stored_visits", None),
-                       getattr(state.target, "billed_region", None), totals=state.target.totals, wait_s=wait)
+    target = state.target
+    record = audit.run(ledger, state.config.audit, target.stored_visits if target.reads_visits else None,
+                       target.billed_region, totals=target.totals, wait_s=wait)
     state.folder.save_audit(record)
     if record["method"] == "exact":
         paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""
@@ -97,10 +99,10 @@ def audit_visits(state):
 
 
 def audit_words(requested, target):
-    if requested == "totals" or not hasattr(target, "stored_visits"):
+    if requested == "totals" or not target.reads_visits:
         return "compare each page's stored total with the visits' outcomes (5xx and unanswered stay ambiguous)"
     words = "read the store's marker of every visit id in the ledger, in batches: each visit's fate is known"
-    if getattr(target, "billed_region", None) and requested == "auto":
+    if target.billed_region and requested == "auto":
         words += (f" (one billed read per visit; above {audit.EXACT_MAX_READS:,} visits by the totals instead, "
                   "unless --audit exact)")
     return words

@@ -72,8 +72,8 @@ def _retry_policy():
 
 def provision_fleet(state):
     fleet, target = state.fleet, state.target
-    fleet.region = getattr(target, "deployed_region", None) or fleet.region  # beside the functions
-    if getattr(target, "access", None) in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
+    fleet.region = target.deployed_region or fleet.region  # beside the functions
+    if target.access in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
         fleet.access = target.access
     fleet.stage(state.config.load, target.base_url)
     state.record["fleet"] = {"workers": fleet.workers, "worker_type": fleet.worker_type,

@@ -134,8 +134,7 @@ def run_load(state):
     try:
         with LocustProcesses(locust_commands(state)) as locust:
             try:
-                if hasattr(state.target, "watch"):
-                    state.target.watch("locust", locust.pid)
+                state.target.watch("locust", locust.pid)
                 faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
                 if faults:
                     faults.start()
@@ -169,7 +168,7 @@ def locust_commands(state):
     """The run's Locust command lines: one command; or, with --workers, a master and its workers
     (locust/node.py), whose options go into the results folder's run.conf."""
     config, folder, target = state.config, state.folder, state.target
-    target_args = getattr(target, "locust_args", ())
+    target_args = target.locust_args
     if not config.load.workers:
         command = config.load.locust_command(target.base_url, folder.path, target_args)
         state.record["locust_command"] = command
@@ -182,7 +181,7 @@ def locust_commands(state):
 
 def locust_lines(config, folder, target):
     """The Locust step's command lines, as a dry run shows them."""
-    target_args = getattr(target, "locust_args", ())
+    target_args = target.locust_args
     if not config.load.workers:
         return [f"$ {shlex.join(config.load.locust_command(target.base_url, folder.path, target_args))}"]
     conf = folder.path / results.RUN_CONF

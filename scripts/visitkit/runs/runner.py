@@ -22,6 +22,7 @@ from visitkit.runs.config import WARM_UP_DIR, RunConfig
 from visitkit.runs.convergence import MIN_CONVERGENCE_WAIT_S, audit_visits, audit_words, converge
 from visitkit.runs.fleetrun import fleet_steps, make_fleet
 from visitkit.runs.load import Sampler, locust_lines, run_load, warm_up_stack
+from visitkit.runs.targets import Target
 from visitkit.steps import Step, plan_lines, run_steps
 
 
@@ -47,7 +48,7 @@ class RunState:
     """What the steps share while a run goes on; `record` becomes run.json."""
     config: RunConfig
     folder: results.ResultsFolder
-    target: object
+    target: Target
     log: object = print
     record: dict = field(default_factory=dict)
     sampler: Sampler = None
@@ -62,11 +63,11 @@ class RunState:
 # ---- the steps' actions --------------------------------------------------------------------------
 def read_totals_before(state):
     state.record["base_url"] = state.target.base_url
-    if getattr(state.target, "access", None):
+    if state.target.access:
         state.record["access"] = state.target.access  # as deployed ("auto" decided by the preflight)
-    if getattr(state.target, "dead_letter", None) is False:  # the organization refused the dead-letter grants
+    if state.target.dead_letter is False:  # the organization refused the dead-letter grants
         state.record["settings"] = {**state.record["settings"], "dead_letter": False}
-    if getattr(state.target, "deployed_region", None):
+    if state.target.deployed_region:
         state.record["region"] = state.target.deployed_region
     state.record["before"] = state.target.totals()
     state.folder.save_run(state.record)
@@ -122,8 +123,8 @@ def plan(config, folder, target, fleet=None):
             f"({convergence})"], converge),
         Step("audit every visit", [audit_words(config.audit, target)], audit_visits),
     ]
-    if hasattr(target, "window_step"):
-        window = target.window_step()
+    window = target.window_step()
+    if window is not None:
         steps.append(Step(window.name, window.details, read_window))
     stop = target.stop_step()
     if stop is not None:
@@ -167,7 +168,7 @@ def run(config, log=print, *, publish):
         folder.create()
         record = None
     target = make_target(config, folder)
-    if record and hasattr(target, "resume"):
+    if record:
         target.resume(record.get("decisions") or {})
     record = record or {
         "iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
@@ -191,10 +192,10 @@ def run(config, log=print, *, publish):
 
 def finished(state, step):
     """Records a finished step in run.json, for --resume; a tear-down forgets the deployment's."""
-    if hasattr(state.target, "decisions"):
+    if state.target.decisions is not None:
         state.record["decisions"] = state.target.decisions
     done = state.record.setdefault("steps_done", [])
-    if getattr(state.target, "destroy", False) and step.name == state.target.stop_step().name:
+    if state.target.destroy and step.name == state.target.stop_step().name:
         done.clear()  # the deployment is gone: a resumed run deploys again
     elif step.name not in done:
         done.append(step.name)

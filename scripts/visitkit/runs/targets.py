@@ -1,22 +1,18 @@
 """What a run is aimed at: the local stack, a deployed base URL, or a Google Cloud deployment.
 
 A target is built from the run's configuration without side effects, so a dry run can ask it
-for its steps. It offers:
-  start_steps() / stop_step(): named steps (steps.Step) the runner runs and --dry-run prints
-  base_url, totals(), sample()            once started
-  totals_source                           where totals come from, in words
-  notes                                   what the report should say about figures from it
-  min_convergence_wait                    seconds a late redelivery may still take
-  window_step() (optional)                the platform's figures, read after the run
-  stored_visits(ids) (optional)           the visit ids whose marker the store holds (the exact audit)
-  billed_region (optional)                the region whose prices the audit's reads are billed at
+for its steps. `Target` is what the runner asks of one; LocalTarget and UrlTarget are here, and
+GcpTarget (cloud/gcp.py) has the same members without importing this module (the runs sit above
+the cloud). A member that has nothing to do for a target says so (None, False, a no-op).
 """
 import json
 import time
 import urllib.request
+from typing import Optional, Protocol, Sequence
 
 from visitkit.twin import push, resources
 from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, stored_visits
+from visitkit.errors import RunError
 from visitkit.steps import Step
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
@@ -24,12 +20,98 @@ LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function 
               "latencies are far below Google Cloud's; compare iterations with each other, not with the study.")
 
 
-class LocalTarget:
+class Target(Protocol):
+    """What the runner asks of a target."""
+
+    @property
+    def kind(self) -> str: ...  # "local", "url" or "gcp"
+
+    @property
+    def base_url(self) -> str: ...  # once started ("<base_url>" before, as a dry run shows it)
+
+    @property
+    def totals_source(self) -> str: ...  # where totals come from, in words
+
+    @property
+    def notes(self) -> list[str]: ...  # what the report should say about figures from it
+
+    @property
+    def min_convergence_wait(self) -> float: ...  # seconds a late redelivery may still take
+
+    @property
+    def updates_readme(self) -> bool: ...  # a run on it may point the iteration README's latest-run block at it
+
+    @property
+    def locust_args(self) -> Sequence[str]: ...  # what Locust needs to call the functions (ID tokens)
+
+    @property
+    def reads_visits(self) -> bool: ...  # stored_visits() can read the store's markers (the exact audit)
+
+    @property
+    def billed_region(self) -> Optional[str]: ...  # where the audit's reads are billed; None: not billed
+
+    # The deployment the kit made, for run.json, the fleet and --resume (None or False where it made none).
+    @property
+    def access(self) -> Optional[str]: ...  # as deployed: "public" or "authenticated" once the preflight decided
+
+    @property
+    def dead_letter(self) -> Optional[bool]: ...  # False once the organization refused the dead-letter grants
+
+    @property
+    def deployed_region(self) -> Optional[str]: ...
+
+    @property
+    def decisions(self) -> Optional[dict]: ...  # what run.json keeps for --resume
+
+    @property
+    def destroy(self) -> bool: ...  # its stop step tears the deployment down (a resumed run deploys again)
+
+    def resume(self, decisions: dict) -> None: ...  # deploy as the failed run decided
+
+    def start_steps(self) -> list[Step]: ...  # named steps the runner runs and --dry-run prints
+
+    def stop_step(self) -> Optional[Step]: ...
+
+    def window_step(self) -> Optional[Step]: ...  # the platform's figures, read after the run; None: none
+
+    def window_samples(self, start: float, end: float, results_dir) -> list[dict]: ...  # with a window step
+
+    def totals(self) -> dict[str, int]: ...  # {page: stored visits}, once started
+
+    def stored_visits(self, visit_ids) -> set: ...  # the ids whose marker the store holds, where reads_visits
+
+    def sample(self) -> dict: ...  # the platform's figures now, once a second during the load
+
+    def watch(self, component: str, pid: int) -> None: ...  # also sample a process the run started (Locust)
+
+    def mark_start(self) -> None: ...  # the test begins after a warm-up: its counters count from here
+
+    def twin_figures(self) -> Optional[dict]: ...  # the twin's own figures at the end; None off the twin
+
+
+class NotDeployed:
+    """The Target members about a deployment, for the targets whose system the kit did not deploy."""
+    access = dead_letter = deployed_region = billed_region = decisions = None
+    destroy = False
+    locust_args = ()
+
+    def resume(self, decisions):
+        """Nothing to resume: RunConfig takes --resume for Google Cloud runs only."""
+
+    def window_step(self):
+        return None  # no platform's figures to read after the run: the live samples are the figures
+
+    def window_samples(self, start, end, results_dir):
+        return []
+
+
+class LocalTarget(NotDeployed):
     """The emulator stack, brought up with the iteration's settings and taken down at the end."""
     kind = "local"
     totals_source = "the Firestore emulator"
     min_convergence_wait = 0
     updates_readme = True
+    reads_visits = True
 
     def __init__(self, settings, state_dir, queue_timeout=QUEUE_TIMEOUT_S, keep_up=False, profile=None):
         from visitkit.twin.profile import load_profile
@@ -107,11 +189,12 @@ class LocalTarget:
                     lambda _run: self.stack.down(), always=True)
 
 
-class UrlTarget:
+class UrlTarget(NotDeployed):
     """An already deployed system known only by its base URL: totals come from get-counter."""
     kind = "url"
     min_convergence_wait = 0
     updates_readme = False
+    reads_visits = False  # the kit has no way into its store
 
     def __init__(self, base_url, settings):
         self.base_url = base_url.rstrip("/")
@@ -132,8 +215,20 @@ class UrlTarget:
                 totals[page] = int(json.load(reply)["count"])
         return totals
 
+    def stored_visits(self, visit_ids):
+        raise RunError("the kit cannot read the store of a deployment known only by its URL")
+
     def sample(self):
         return {"time": time.time(), "source": "url", "functions": {}, "store": {}}
+
+    def watch(self, component, pid):
+        pass  # no process of its own to sample
+
+    def mark_start(self):
+        pass  # no warm-up: its counters are read as they are
+
+    def twin_figures(self):
+        return None
 
     def stop_step(self):
         return None
