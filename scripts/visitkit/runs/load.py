@@ -1,4 +1,4 @@
-"""The load of a run on this machine: Locust's processes (one command, or a master and its workers
+"""The load of a run from this machine: Locust's processes (one command, or a master and its workers
 started by locust/node.py), the warm-up before the test, and the target sampled every second while
 they run."""
 import csv
