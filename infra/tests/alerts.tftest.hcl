@@ -179,10 +179,10 @@ run "the_failed_alert_waits_for_its_metric" {
   command = plan
 
   # The policy names the metric's type from the metric resource (an implicit dependency), and
-  # main.tf lists the metric in depends_on: Cloud Monitoring refuses an alert on a user metric it
+  # alerts.tf lists the metric in depends_on: Cloud Monitoring refuses an alert on a user metric it
   # does not know yet (404 "Cannot find metric(s) that match type ...").
   assert {
-    condition     = strcontains(google_monitoring_alert_policy.failed_deliveries[0].conditions[0].condition_threshold[0].filter, google_logging_metric.store_deliveries.name) && length(regexall("depends_on\\s*=\\s*\\[[^\\]]*google_logging_metric\\.store_deliveries", file("main.tf"))) == 1
+    condition     = strcontains(google_monitoring_alert_policy.failed_deliveries[0].conditions[0].condition_threshold[0].filter, google_logging_metric.store_deliveries.name) && length(regexall("depends_on\\s*=\\s*\\[[^\\]]*google_logging_metric\\.store_deliveries", file("alerts.tf"))) == 1
     error_message = "The failed-deliveries alert policy must depend on the deliveries metric."
   }
 }

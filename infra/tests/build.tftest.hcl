@@ -1,5 +1,5 @@
 # The build account's grants and the wait between them and the first function's build
-# (terraform_data.build_grants_wait in main.tf). Which roles the grants hold, and on what, is
+# (terraform_data.build_grants_wait in build.tf). Which roles the grants hold, and on what, is
 # checked in wiring.tftest.hcl ("least_privilege"); that the functions really wait for it, in
 # tests/unit/test_infra_graph.py (terraform graph).
 mock_provider "google" {
@@ -50,7 +50,7 @@ run "the_wait_holds_the_build_grants" {
   }
   assert {
     # A second, textual check of what tests/unit/test_infra_graph.py proves with terraform graph.
-    condition     = length(google_cloudfunctions2_function.this) == 4 && length(regexall("depends_on\\s*=\\s*\\[[^\\]]*terraform_data\\.build_grants_wait[,\\s]", regex("(?s)resource \"google_cloudfunctions2_function\" \"this\" \\{.*?\\n\\}", file("main.tf")))) == 1
+    condition     = length(google_cloudfunctions2_function.this) == 4 && length(regexall("depends_on\\s*=\\s*\\[[^\\]]*terraform_data\\.build_grants_wait[,\\s]", regex("(?s)resource \"google_cloudfunctions2_function\" \"this\" \\{.*?\\n\\}", file("functions.tf")))) == 1
     error_message = "The functions must depend on terraform_data.build_grants_wait."
   }
 }

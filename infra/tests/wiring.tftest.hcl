@@ -431,7 +431,7 @@ run "without_dead_letter_no_grant_names_pubsubs_agent" {
     error_message = "With dead_letter = false none of the three grants to Pub/Sub's service agent is made."
   }
   assert {
-    # Every IAM member resource in main.tf, whatever it grants on.
+    # Every IAM member resource of the module, whatever it grants on.
     condition = alltrue([for member in concat(
       [for m in google_project_iam_member.this : m.member],
       [for m in google_pubsub_topic_iam_member.pubsub_agent_dead_letters : m.member],
@@ -448,7 +448,7 @@ run "without_dead_letter_no_grant_names_pubsubs_agent" {
   }
   assert {
     condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 3 && length(regexall("resource\\s+\"google_[a-z0-9_]+_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 10
-    error_message = "main.tf has an IAM resource the assertion above does not list: add it there."
+    error_message = "A .tf file has an IAM resource the assertion above does not list: add it there."
   }
   assert {
     condition     = output.dead_letter_topic_name == null && output.dead_letter_subscription_name == null && output.alert_policies.dead_letter_backlog == null
@@ -468,7 +468,7 @@ run "least_privilege" {
   # editor, owner or anything broader).
   assert {
     condition     = length(google_project_iam_member.this) == 4 && length(regexall("resource\\s+\"google_project_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 1
-    error_message = "Project-wide roles are granted only through google_project_iam_member.this (local.project_roles in main.tf)."
+    error_message = "Project-wide roles are granted only through google_project_iam_member.this (local.project_roles in iam.tf)."
   }
   assert {
     condition = alltrue([for m in google_project_iam_member.this : contains([

@@ -15,7 +15,7 @@ _DATA = json.loads(CATALOGUE_FILE.read_text())
 @dataclass(frozen=True)
 class Function:
     name: str  # the logical name, the key in settings files
-    entry_point: str  # in functions/main.py
+    entry_point: str  # defined in functions/<entry_point>.py, which functions/main.py imports lazily
     service: str  # the deployed Cloud Run service, also its URL path under the base URL
     public: bool  # reached by browsers; otherwise only by the Pub/Sub push subscription
     role: str  # one of ROLE_NAMES

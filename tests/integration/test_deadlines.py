@@ -43,6 +43,7 @@ EARLY = 0.5
 CACHE_TTL_SECONDS = 1  # get-counter's, in the concurrent tests: a cached total expires quickly
 CONCURRENT = 16
 GRACE_S = 10  # from SIGTERM to the end of an instance, on Cloud Run
+DEPLOYED_DEADLINE = 8.0  # functions/clients.py's CALL_DEADLINE_SECONDS when the environment sets none
 JSON = {"Content-Type": "application/json"}
 
 
@@ -282,20 +283,27 @@ def test_a_write_that_fails_answers_the_frameworks_500_and_logs_an_error_event_w
 
 def test_an_instance_stopped_while_a_call_hangs_answers_it_within_the_grace(backends):
     """Cloud Run sends SIGTERM and ends the instance 10 s later. A visit whose publish hangs when it
-    comes still gets its answer (503: post it again) at the deployed 8 s deadline, and the instance
-    ends inside the grace, having logged that it stops."""
+    comes still gets its answer (503: post it again) at the deployed 8 s deadline, not at the SIGTERM:
+    the request in flight runs on to its deadline, and the instance ends after answering it, inside
+    the grace, having logged that it stops."""
     with logged_server("inc-counter", backends) as (url, process):  # the deployed deadline
         assert call(f"{url}/?visit_type=home", "POST")[0] == 202
         with held(backends, "pubsub"), ThreadPoolExecutor(1) as pool:
+            sent = time.monotonic()
             visit = pool.submit(timed, call, f"{url}/?visit_type=home", "POST")
             time.sleep(0.5)  # the request is in flight
             stopped = time.monotonic()
             process.send_signal(signal.SIGTERM)
             output, _ = process.communicate(timeout=GRACE_S)
             ended = time.monotonic() - stopped
-            (status, reply), _ = visit.result(timeout=GRACE_S)
+            (status, reply), took = visit.result(timeout=GRACE_S)
+    answered = sent + took - stopped  # after the SIGTERM
     assert status == 503 and "visit_id" in reply
-    assert ended < GRACE_S and process.returncode == 0, f"ended {ended:.1f} s after SIGTERM"
+    assert DEPLOYED_DEADLINE - EARLY < took < DEPLOYED_DEADLINE + SLACK, (
+        f"answered {took:.2f} s after it was sent ({answered:.2f} s after SIGTERM): not at the publish's deadline")
+    assert answered < GRACE_S, f"answered {answered:.2f} s after SIGTERM, past the grace"
+    assert answered - 0.2 < ended < GRACE_S and process.returncode == 0, (
+        f"ended {ended:.1f} s after SIGTERM, the visit answered after {answered:.1f} s")
     assert "instance stopping" in [line["message"] for line in log_lines(output)]
 
 

@@ -1,42 +1,48 @@
 """ID tokens for an authenticated deployment, minted by google-auth from a service account key whose
-token endpoint is the local fake (fake_google.py), and checked by fake functions the way Cloud Run
-checks them (audience = the function's URL, the invoker's email): the kit's IdTokens, the caller it
-grants run.invoker, and a real headless Locust run with --auth id-token."""
+token endpoint is a local stand-in (invoker_check.py, on fake_google.py) that verifies the key's signed
+assertion and signs the ID token it returns, and checked by stand-in functions the way Cloud Run checks
+them: google-auth's verify_token (signature, expiry, audience = the function's URL), then the invoker's
+email. The kit's IdTokens, the caller it grants run.invoker, a real headless Locust run with --auth
+id-token, and what is refused: no token, another function's, a forged or expired one, another
+principal's, and a mint from a key the token endpoint does not know."""
 import csv
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fake_google import FakeGoogle, Scenario, unsigned_jwt, unverified_claims
+from google.auth import crypt
+from invoker_check import GOOGLE_KEY_ID, InvokerCheck, new_key, private_pem
 
 from visitkit.cloud import credentials as google_credentials
 from visitkit.cloud import idtoken
+from visitkit.errors import GcpError
+from visitkit.net import http_status
 from visitkit.paths import LOCUST_DIR, ROOT
 
 EMAIL = "loadgen@visitkit-fake.iam.gserviceaccount.com"
 FUNCTIONS = {"/app": EMAIL, "/inc-counter": EMAIL, "/get-counter": EMAIL}
 
 
-def key_file(folder, token_uri):
-    """A service account key, as Google issues them, whose token URI is the fake's."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    path = folder / "key.json"
+KEY = new_key()  # the service account's, whose public key the token endpoint knows (as Google knows it)
+
+
+def key_file(folder, token_uri, key=KEY, name="key.json"):
+    """A service account key, as Google issues them, whose token URI is the stand-in's."""
+    path = folder / name
     path.write_text(json.dumps({
-        "type": "service_account", "project_id": "visitkit-fake", "private_key_id": "k1", "private_key": pem,
-        "client_email": EMAIL, "client_id": "1", "token_uri": token_uri,
+        "type": "service_account", "project_id": "visitkit-fake", "private_key_id": "k1",
+        "private_key": private_pem(key), "client_email": EMAIL, "client_id": "1", "token_uri": token_uri,
         "auth_uri": "https://accounts.google.com/o/oauth2/auth"}))
     return path
 
 
 @pytest.fixture()
 def fake(tmp_path, monkeypatch):
-    with FakeGoogle(Scenario(functions=FUNCTIONS)) as server:
+    with InvokerCheck(Scenario(functions=FUNCTIONS), accounts={"k1": KEY}) as server:
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, server.url + "/token")))
         yield server
 
@@ -48,6 +54,7 @@ def test_a_service_account_key_mints_one_token_per_function_for_its_url(fake):
     header = tokens.headers(f"{fake.url}/inc-counter?visit_type=home")["Authorization"]
     claims = unverified_claims(header.removeprefix("Bearer "))
     assert claims["aud"] == f"{fake.url}/inc-counter" and claims["email"] == EMAIL
+    assert http_status(f"{fake.url}/inc-counter?visit_type=home", "POST", headers={"Authorization": header}) == 200
     tokens.headers(f"{fake.url}/inc-counter?visit_type=jobs")
     tokens.headers(f"{fake.url}/get-counter?visit_type=home")
     assert fake.paths("POST").count("/token") == 2  # one per function, kept until near its expiry
@@ -68,12 +75,38 @@ def test_locust_sends_a_valid_token_on_every_request(fake, tmp_path):
     assert 3 <= fake.paths("POST").count("/token") <= 3 * 4  # a few mints, not one per request
 
 
-def test_without_a_token_the_fake_refuses_as_cloud_run_does(fake):
-    from visitkit.net import http_status
+def test_what_cloud_run_refuses_is_refused(fake):
+    """Each refusal comes from a real check: google-auth's verification of the token, the invoker's email,
+    the token endpoint's verification of the assertion the kit's key signed."""
+    app, inc = f"{fake.url}/app?view=home", f"{fake.url}/inc-counter?visit_type=home"
+    tokens = idtoken.IdTokens(idtoken.minter(google_credentials.default_credentials("visitkit-fake")))
+    assert http_status(app, headers=tokens.headers(app)) == 200  # the kit's own token, for its function
 
-    assert http_status(f"{fake.url}/app?view=home") == 401
-    someone_else = idtoken.IdTokens(lambda audience: (unsigned_jwt({"aud": audience, "email": "x@else.example"}), 4e9))
-    assert http_status(f"{fake.url}/app?view=home", headers=someone_else.headers(f"{fake.url}/app")) == 403
+    def bearer(token):
+        return {"Authorization": f"Bearer {token}"}
+
+    assert http_status(app) == 401  # no token
+    # the kit's valid token for /app, presented to /inc-counter: another audience
+    assert http_status(inc, "POST", headers={"Authorization": tokens.headers(app)["Authorization"]}) == 401
+    right = {"aud": f"{fake.url}/app", "email": EMAIL, "email_verified": True}
+    assert http_status(app, headers=bearer(fake.id_token(right))) == 200  # the stand-in's signature is Google's
+    forger = crypt.RSASigner.from_string(private_pem(new_key()), key_id=GOOGLE_KEY_ID)  # Google's key id, not its key
+    for forged in (unsigned_jwt({**right, "iat": int(time.time()), "exp": int(time.time()) + 3600}),  # not signed
+                   fake.id_token(right, signer=forger),  # signed by another key
+                   fake.id_token({**right, "exp": int(time.time()) - 600})):  # signed, but expired
+        assert http_status(app, headers=bearer(forged)) == 401, unverified_claims(forged)
+    # a valid token of a principal not allowed to invoke
+    assert http_status(app, headers=bearer(fake.id_token({**right, "email": "x@else.example"}))) == 403
+
+
+def test_a_key_the_token_endpoint_does_not_know_mints_nothing(fake, tmp_path, monkeypatch):
+    """The same account's email and key id, another private key: the token endpoint refuses the assertion,
+    and the kit says it could not mint a token rather than sending none."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file(tmp_path, fake.url + "/token", new_key(),
+                                                                      "stolen.json")))
+    tokens = idtoken.IdTokens(idtoken.minter(google_credentials.default_credentials("visitkit-fake")))
+    with pytest.raises(GcpError, match=f"Could not mint an ID token for {fake.url}/app: .*Invalid JWT Signature"):
+        tokens.headers(f"{fake.url}/app?view=home")
 
 
 def test_a_user_logins_account_is_read_from_the_id_token_of_a_refresh_with_every_scope():

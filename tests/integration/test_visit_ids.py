@@ -2,7 +2,9 @@
 posted twice, ten times at once, or published twice by a publish retried after a fault on the
 Pub/Sub path (Toxiproxy) counts once; a visit answered 503 may be posted again safely; the study's
 own visitor, which sends no id, still runs without a failure."""
+import collections
 import csv
+import json
 import subprocess
 import sys
 import threading
@@ -15,9 +17,10 @@ import pytest
 from conftest import running_stack
 from helpers import call, relay_figures, settle
 
-from visitkit.twin import toxiproxy
 from visitkit.net import wait_until
+from visitkit.twin import toxiproxy
 from visitkit.twin.profile import Profile
+from visitkit.twin.stack import PROJECT, TOPIC
 
 STUDY_VISITOR = Path(__file__).resolve().parents[1] / "fixtures" / "locust" / "study_visitor.py"
 
@@ -45,6 +48,19 @@ def test_the_same_visit_posted_ten_times_at_once_counts_once(stack):
         statuses = [status for status, _ in pool.map(lambda _: post(stack, "jobs", visit_id), range(10))]
     assert statuses.count(202) >= 1 and set(statuses) <= {202, 429}, statuses
     settle(stack, only(before, "jobs", before["jobs"] + 1))
+
+
+def test_visits_posted_again_with_their_ids_leave_no_backlog_once_delivered(stack):
+    """Issue #40: 18 posts of 8 distinct visits are 18 messages and 8 stored visits. Once all are
+    delivered the backlog (messages not yet acknowledged) is what it was before (0 on a fresh
+    stack), not 10 more (accepted - stored)."""
+    before, backlog = stack.totals(), stack.sample()["store"]["backlog"]
+    ids = [str(uuid.uuid4()) for _ in range(8)]
+    assert [post(stack, "about_offices", visit_id)[0] for visit_id in ids + ids + ids[:2]] == [202] * 18
+    assert wait_until(lambda: stack.totals()["about_offices"] == before["about_offices"] + 8, timeout=60, interval=0.2)
+    assert wait_until(lambda: stack.sample()["store"]["backlog"] == backlog, timeout=30, interval=0.2), \
+        (backlog, stack.sample()["store"])
+    assert stack.totals()["about_offices"] == before["about_offices"] + 8
 
 
 def test_visits_without_an_id_get_one_each_and_all_count(stack):
@@ -96,18 +112,58 @@ def toxiproxy_api(stack):
     return toxiproxy.Toxiproxy(f"127.0.0.1:{port}")
 
 
+class AuditSubscription:
+    """A pull subscription of the stack's visits topic that only the test reads: every message published
+    from its creation on, counted by the visit id it carries."""
+
+    def __init__(self, stack):
+        self.url = (f"http://{stack.state()['pubsub']}/v1/projects/{PROJECT}/subscriptions/"
+                    f"audit-{uuid.uuid4().hex[:12]}")
+        status, reply = self._call("", "PUT", {"topic": f"projects/{PROJECT}/topics/{TOPIC}",
+                                               "ackDeadlineSeconds": 600})
+        assert status == 200, reply
+        self.seen = collections.Counter()
+
+    def _call(self, verb, method, body):
+        return call(self.url + verb, method, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+    def messages_of(self, visit_id):
+        """How many messages of the visit were published so far (each pulled and acknowledged once)."""
+        while True:
+            status, reply = self._call(":pull", "POST", {"maxMessages": 100, "returnImmediately": True})
+            assert status == 200, reply
+            received = reply.get("receivedMessages") or []
+            if not received:
+                return self.seen[visit_id]
+            self.seen.update(m["message"].get("attributes", {}).get("visit_id") for m in received)
+            assert self._call(":acknowledge", "POST", {"ackIds": [m["ackId"] for m in received]})[0] == 200
+
+    def settled_count(self, visit_id, at_least):
+        """messages_of(visit_id) once it is at least `at_least` and two reads 0.3 s apart agree."""
+        counts = [self.messages_of(visit_id)]
+        deadline = time.monotonic() + 15
+        while not (counts[-1] >= at_least and counts[-2:] == [counts[-1]] * 2):
+            assert time.monotonic() < deadline, (
+                f"messages of the visit: {counts[-1]} after 15 s, expected at least {at_least}")
+            time.sleep(0.3)
+            counts.append(self.messages_of(visit_id))
+        return counts[-1]
+
+
 def test_a_publish_retried_after_its_answer_was_cut_counts_once(proxied_stack):
     """Pub/Sub accepts the message but its answer never reaches inc-counter (Toxiproxy drops every
     byte back and closes the connection after 0.5 s), so the client library publishes the visit
     again on a new connection, and again, until the fault is lifted. Several messages of one visit
-    reach the store; it counts one."""
+    reach the store; it counts one. Counted on a subscription of the test's own: the visit's messages
+    before anyone posts it again (so that the second one is the library's retry, not the test's), then
+    exactly one more for a post of the same visit again without the fault."""
     stack, proxies = proxied_stack, toxiproxy_api(proxied_stack)
     # Every inc-counter instance's connection to Pub/Sub open first: a connection made under the
     # fault never completes its handshake, so nothing would be published at all.
     warm = stack.totals()
     assert [post(stack, "about_legals")[0] for _ in range(6)] == [202] * 6
     settle(stack, only(warm, "about_legals", warm["about_legals"] + 6))
-    before, acked_before = stack.totals(), relay_figures(stack)["acked"]
+    before, acked_before, audit = stack.totals(), relay_figures(stack)["acked"], AuditSubscription(stack)
     visit_id, answers = str(uuid.uuid4()), []
     proxies.toxic("pubsub", {"name": "cut_answers", "type": "timeout", "stream": "downstream",
                              "attributes": {"timeout": 500}})
@@ -121,9 +177,16 @@ def test_a_publish_retried_after_its_answer_was_cut_counts_once(proxied_stack):
         proxies.remove_toxic("pubsub", "cut_answers")
     poster.join(60)
     status, reply = answers[0]
-    if status == 503:  # every retry fell within the fault: the careful client posts the same id again
-        assert "same visit_id again is safe" in reply["error"] and reply["visit_id"] == visit_id
-        status, reply = post(stack, "about_legals", visit_id)
+    assert status in (202, 503) and reply["visit_id"] == visit_id, answers
+    if status == 503:  # every retry fell within the fault
+        assert "same visit_id again is safe" in reply["error"]
+    # inc-counter's one request, before any post again, published the visit more than once: its retries
+    retried = audit.settled_count(visit_id, at_least=2)
+    # The careful client posts the same visit again after a 503 (and may after a 202 whose answer it lost):
+    # without the fault, that post publishes exactly one message more, and the visit still counts once.
+    status, reply = post(stack, "about_legals", visit_id)
     assert status == 202 and reply["visit_id"] == visit_id
     settle(stack, only(before, "about_legals", before["about_legals"] + 1))
-    assert relay_figures(stack)["acked"] - acked_before >= 2  # the visit's second message was delivered too
+    assert audit.settled_count(visit_id, at_least=retried + 1) == retried + 1, (
+        "one post published more than one message")
+    assert relay_figures(stack)["acked"] - acked_before >= retried + 1  # every message of the visit was delivered

@@ -277,6 +277,21 @@ def test_the_peak_is_read_without_locusts_lag_too():
     assert analysis.find_breakpoint(rows)["peak_rps"]["rps"] == pytest.approx(true[-1], rel=0.03)
 
 
+def test_the_knees_rps_is_the_rate_observed_there_not_the_fitted_lines():
+    # Issue #40: +4 users/s; completions follow users to 72 users (43.2/s), fall away in 6 s and
+    # trickle in at 3/s for 8 s (requests hang), then 60/s. The knee is dated into the trickle,
+    # where the fitted line through the rise and the fall reads about -4 RPS; 3/s was observed.
+    true = [0.6 * 4 * i if i <= 18 else max(3.0, 43.2 * (1 - (i - 18) / 6)) if i <= 32 else 60.0
+            for i in range(1, 41)]
+    rows = history([(4 * i, rps) for i, rps in enumerate(trailing_mean(true), start=1)])
+    total = 0.0
+    for row, rps in zip(rows, true):
+        total += rps
+        row["requests"] = int(total)
+    knee = analysis.find_breakpoint(rows)["knee"]
+    assert knee["rps"] == pytest.approx(3.0), knee
+
+
 def test_dead_letters_do_not_let_one_pages_duplicates_hide_anothers_lost_visits():
     from visitkit.results.summary import with_dead_letters
 

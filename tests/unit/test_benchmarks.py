@@ -76,12 +76,14 @@ def test_the_emulator_scan_writes_a_folder_its_loader_reads_back(tmp_path, monke
     assert folder.name == "emulator-scan-20261123-135950" and record["when"] == "2026-11-23T13:59:50"
     assert emulatorscan.load(folder) == record
     assert [step["mean_ms"] for step in record["steps"]] == [4.0, 6.0, 7.0]
+    assert record["ms_per_1000_markers"] == 2.0  # (6.0 - 4.0) ms over the first 1,000 markers
     with open(folder / "queries.csv", newline="") as f:
         assert [(row["markers"], float(row["ms"])) for row in csv.DictReader(f)] == [
             ("0", 3.0), ("0", 5.0), ("1000", 6.0), ("1000", 6.0), ("all deleted", 7.0), ("all deleted", 7.0)]
     summary = (folder / "summary.md").read_text().splitlines()
     assert summary[0] == "# Firestore emulator scan (emulator-scan-20261123-135950)"
-    assert "\n".join(emulatorscan.render(record)) in "\n".join(summary)
+    assert summary[summary.index("| 0 | 4.00 | 1.00x |"):][:3] == [
+        "| 0 | 4.00 | 1.00x |", "| 1,000 | 6.00 | 1.50x |", "| all deleted | 7.00 | 1.75x |"]
 
 
 def test_the_store_path_table_compares_each_drain_rate_with_the_first():
@@ -95,20 +97,36 @@ def test_the_store_path_table_compares_each_drain_rate_with_the_first():
 
 
 def test_the_store_path_writes_each_settings_file_and_its_drain(tmp_path, monkeypatch):
-    settings = tmp_path / "iteration-9" / "settings.tfvars.json"
-    settings.parent.mkdir()
-    settings.write_text(json.dumps({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": {
-        name: {"max_instances": 3, "concurrency": 1} for name in ("serve-page", "get-counter", "inc-counter",
-                                                                  "store-inc-counter")}}))
-    monkeypatch.setattr(storepath, "measure", lambda settings, visits, profile: (50.0, 12.0, 3, [(0.2, 0, 1), (2.0, 100, 3)]))
-    folder, record = storepath.benchmark([settings], 100, out_root=tmp_path / "out", now=clock())
+    paths = []
+    for name, instances, concurrency in (("iteration-9", 3, 1), ("iteration-10", 6, 2)):
+        settings = tmp_path / name / "settings.tfvars.json"
+        settings.parent.mkdir()
+        settings.write_text(json.dumps({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": {
+            name: {"max_instances": instances, "concurrency": concurrency}
+            for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}}))
+        paths.append(settings)
+
+    def measure(settings, visits, profile):  # each settings file drains at 25.02 msgs/s per store slot
+        store = settings.functions["store-inc-counter"]
+        slots = store.max_instances * store.concurrency
+        return 25.02 * slots, 12.0, slots, [(0.2, 0, 1), (2.0, visits, slots)]
+
+    monkeypatch.setattr(storepath, "measure", measure)
+    folder, record = storepath.benchmark(paths, 100, out_root=tmp_path / "out", now=clock())
     assert folder.name == "store-path-20261123-135950" and storepath.load(folder) == record
     assert record["when"] == "2026-11-23T13:59:50"  # the start, as the folder's name
-    assert record["runs"] == [{"settings": "iteration-9", "instances": 3, "concurrency": 1, "drained_per_s": 50.0,
-                               "service_ms": 12.0, "most_in_flight": 3}]
-    assert (folder / "iteration-9-settings.tfvars.json").read_text() == settings.read_text()
+    # the store's instances and concurrency read from each settings file; 75.06 and 300.24 msg/s to one decimal
+    assert record["runs"] == [{"settings": "iteration-9", "instances": 3, "concurrency": 1, "drained_per_s": 75.1,
+                               "service_ms": 12.0, "most_in_flight": 3},
+                              {"settings": "iteration-10", "instances": 6, "concurrency": 2, "drained_per_s": 300.2,
+                               "service_ms": 12.0, "most_in_flight": 12}]
+    assert (folder / "iteration-9-settings.tfvars.json").read_text() == paths[0].read_text()
     assert (folder / "iteration-9-drain.csv").read_text().splitlines() == ["seconds,stored,in_flight", "0.2,0,1",
                                                                           "2.0,100,3"]
+    # each rate against the first's: 300.2 / 75.1 = 4.00 (0.4 msg/s off 4 x 75.1 shows only in the third decimal)
+    summary = (folder / "summary.md").read_text().splitlines()
+    assert summary[summary.index("| iteration-9 | 3x1 | 75 | 12 | 3 | 1.00x |") + 1] == (
+        "| iteration-10 | 6x2 | 300 | 12 | 12 | 4.00x |")
 
 
 def hot_path_record(noop_cpu_ms=0.40):
@@ -176,15 +194,28 @@ def test_the_hot_path_writes_a_folder_its_loader_reads_back(tmp_path, monkeypatc
     record = hot_path_record()
     monkeypatch.setattr(hotpath, "measure_stack", lambda users, seconds, folder: record["stack"])
     paced = []
-    monkeypatch.setattr(hotpath, "measure_noop",
-                        lambda users, seconds, folder, rates: paced.append(rates) or record["noop"])
+
+    def measure_noop(users, seconds, folder, rates):  # the no-op paced as asked
+        paced.append(rates)
+        return {**record["noop"], **{key: {**record["noop"][key], "target_rps": rate} for key, rate in rates.items()}}
+
+    monkeypatch.setattr(hotpath, "measure_noop", measure_noop)
     folder, written = hotpath.benchmark(32, 30, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "hot-path-20261123-135950" and hotpath.load(folder) == written
     assert written["when"] == "2026-11-23T13:59:50"
     # the no-op paced to the public functions' mean rate in the stack run, and to the store's
+    # ((261.0 + 261.2 + 261.5) / 3 = 261.23)
     assert paced == [{"at_stack_rate": 261.2, "at_push_rate": 128.0}]
-    assert (written["stack"], written["noop"], written["format"]) == (record["stack"], record["noop"], hotpath.FORMAT)
-    assert (folder / "summary.md").read_text() == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
+    assert (written["stack"], written["format"]) == (record["stack"], hotpath.FORMAT)
+    summary = (folder / "summary.md").read_text()
+    assert summary == "\n".join(hotpath.summary_lines(written, folder.name)) + "\n"
+    # 783.4 / 1900 RPS; inc-counter 1.2 ms against the no-op's 0.6 at its rate, 0.4 flat out, 0.4 + 0.05 x 1.2
+    for line in ("| ratio (stack / no-op through HAProxy) | 0.41x | |",
+                 "| no-op function, through the stack's HAProxy, paced to the rate of each public function in the stack "
+                 "(261 requests/s) | 259 | 0 |",
+                 "| inc-counter | 1.20 | 0.06 | 0.54 | 0.60 | 2.00x | 3.00x | 1.15x |",
+                 "| all parts (Locust apart) | 0.88 |"):
+        assert f"\n{line}\n" in summary, line
     assert registry.render(folder) == hotpath.render(written)  # the docs' table, from the record alone
 
 
@@ -201,7 +232,9 @@ def test_the_committed_folders_load_and_render(module):
     folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"
     record = module.load(folders[-1])
-    assert module.render(record)[0] in (folders[-1] / "summary.md").read_text()
+    # the whole table as the benchmark wrote it when it ran (ratios included), not its header alone
+    table = module.render(record)
+    assert len(table) > 2 and "\n" + "\n".join(table) + "\n" in (folders[-1] / "summary.md").read_text()
 
 
 def cold_start_record(slowest_ms=900.0):
@@ -281,12 +314,15 @@ def test_the_cold_start_writes_a_folder_its_loader_reads_back(tmp_path, monkeypa
     folder, record = coldstart.benchmark(["get-counter"], 2, 10, out_root=tmp_path, now=clock())
     assert folder == tmp_path / "cold-start-20261123-135950" and coldstart.load(folder) == record
     assert (record["noop"]["first_2xx_ms"], list(record["functions"])) == (250.0, ["get-counter"])
-    assert record["functions"]["get-counter"]["rest_ms"] == 500.0
+    assert record["functions"]["get-counter"]["first_2xx_ms"] == 600.0  # the median of 700 and 500
+    assert record["functions"]["get-counter"]["rest_ms"] == 500.0  # 600 less the imports' 100
     assert record["functions"]["get-counter"]["imports_by_origin_ms"] == origins["get-counter"]
     assert record["reads_in_flight"]["memory_mb_most"] == 90.0
     summary = (folder / "summary.md").read_text()
     assert "get-counter with every request's Firestore read in flight" in summary
     assert "at most 90.0 MiB, smallest tier with a third free 256 MiB" in summary  # 90 > 128 x 2/3
+    assert "\n| get-counter | 600 | 100 | 500 | 50.0 | 51.0 | 128 MiB | 2.40x |\n" in summary  # 600 / 250
+    assert summary.splitlines()[-1] == "cold start, slowest function / no-op: 2.40x"
     assert len((folder / "starts.csv").read_text().splitlines()) == 1 + 4  # every start, the medians' source
     assert registry.render(folder) == coldstart.render(record)  # the docs' table, from the record alone
     with pytest.raises(VisitkitError, match="a cold-start benchmark, not hot-path"):

@@ -1,5 +1,6 @@
 """`visitkit docs`: the docs' figures written from the results they cite, and `--check` naming what drifted."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -219,25 +220,41 @@ def test_the_cost_table_shows_every_iteration_or_those_named():
     assert named[:2] == every[:2] and set(named[2:]) <= set(every[2:])
 
 
-def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_breakpoints(tmp_path):
-    import json
+class HandPrediction:
+    """What capacity.predict gives, with figures chosen by hand so that what follows from them can be worked out
+    on paper: as the object (cost_table) and as_dict (study_convergence_table)."""
+
+    def __init__(self, **figures):
+        self.figures = figures
+        self.__dict__.update(figures)
+
+    def as_dict(self):
+        return dict(self.figures)
+
+
+def test_the_study_convergence_table_applies_the_model_to_each_of_the_studys_breakpoints(tmp_path, monkeypatch):
+    """The breakpoint ramps 1 user/s for 15 min. With a 4 s cycle a user asks for a page every 4 s, so t s in
+    the visits published are min(t / 4, 100) a second (100 pages/s: the knee's 300 RPS over the 3 public
+    functions) and the store drains 40 a second: nothing is left until t = 160, then (t - 160) / 4 more a second
+    until t = 400 (1 + ... + 239 quarters: 7,170 visits), then 60 a second for the last 500 s (30,000): 37,170
+    visits left at the end, drained in 37,170 / 40 = 929.25 s = 15.5 min, 929.25 / 900 = 1.03 extra minutes per
+    minute of load, 74% less than the study's 4.00."""
     import shutil
 
     from visitkit.model import capacity
     from visitkit.paths import ROOT
-    from visitkit.settings import load_settings
-    from visitkit.twin.profile import load_profile
 
     for name, study in (("iteration-1", {"breakpoint_minutes": 15, "extra_min_per_min": 4.0, "convergence": "an hour"}),
                         ("iteration-4", {"knee_users": 1})):  # no breakpoint minutes: no row
         (tmp_path / name).mkdir()
         shutil.copy(ROOT / "iterations" / name / "settings.tfvars.json", tmp_path / name)
         (tmp_path / name / "study.json").write_text(json.dumps(study))
+    asked = []
+    monkeypatch.setattr(capacity, "predict", lambda settings, profile: asked.append((settings.source, profile.name))
+                        or HandPrediction(knee_rps=300.0, cycle_s=4.0, drain_per_s=40.0))
     rows = docs.study_convergence_table(tmp_path, None, "study").splitlines()
-    model = capacity.breakpoint_convergence(
-        capacity.predict(load_settings(tmp_path / "iteration-1"), load_profile("study")).as_dict(), 1, 15)
-    assert len(rows) == 3 and rows[2].startswith("| iteration-1 | 15 min | an hour | ")
-    assert rows[2].endswith(f"4.00 / {model['extra_min_per_min']:.2f} ({model['extra_min_per_min'] / 4 - 1:+.0%}) |")
+    assert rows[2:] == ["| iteration-1 | 15 min | an hour | 37,170 visits, 15.5 min | 4.00 / 1.03 (-74%) |"]
+    assert [(Path(source).parent.name, profile) for source, profile in asked] == [("iteration-1", "study")]
 
 
 def test_the_cost_table_has_a_logging_column_that_sums_with_the_rest():
@@ -249,6 +266,64 @@ def test_the_cost_table_has_a_logging_column_that_sums_with_the_rest():
         total, parts = cell.rstrip(" |").split(" (")
         parts = [float(part) for part in parts.rstrip(")").split(" / ")]
         assert len(parts) == 4 and float(total) == pytest.approx(sum(parts), abs=0.03)
+
+
+# Prices chosen by hand for the cost table's figures (the shape of scripts/visitkit/cloud/prices.json): a Tier 1
+# region and a Tier 2 one at twice Cloud Run's instance rates.
+HAND_PRICES = {
+    "as_of": "2026-01-01", "currency": "USD", "left_out": {},
+    "cloud_run": {"per_million_requests": 0.5, "region_tiers": {"us-central1": "1", "southamerica-east1": "2"},
+                  "tiers": {"1": {"per_vcpu_second": 1.2e-5, "per_gib_second": 0.4e-5, "idle_per_vcpu_second": 0,
+                                  "idle_per_gib_second": 0},
+                            "2": {"per_vcpu_second": 2.4e-5, "per_gib_second": 0.8e-5, "idle_per_vcpu_second": 0,
+                                  "idle_per_gib_second": 0}}},
+    "firestore": {"regions": {
+        "us-central1": {"per_100k_reads": 0.03, "per_100k_writes": 0.09, "per_100k_deletes": 0.01,
+                        "per_gib_month": 0.15},
+        "southamerica-east1": {"per_100k_reads": 0.054, "per_100k_writes": 0.162, "per_100k_deletes": 0.018,
+                               "per_gib_month": 0.27}}},
+    "pubsub": {"per_tib": 40.0, "min_bytes_per_message": 1000},
+    "cloud_logging": {"per_gib": 0.5, "free_gib_per_project_month": 50},
+}
+
+
+def test_the_cost_table_prices_a_million_visits_at_the_knee(tmp_path, monkeypatch):
+    """One iteration of four functions, each 2 instances of 1 vCPU and 1 GiB, serving 400 requests/s
+    (store-inc-counter 200), get-counter caching 10 s, at a knee of 1,234.4 visits/s: a million visits,
+    worked out by hand from the prices above."""
+    from visitkit.model import capacity, cost
+
+    (tmp_path / "iteration-9").mkdir()
+    (tmp_path / "iteration-9" / "settings.tfvars.json").write_text(json.dumps({
+        "shards_per_page": 2, "cache_ttl_seconds": 10, "functions": {
+            name: {"max_instances": 2, "concurrency": 10, "cpu": "1", "memory": "1Gi"}
+            for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}}))
+    rates = {"serve-page": 400.0, "get-counter": 400.0, "inc-counter": 400.0, "store-inc-counter": 200.0}
+    monkeypatch.setattr(capacity, "predict", lambda settings, profile: HandPrediction(
+        knee_visits_per_s=1234.4, reads_per_visit=1, capacity_rps=rates))
+    monkeypatch.setattr(cost, "load_prices", lambda *_: HAND_PRICES)
+
+    def cell(region):
+        run = HAND_PRICES["cloud_run"]["tiers"][HAND_PRICES["cloud_run"]["region_tiers"][region]]
+        firestore = HAND_PRICES["firestore"]["regions"][region]
+        # a million requests to each function, each instance busy 1 s per 200 (store: 100) of them
+        instance_s = 3 * 1e6 / 200 + 1e6 / 100
+        cloud_run = instance_s * (run["per_vcpu_second"] + run["per_gib_second"]) + 4 * 0.5
+        # get-counter's cache: 2 instances x 5 pages / 10 s = 1 read a second at 1,234.4 visits a second
+        reads = round(1e6 / 1234.4)
+        marker_gib_months = 1e6 * cost.marker_bytes() / 2**30 * 7 / (365.25 / 12)  # kept 7 days
+        firestore_usd = (reads * firestore["per_100k_reads"] + 2e6 * firestore["per_100k_writes"]
+                         + 1e6 * firestore["per_100k_deletes"]) / 1e5 + marker_gib_months * firestore["per_gib_month"]
+        pubsub = 2e6 * 1000 / 2**40 * 40.0  # one message published, one delivered, 1 KB each at least
+        logging = (4e6 * cost.REQUEST_LOG_ENTRY_BYTES + 1e6 * cost.STORE_LINE_ENTRY_BYTES) / 2**30 * 0.5
+        parts = (cloud_run, firestore_usd, pubsub, logging)
+        return f"{sum(parts):.2f} ({' / '.join(f'{part:.2f}' for part in parts)})"
+
+    # on paper: 25,000 instance-s x 16e-6 + 4 x 0.50; 810 reads, 2M writes, 1M deletes + 416 B markers 7 days;
+    # 2 GB of messages; 6.1 GiB of log entries
+    assert cell("us-central1") == "7.44 (2.40 / 1.91 / 0.07 / 3.05)"
+    rows = docs.cost_table(tmp_path, None, "study").splitlines()
+    assert rows[2:] == [f"| iteration-9 | 1,234 | {cell('southamerica-east1')} | {cell('us-central1')} |"]
 
 
 def test_what_iteration_5_holds_is_written_from_the_plan():

@@ -13,7 +13,7 @@ REQUIREMENTS_TXT = FUNCTIONS_DIR / "requirements.txt"
 REQUIREMENTS_IN = FUNCTIONS_DIR / "requirements.in"
 PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)")
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
-# What Cloud Functions runs (infra/main.tf: runtime python312, on Linux x86_64), for the markers of the
+# What Cloud Functions runs (infra/functions.tf: runtime python312, on Linux x86_64), for the markers of the
 # pinned packages' own requirements.
 DEPLOY_TARGET = {
     "python_version": "3.12", "python_full_version": "3.12.0", "implementation_name": "cpython",
@@ -158,9 +158,9 @@ def test_the_kits_own_pins_agree_with_the_functions():
 
 
 def archive_excludes():
-    """The source_dir and excludes of the zip Terraform deploys (infra/main.tf's archive_file)."""
-    block = re.search(r'data\s+"archive_file"\s+"functions"\s*\{(.*?)\n\}', (INFRA_DIR / "main.tf").read_text(), re.S)
-    assert block, 'infra/main.tf has no data "archive_file" "functions"'
+    """The source_dir and excludes of the zip Terraform deploys (infra/build.tf's archive_file)."""
+    block = re.search(r'data\s+"archive_file"\s+"functions"\s*\{(.*?)\n\}', (INFRA_DIR / "build.tf").read_text(), re.S)
+    assert block, 'infra/build.tf has no data "archive_file" "functions"'
     source = re.search(r'source_dir\s*=\s*"([^"]*)"', block[1])
     excludes = re.search(r"excludes\s*=\s*\[([^\]]*)\]", block[1])
     return source and source[1], re.findall(r'"([^"]*)"', excludes[1]) if excludes else []

@@ -1,7 +1,7 @@
 """infra/'s log exclusions (the log_exclusions variable) drop only entries that say "it worked", and no
 log-based metric loses an entry it counts.
 
-The filters are read from infra/main.tf as Terraform plans them (`terraform console`, offline, with the
+The filters are read from infra/logging.tf as Terraform plans them (`terraform console`, offline, with the
 stand-in provider scripts/check-infra builds: skipped without it, as tests/unit/test_infra_graph.py) and
 evaluated here, with a small evaluator of the part of Cloud Logging's query language they use
 (https://cloud.google.com/logging/docs/view/logging-query-language: comparisons, a parenthesised OR of
@@ -9,7 +9,7 @@ values, AND, OR, NOT, sample()), on sample entries: Cloud Run request log entrie
 (tests/fixtures/logging/) with each status, and store-inc-counter's "visit message" line with each outcome
 its code logs, as functions/common.py writes it.
 
-The rule (infra/main.tf, "Log exclusions"): user-defined log-based metrics are computed from every entry the
+The rule (infra/logging.tf, "Log exclusions"): user-defined log-based metrics are computed from every entry the
 Logging API receives, "regardless of any inclusion filters or exclusion filters", unless they are
 bucket-scoped (https://cloud.google.com/logging/docs/logs-based-metrics). So an exclusion may match an entry
 a metric counts only where that is documented to cost the metric nothing, and only there: the counted lines
@@ -31,7 +31,7 @@ from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION
 from visitkit.paths import FUNCTIONS_DIR, INFRA_DIR as INFRA, ROOT
 
 PROJECT = "visitkit-test"
-MAIN_TF = (INFRA / "main.tf").read_text()
+LOGGING_TF = (INFRA / "logging.tf").read_text()
 FIXTURE = ROOT / "tests" / "fixtures" / "logging" / "cloud-run-request-log.json"
 SETTINGS = ROOT / "iterations" / "iteration-0" / "settings.tfvars.json"
 STORE = CATALOGUE[PUSH_FUNCTION].service
@@ -284,7 +284,7 @@ def terraform(tmp_path_factory):
 
 
 def planned_filters(terraform, log_exclusions=None):
-    """{"metrics": {name: filter}, "exclusions": {name: filter}} of infra/main.tf's locals."""
+    """{"metrics": {name: filter}, "exclusions": {name: filter}} of infra/logging.tf's locals."""
     terraform, env = terraform
     args = [terraform, f"-chdir={INFRA}", "console", f"-var=project_id={PROJECT}", f"-var-file={SETTINGS}"]
     if log_exclusions is not None:
@@ -296,9 +296,9 @@ def planned_filters(terraform, log_exclusions=None):
 
 
 def metrics_are_project_scoped():
-    """No google_logging_metric of infra/main.tf names a bucket_name (a bucket-scoped metric would not see
+    """No google_logging_metric of infra/logging.tf names a bucket_name (a bucket-scoped metric would not see
     what an exclusion drops)."""
-    blocks = re.findall(r'^resource "google_logging_metric" "\w+" \{\n(.*?)^\}', MAIN_TF, re.M | re.S)
+    blocks = re.findall(r'^resource "google_logging_metric" "\w+" \{\n(.*?)^\}', LOGGING_TF, re.M | re.S)
     assert len(blocks) == 2
     return not any(re.search(r"^\s*bucket_name\s*=", block, re.M) for block in blocks)
 

@@ -140,12 +140,12 @@ class Answers:
         return answer
 
 
-def relay_answering(*answers, attempts=4):
+def relay_answering(*answers, attempts=4, settled_file=None):
     from visitkit.twin.push import Relay, RelayConfig
 
     config = RelayConfig(pubsub_host="-", project="p", subscription="s", dead_letter_topic="dl", push_url="http://-/",
                          ack_deadline_seconds=60, minimum_backoff_seconds=10, maximum_backoff_seconds=600,
-                         max_delivery_attempts=attempts, port=0)
+                         max_delivery_attempts=attempts, port=0, settled_file=settled_file)
     relay = Relay(config, subscriber=FakeSubscriber(), publisher=FakePublisher())
     relay.client = Answers(*answers)
     return relay
@@ -197,6 +197,26 @@ def test_without_a_dead_letter_topic_a_failing_message_is_retried_past_the_attem
     assert config.max_delivery_attempts is None
     relay = delivered(relay_answering(*[500] * 7, attempts=None), 7)
     assert relay.publisher.published == [] and relay.subscriber.acked == [] and len(relay.subscriber.deadlines) == 7
+
+
+def test_settled_counts_each_message_once_delivered_or_dead_lettered_and_survives_a_restart(tmp_path):
+    settled = tmp_path / "settled.txt"
+    relay = delivered(relay_answering(204, 204, settled_file=str(settled)), 2)  # again, as after a lost ack
+    assert relay.stats()["acked"] == 2 and relay.stats()["settled"] == 1
+    assert relay_answering(settled_file=str(settled)).stats()["settled"] == 1  # the relay restarted
+    dead = delivered(relay_answering(500, 500, attempts=2, settled_file=str(settled)), 2, ack_id="ack-2")
+    assert dead.stats()["dead_lettered"] == 1 and dead.stats()["settled"] == 1  # the same message id, 42
+    assert settled.read_text() == "42\n"
+
+
+def test_the_ids_are_recorded_before_their_acknowledgement_goes_out():
+    calls = []
+    acker = Acker(lambda ack_ids: calls.append(("ack", ack_ids)), every_s=3600,
+                  record=lambda ids: calls.append(("record", ids)))
+    acker.add("a", "m1")
+    acker.add("b")  # no message id: acknowledged, not recorded
+    acker.stop()
+    assert calls == [("record", ["m1"]), ("ack", ["a", "b"])]
 
 
 def test_a_fault_of_the_relays_own_is_logged_and_frees_its_window_slot(capsys):

@@ -1,5 +1,6 @@
-"""Iteration settings: the files in iterations/ load, and nonsense is refused; what infra/main.tf gives the
-functions (their environment, the markers' index exemptions) is what the Python side makes of them."""
+"""Iteration settings: the files in iterations/ load, and nonsense is refused; what infra/ gives the
+functions (their environment in main.tf, the markers' index exemptions in firestore.tf) is what the
+Python side makes of them."""
 import ast
 import dataclasses
 import json
@@ -15,6 +16,7 @@ from visitkit.settings import MESSAGES, Settings, check_invokers, function_envir
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
 VARIABLES_TF = (ROOT / "infra" / "variables.tf").read_text()
 MAIN_TF = (ROOT / "infra" / "main.tf").read_text()
+FIRESTORE_TF = (ROOT / "infra" / "firestore.tf").read_text()
 STUDY = {  # iteration: (shards, cache TTL, store-inc-counter instances), as in the study
     "iteration-0": (2, 0, 2), "iteration-1": (2, 10, 2), "iteration-2": (20, 10, 2), "iteration-3": (20, 10, 4)}
 
@@ -219,7 +221,7 @@ def test_dead_letter_is_on_unless_the_file_turns_it_off():
 
 
 def test_the_markers_fields_but_the_ttl_field_are_exempt_from_indexing():
-    """infra/main.tf's marker_unindexed_fields are every field store-inc-counter writes into a marker but
+    """infra/firestore.tf's marker_unindexed_fields are every field store-inc-counter writes into a marker but
     the TTL field (exempt on its own resource, marker_ttl)."""
     tree = ast.parse((FUNCTIONS_DIR / "store_inc_counter.py").read_text())
     creates = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
@@ -230,7 +232,7 @@ def test_the_markers_fields_but_the_ttl_field_are_exempt_from_indexing():
     named = {k.value for k in keys if isinstance(k, ast.Constant)}
     expiry = [ast.unparse(k) for k in keys if not isinstance(k, ast.Constant)]
     assert expiry == ["FIRESTORE['marker_expiry_field']"], expiry
-    listed = re.search(r"marker_unindexed_fields = \[(.*?)\]", MAIN_TF)
-    assert listed, "infra/main.tf has no marker_unindexed_fields local"
+    listed = re.search(r"marker_unindexed_fields = \[(.*?)\]", FIRESTORE_TF)
+    assert listed, "infra/firestore.tf has no marker_unindexed_fields local"
     assert set(re.findall(r'"([^"]+)"', listed[1])) == named
     assert FIRESTORE["marker_expiry_field"] not in named

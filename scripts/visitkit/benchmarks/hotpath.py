@@ -113,7 +113,9 @@ def measure_stack(users, seconds, folder, threads=THREADS):
                  "stored_per_s": round((after["store"]["stored"] - before["store"]["stored"]) / elapsed, 1),
                  "backlog_at_end": after["store"]["backlog"]}
         ended = time.monotonic()
-        converged = wait_until(lambda: stack.sample()["store"]["backlog"] <= 0, timeout=300, interval=0.5)
+        # every message acknowledged (None: the push relay did not answer this time)
+        converged = wait_until(lambda: (backlog := stack.sample()["store"]["backlog"]) is not None and backlog <= 0,
+                               timeout=300, interval=0.5)
         store["converged_after_s"] = round(time.monotonic() - ended, 1) if converged else None
         profile = profiled_pass({name: pid for name, (pid,) in groups().items() if name in FUNCTIONS},
                                 stack.base_url, users, seconds, folder, stack.state_dir)

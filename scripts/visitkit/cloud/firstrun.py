@@ -57,7 +57,7 @@ PROPAGATION_ERRORS = (
                            r"Cloud Run Service Agent (?:does not have|must have) permission|"
                            r"(?:may|might) take a few minutes (?:before all necessary permissions are propagated|"
                            r"to propagate)", re.I)),
-    # Any repository: gcf-artifacts (Cloud Functions' own) or infra/main.tf's visitkit-functions, whose
+    # Any repository: gcf-artifacts (Cloud Functions' own) or infra/build.tf's visitkit-functions, whose
     # metadata the Cloud Functions service agent reads on a first build.
     Propagation("the Cloud Functions service agent cannot read an image repository yet (a first build in the project)",
                 re.compile(r"Unable to retrieve the repository metadata for projects/[^/\s]+/locations/[^/\s]+/"

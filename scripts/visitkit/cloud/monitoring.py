@@ -31,7 +31,7 @@ Cloud Monitoring metric lists and the client's reference:
 - run.googleapis.com/container/cpu/utilizations and container/memory/utilizations: DELTA,
   DISTRIBUTION, fractions of the allocated CPU and memory, merged per service like latencies.
 - firestore.googleapis.com/document/read_count and delete_count: DELTA, INT64 (for the cost).
-- logging.googleapis.com/user/<name>: the kit's log-based metrics (infra/main.tf, names from
+- logging.googleapis.com/user/<name>: the kit's log-based metrics (infra/logging.tf, names from
   `terraform output`), DELTA INT64 counters on cloud_run_revision: requests answered 429 per
   service, from the request logs (Cloud Run's request_count leaves out requests refused at max
   instances), and store-inc-counter's deliveries by outcome (counted, already_counted, malformed)
@@ -188,10 +188,6 @@ def _point_value(point):
         return {"count": count, "mean": distribution.mean if count else None,
                 "p50": percentile(distribution, 0.50), "p95": percentile(distribution, 0.95)}
     return {"value": getattr(value, kind)}
-
-
-def _label_name(field):
-    return field.rsplit(".", 1)[-1]
 
 
 def rows_from_time_series(time_series):

@@ -126,7 +126,7 @@ def marker_bytes():
       document = its name + each field's name and value + 32 (a string value its string size, a timestamp 8);
       an entry of a single-field index with collection scope = the document's name + its parent document's
       name (none: a top-level collection) + the field's name + its value + 32.
-    infra/main.tf exempts the marker's fields from single-field indexing (expire_at, which the TTL policy reads,
+    infra/firestore.tf exempts the marker's fields from single-field indexing (expire_at, which the TTL policy reads,
     and visit_type), so the only index entry left is the built-in one on the document name (__name__, its value
     a reference: the document name's size), sized by the same rule. visit_type is the longest page's name."""
     name = string_bytes(FIRESTORE["markers"]) + string_bytes("0" * 64) + 16

@@ -16,7 +16,11 @@ A source is a results folder, relative to the doc: `a.summary` is its summary.js
 stem: `a.run`, `a.benchmark`), `a.name` its name, `a.report` the link to its report.md, `a.dir` the link
 to the folder (`--check` names a cited folder git does not track). A placeholder is `{expression}` or
 `{expression:format}`, the expression made of sources, attributes, `[keys]`, numbers, arithmetic and the
-functions in FUNCTIONS; a value of null reads "n/a". Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
+functions in FUNCTIONS; a value of null reads "n/a". A judgement (a comparison, a verdict, a goal reached, "as in
+the study") is not typed but rendered from the figures it is about by FUNCTIONS' words, each threshold in its
+docstring: `{study_match(r.summary.verdict.outcome, "supported")}`, `{goals(a, 1.3, b, 2)}`, `{compare_ratio(x / y)}`,
+`{noise(a, b, 17)}`, `{more_than(a, b)}`, `{at_most(x, 1, "within", "above")}`, `{span(a, b)}` (for "~6-7 s").
+Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
 `<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
@@ -98,7 +102,124 @@ def shown(path):
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
 
-FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum}
+# The words a template renders from its figures (issue #40): a verdict or comparison is computed from the
+# figures it is about, never typed, so that a cited run's new figure changes the words with it.
+ABOUT = 0.05  # compare_ratio: a ratio within 5 % of 2 is "about twice"
+COUNT_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"]
+
+
+def times(a, b, digits=2):
+    """'1.51x': a as a multiple of b."""
+    return f"{a / b:.{int(digits)}f}x"
+
+
+def compare_ratio(ratio):
+    """'more than twice', 'about twice' (within ABOUT of 2, either side) or 'less than twice'."""
+    if abs(ratio / 2 - 1) <= ABOUT:
+        return "about twice"
+    return "more than twice" if ratio > 2 else "less than twice"
+
+
+def alike(ours, theirs, tolerance=0):
+    """Two numbers within `tolerance` (a fraction of theirs) of each other; anything else, equal."""
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (ours, theirs)):
+        return abs(ours - theirs) <= tolerance * abs(theirs)
+    return ours == theirs
+
+
+def as_in(ours, theirs, tolerance, whom):
+    """'as in WHOM' when ours is theirs (numbers: within `tolerance`, a fraction, which the words then state),
+    else 'unlike WHOM'."""
+    if not tolerance:
+        return f"as in {whom}" if alike(ours, theirs) else f"unlike {whom}"
+    band = f"{tolerance * 100:g} %"
+    return f"as in {whom} (within {band})" if alike(ours, theirs, tolerance) else f"unlike {whom} (more than {band} apart)"
+
+
+def study_match(ours, study, tolerance=0):
+    """'as in the study' or 'unlike the study': as_in, with the study."""
+    return as_in(ours, study, tolerance, "the study")
+
+
+def goal(value, ceiling):
+    """'reached' when the value is at most the goal's ceiling (every goal the docs set is a most), else 'not reached'."""
+    return "reached" if value <= ceiling else "not reached"
+
+
+def _positions(indices, count):
+    """'the first three', 'the last', 'the second and fourth': where `indices` stand among `count`."""
+    k = len(indices)
+    number = "" if k == 1 else f" {COUNT_WORDS[k] if k < len(COUNT_WORDS) else k}"
+    if indices == list(range(k)):
+        return f"the first{number}"
+    if indices == list(range(count - k, count)):
+        return f"the last{number}"
+    named = [ORDINALS[i] if i < len(ORDINALS) else f"#{i + 1}" for i in indices]
+    return "the " + (named[0] if k == 1 else f"{', '.join(named[:-1])} and {named[-1]}")
+
+
+def goals(*values_and_ceilings):
+    """goals(value, ceiling, value, ceiling, ...): which goals are reached, in order, in words: 'the first three
+    goals are reached, the last is not', 'every goal is reached', 'no goal is reached'."""
+    if not values_and_ceilings or len(values_and_ceilings) % 2:
+        raise ValueError("goals() takes pairs: value, ceiling, value, ceiling, ...")
+    pairs = list(zip(values_and_ceilings[::2], values_and_ceilings[1::2]))
+    reached = [i for i, (value, ceiling) in enumerate(pairs) if goal(value, ceiling) == "reached"]
+    missed = [i for i in range(len(pairs)) if i not in reached]
+    if not missed:
+        return "the goal is reached" if len(pairs) == 1 else "every goal is reached"
+    if not reached:
+        return "the goal is not reached" if len(pairs) == 1 else "no goal is reached"
+    plural = {True: ("goals", "are"), False: ("goal", "is")}
+    noun, verb = plural[len(reached) > 1]
+    return (f"{_positions(reached, len(pairs))} {noun} {verb} reached, "
+            f"{_positions(missed, len(pairs))} {plural[len(missed) > 1][1]} not")
+
+
+def noise(a, b, pct):
+    """'within this machine's noise, ±PCT %' when a is within PCT % of b, else 'beyond this machine's noise, ±PCT %'."""
+    return f"{'within' if alike(a, b, pct / 100) else 'beyond'} this machine's noise, ±{pct:g} %"
+
+
+def more_than(a, b, tolerance=0):
+    """'more than', 'less than', or 'about as much as' when a is within `tolerance` (a fraction) of b."""
+    if alike(a, b, tolerance):
+        return "about as much as"
+    return "more than" if a > b else "less than"
+
+
+def at_most(value, limit, yes, no):
+    """`yes` when the value is at most the limit, else `no`: at_most(writes, 1, "within", "above")."""
+    return yes if value <= limit else no
+
+
+def later_or_earlier(ours, theirs):
+    """'31% later than', '5% earlier than' or 'as late as' (within half a percent): ours against theirs, users
+    or seconds into a ramp."""
+    change = ours / theirs - 1
+    if abs(change) < 0.005:
+        return "as late as"
+    return f"{change:.0%} later than" if change > 0 else f"{-change:.0%} earlier than"
+
+
+def span(low, high):
+    """'6-7', or '8' when both round to the same whole number: a range of two figures, for '~6-7 s'."""
+    low, high = sorted((low, high))
+    low, high = f"{low:,.0f}", f"{high:,.0f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def lost_or_counted_twice(lost, duplicated):
+    """'none was lost or counted twice', else '2 were lost and 0 counted twice'."""
+    if not lost and not duplicated:
+        return "none was lost or counted twice"
+    return f"{lost:,} {'was' if lost == 1 else 'were'} lost and {duplicated:,} counted twice"
+
+
+FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum,
+             **{word.__name__: word for word in (times, compare_ratio, study_match, as_in, goal, goals, noise,
+                                                 more_than, at_most, later_or_earlier, span, lost_or_counted_twice)}}
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
              ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
 

@@ -78,7 +78,7 @@ def plot_server(samples, path, title, load_start, load_end, events=None):
     t = [x - start for x in series["time"]]
     fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
     axes[0].plot(t, series["backlog"], color="tab:brown")
-    axes[0].set_ylabel("backlog\n(not yet stored)")
+    axes[0].set_ylabel("backlog\n(undelivered)")
     for key, colour, label in (("accepted_per_s", "tab:blue", "accepted (202)/s"),
                                ("writes_per_s", "tab:green", "stored (Firestore)/s")):
         axes[1].plot([x - start for x, _ in series[key]], [v for _, v in series[key]], color=colour, label=label)

@@ -99,7 +99,8 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, 
     percentile of RPS/users once min_users are on) and stays below for hold_s samples; the knee is
     then dated back to where RPS stopped growing with users: the split of two straight lines
     fitted to RPS against users that fits best (see knee_index), so that a noisy plateau or a
-    declining RPS does not move it. first_failure: first second with a failed request.
+    declining RPS does not move it; its RPS is the one observed there (see observed_rps), not the
+    fitted line's. first_failure: first second with a failed request.
     p95 ceiling: the highest p95, and when p95 first got within 5 % of it.
     per_second: {unix second: requests}, Locust's exact counts; RPS is read from them where given.
     """
@@ -124,9 +125,10 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, 
                 # RPS had stopped following users before the shortfall showed: date it back, on the
                 # raw RPS (smoothing lags), over what was seen up to the end of the hold.
                 window = range(kept_up, i + hold_s)
-                users, rps = knee_index([loaded[j]["users"] for j in window], [counted[j] for j in window])
-                reached = next(loaded[j] for j in window if loaded[j]["users"] >= users)
-                result["knee"] = {"time": reached["time"], "users": round(users), "rps": rps}
+                users, _ = knee_index([loaded[j]["users"] for j in window], [counted[j] for j in window])
+                reached = next(j for j in window if loaded[j]["users"] >= users)
+                result["knee"] = {"time": loaded[reached]["time"], "users": round(users),
+                                  "rps": observed_rps(loaded, counted, window, round(users), reached)}
                 break
     peak = max(range(len(loaded)), key=lambda i: counted[i])
     result["peak_rps"] = point(loaded[peak], counted[peak])
@@ -197,6 +199,15 @@ def knee_index(users, rps, min_points=3):
         if users[split - 1] <= crossing <= users[split]:  # a crossing farther off is no knee (a drop)
             knee = crossing
     return knee, intercept + slope * knee
+
+
+def observed_rps(loaded, counted, window, users, reached):
+    """The RPS observed at the knee, not the fitted line's value there (which a collapse past the
+    knee can pull to ~0 or below): the mean of counted_rps (requests completed per second, centred
+    on each second) over the seconds of the window whose user count is the knee's; where the ramp
+    steps over that count, at the second the knee is dated to (the first with at least its users)."""
+    held = [counted[j] for j in window if loaded[j]["users"] == users]
+    return sum(held) / len(held) if held else counted[reached]
 
 
 def point(sample, rps):

@@ -16,6 +16,10 @@ Google documents for push subscriptions:
 
 Run as `python -m visitkit.twin.push --config FILE`; GET / on its --port answers its figures as JSON
 (window, in_flight, deliveries, retries, dead_lettered, ...), which `scripts/local stats` shows.
+`settled` is how many distinct messages it has acknowledged (delivered, or dead-lettered) since the
+stack started: their ids are written to the config's settled_file before their acknowledgement goes
+out, so the count survives a restart of the relay and a message delivered again is not counted twice.
+The stack's backlog is inc-counter's 202s minus it (LocalStack.sample).
 """
 import argparse
 import base64
@@ -53,6 +57,7 @@ class RelayConfig:
     maximum_backoff_seconds: int
     max_delivery_attempts: int  # None: no dead-letter topic (dead_letter false), retried until it expires
     port: int  # where GET / answers the figures
+    settled_file: str = None  # the ids of the messages acknowledged so far, one a line (None: kept in memory only)
 
     @classmethod
     def from_settings(cls, subscription_settings, dead_letter=True, **values):
@@ -100,24 +105,27 @@ COUNTERS = ("deliveries", "acked", "retries", "failures", "responses_429", "resp
 class Acker:
     """Acknowledges in batches: one request per ACK_EVERY_S instead of one per message. What this
     relay costs is the twin's, not the system's; an acknowledgement lost with the relay only brings
-    the message back, and store-inc-counter counts it once."""
+    the message back, and store-inc-counter counts it once. `record`, if given, is handed a batch's
+    message ids before its acknowledgement goes out."""
 
-    def __init__(self, acknowledge, every_s=ACK_EVERY_S, most=MAX_ACK_IDS):
-        self.acknowledge, self.every_s, self.most = acknowledge, every_s, most
+    def __init__(self, acknowledge, every_s=ACK_EVERY_S, most=MAX_ACK_IDS, record=None):
+        self.acknowledge, self.every_s, self.most, self.record = acknowledge, every_s, most, record
         self.pending, self.lock, self.stopping = [], threading.Lock(), threading.Event()
         self.thread = threading.Thread(target=self._run, name="acker", daemon=True)
         self.thread.start()
 
-    def add(self, ack_id):
+    def add(self, ack_id, message_id=None):
         with self.lock:
-            self.pending.append(ack_id)
+            self.pending.append((ack_id, message_id))
 
     def flush(self):
         with self.lock:
             batch, self.pending = self.pending[:self.most], self.pending[self.most:]
         if batch:
             try:
-                self.acknowledge(batch)
+                if self.record:
+                    self.record([message_id for _, message_id in batch if message_id is not None])
+                self.acknowledge([ack_id for ack_id, _ in batch])
             except Exception:  # the emulator will redeliver after the ack deadline; counted once anyway
                 pass
         return len(batch)
@@ -187,20 +195,35 @@ class Relay:
         self.in_flight = 0
         self.attempts = {}  # message id -> failed attempts so far (the emulator does not count them)
         self.figures = dict.fromkeys(COUNTERS, 0)
+        self.settled = read_settled(config.settled_file)  # ids of the messages acknowledged, before a restart too
         self.stopping = threading.Event()
         self.workers = ThreadPoolExecutor(MAX_WINDOW, thread_name_prefix="push")
         self.acker = Acker(lambda ack_ids: self.subscriber.acknowledge(
-            request={"subscription": self.subscription, "ack_ids": ack_ids}))
+            request={"subscription": self.subscription, "ack_ids": ack_ids}), record=self._settle)
         self.client = PushClient(config.push_url, config.ack_deadline_seconds)
 
     # ---- figures ------------------------------------------------------------------------------
     def stats(self):
         with self.lock:
             return {"window": self.window.size, "window_peak": self.window.peak, "window_shrinks": self.window.shrinks,
-                    "in_flight": self.in_flight, **self.figures}
+                    "in_flight": self.in_flight, "settled": len(self.settled), **self.figures}
 
     def _count(self, key):
         self.figures[key] += 1
+
+    def _settle(self, message_ids):
+        """Notes messages as acknowledged, on disk first (the Acker calls this before it acknowledges
+        them: a relay killed in between sees them again, and counts them once)."""
+        with self.lock:
+            new = list(dict.fromkeys(m for m in message_ids if m not in self.settled))
+        if new and self.config.settled_file:  # one write: a kill leaves no line cut short
+            out = os.open(self.config.settled_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(out, "".join(f"{message_id}\n" for message_id in new).encode())
+            finally:
+                os.close(out)
+        with self.lock:
+            self.settled.update(new)
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self):
@@ -271,7 +294,7 @@ class Relay:
                 self.window.failure()
                 attempt = self.attempts[message.message_id] = self.attempts.get(message.message_id, 0) + 1
         if ok:
-            self.acker.add(received.ack_id)
+            self.acker.add(received.ack_id, message.message_id)
         elif config.max_delivery_attempts is not None and attempt >= config.max_delivery_attempts:
             self._dead_letter(received)
         else:
@@ -288,10 +311,18 @@ class Relay:
         attributes = {**message.attributes, "original_message_id": message.message_id,
                       "delivery_attempts": str(self.config.max_delivery_attempts)}
         self.publisher.publish(self.dead_letter, message.data, **attributes).result(timeout=30)
-        self.acker.add(received.ack_id)
+        self.acker.add(received.ack_id, message.message_id)
         with self.lock:
             self.attempts.pop(message.message_id, None)
             self._count("dead_lettered")
+
+
+def read_settled(path):
+    """The message ids a settled_file holds (a line cut short, were a disk full, is no id: it comes back)."""
+    if not path or not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        return {line[:-1] for line in f if line.endswith("\n")}
 
 
 def serve_stats(relay, port):

@@ -34,8 +34,9 @@ FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
 TOPIC = "visits"
 SUBSCRIPTION = PUSH_FUNCTION
-DEAD_LETTER_TOPIC = f"{TOPIC}-dead-letter"  # as infra/main.tf names it
+DEAD_LETTER_TOPIC = f"{TOPIC}-dead-letter"  # as infra/pubsub.tf names it
 RESTART_DELAY_SECONDS = 1.0
+SETTLED_FILE = "push-relay-settled.txt"  # in the state folder: the messages the push relay acknowledged
 STARTUP_TIMEOUT = 90
 EMULATORS_MISSING = (
     "The Firestore and Pub/Sub emulators were not found. Install them with\n"
@@ -150,6 +151,7 @@ class LocalStack:
             while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
         self.state_file.unlink(missing_ok=True)
+        (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)  # debris once the relay is gone (a run's state folder is in its results)
         self._client = None
         return stopped
 
@@ -180,6 +182,7 @@ class LocalStack:
                  "processes": []}
         self._save(state)
         Path(state["restarts"]).unlink(missing_ok=True)  # a previous stack's restarts are not this one's
+        (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)  # nor its settled messages
         try:
             self._start(state, "firestore-emulator", firestore_command, port=firestore_port)
             self._start(state, "pubsub-emulator", pubsub_command, port=pubsub_port)
@@ -239,7 +242,7 @@ class LocalStack:
             settings.subscription, dead_letter=settings.dead_letter, pubsub_host=state["pubsub"], project=PROJECT,
             subscription=SUBSCRIPTION,
             dead_letter_topic=DEAD_LETTER_TOPIC, push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
-            port=state["push_stats_port"])
+            port=state["push_stats_port"], settled_file=str(self.state_dir / SETTLED_FILE))
         path = push.write_config(config, self.state_dir / "push-relay.json")
         return [sys.executable, "-m", "visitkit.twin.push", "--config", str(path)]
 
@@ -336,21 +339,26 @@ class LocalStack:
 
     def sample(self, client=None):
         """One server-side sample: per function figures from HAProxy, the store's progress.
-        accepted: inc-counter's 202s (visits Pub/Sub accepted); delivered: store-inc-counter's 2xx
+        accepted: inc-counter's 202s (messages Pub/Sub accepted); delivered: store-inc-counter's 2xx
         (push deliveries acknowledged, redeliveries included); stored: visits in Firestore; backlog:
-        accepted - stored, the visits not yet stored (a client posting a visit again after its 2xx
-        would leave one in it for good: the kit's clients never do)."""
+        the messages not yet acknowledged, accepted - the push relay's settled (distinct messages it
+        acknowledged, delivered or dead-lettered), None while the relay does not answer. Not
+        accepted - stored: a visit posted again with its id is a second message but no second
+        stored visit. A message that reached the topic without a 202 (published straight into it,
+        or a publish that landed after its 503) makes it lower by one."""
         stats = self._require()["haproxy_stats"]
+        relay = push.read_stats(self._require()["push_stats_port"])  # before accepted: nothing settled is missing from it
         figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
         accepted = haproxy.accepted_count(stats)
         stored = sum(self.totals(client).values())
+        settled = (relay or {}).get("settled")
         restarts = self.restarts()
         for name, row in figures.items():
             row["restarts"] = restarts.get(name, 0)
         return {"time": time.time(), "source": "local-haproxy", "functions": figures,
                 "store": {"accepted": accepted, "delivered": figures[PUSH_FUNCTION]["responses_2xx"],
-                          "stored": stored, "backlog": accepted - stored},
-                "push": push.read_stats(self._require()["push_stats_port"])}
+                          "stored": stored, "backlog": accepted - settled if settled is not None else None},
+                "push": relay}
 
     def restarts(self):
         """{function or "push-relay": restarts so far}, from the supervisors' restarts file."""
