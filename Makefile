@@ -2,7 +2,7 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 
-.PHONY: run test setup setup-cloud up down clean
+.PHONY: run test lint setup setup-cloud up down clean
 
 # A short breakpoint test of iteration 0 on the twin, after the runner's warm-up. On the study profile
 # (the default) the platform's latency sets the knee where the study's was (~60 users) and the ramp goes
@@ -14,10 +14,17 @@ RUN_SHAPE_none := --duration 150s --shape-set spawn_rate=8
 run: setup
 	scripts/run-iteration iterations/iteration-0 --test breakpoint --profile $(PROFILE) $(or $(RUN_SHAPE_$(PROFILE)),$(RUN_SHAPE_study))
 
-test: setup
+test: setup lint
 	scripts/check-infra
 	scripts/kit docs --check
 	$(PYTHON) -m pytest
+
+# ruff and mypy over the kit, the functions and the Locust suite (pyproject.toml configures both).
+lint: setup
+	$(VENV)/bin/ruff check scripts/visitkit functions locust
+	$(VENV)/bin/mypy scripts/visitkit/
+	$(VENV)/bin/mypy functions/
+	$(VENV)/bin/mypy locust/
 
 setup: $(VENV)/.installed
 	scripts/setup-system
