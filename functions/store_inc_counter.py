@@ -57,7 +57,7 @@ def trace_of(message):
 def count_visit(page, key, shard):
     """Adds one visit to the shard unless this visit (key) was counted before. True if it counted."""
     db = clients.firestore()
-    expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=MARKER_TTL_DAYS)
+    expire_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=MARKER_TTL_DAYS)
     batch = db.batch()
     batch.create(db.collection(FIRESTORE["markers"]).document(marker_id(key)),
                  {"visit_type": page, FIRESTORE["marker_expiry_field"]: expire_at})

@@ -207,7 +207,8 @@ class Reader(FastHttpUser):
 
 
 def make_id_tokens(impersonate=None, quota_project=None):
-    from visitkit.cloud import credentials as google_credentials, idtoken  # the kit, installed with the suite
+    from visitkit.cloud import credentials as google_credentials  # the kit, installed with the suite
+    from visitkit.cloud import idtoken
 
     credentials = google_credentials.default_credentials(quota_project)
     if impersonate:

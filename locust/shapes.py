@@ -10,7 +10,6 @@ from pathlib import Path
 
 from locust import LoadTestShape
 
-
 STOP_RATE = 1000  # users/s when stopping everyone: at once (or faster, with more users than that)
 REACH_RESOLUTION_S = 0.1  # how finely a step's curve is read for its pace (step_s > 1)
 

@@ -99,8 +99,8 @@ def compare_command(args):
 
 
 def report_command(args):
-    from visitkit.results import folder as results
     from visitkit.reports import publish
+    from visitkit.results import folder as results
     from visitkit.runs import runner
 
     folder = results.ResultsFolder(args.results_dir)
@@ -165,8 +165,8 @@ def docs_command(args):
 
 def predict_command(args):
     from visitkit.model import command
-    from visitkit.twin.profile import load_profile, write_profile
     from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile, write_profile
 
     if args.write_profile:
         print(f"wrote {write_profile(args.iteration, args.out)}")
@@ -183,7 +183,8 @@ def predict_command(args):
 
 
 def parser():
-    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, storepath as store_path
+    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen
+    from visitkit.benchmarks import storepath as store_path
     from visitkit.catalogue import QUEUE_TIMEOUT_S
     from visitkit.model import command
     from visitkit.runs.config import TESTS

@@ -1,19 +1,19 @@
 """A run as a list of named steps: the same list is run, or printed by --dry-run."""
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
 class Step:
     name: str
     details: list = field(default_factory=list)  # what it does; a command line starts with "$ "
-    action: Optional[Callable] = None  # action(run_state); None: nothing to do but say it
+    action: Callable | None = None  # action(run_state); None: nothing to do but say it
     always: bool = False  # run even when an earlier step failed (clean-up)
     # A resumed run (--resume) skips the steps that finished before, except that a step with
     # `again` runs again (it only checks, or sets up what later steps use), and a step with
     # `resumed` runs that instead (e.g. the deploy reads what the finished apply made).
     again: bool = False
-    resumed: Optional[Callable] = None
+    resumed: Callable | None = None
 
 
 def plan_lines(steps):

@@ -72,7 +72,7 @@ def request(target):
     if target == PUSH_FUNCTION:
         message = SimpleNamespace(data=json.dumps({"visit_type": "home"}).encode(), attributes={},
                                   message_id=str(uuid.uuid4()),
-                                  publish_time=datetime.datetime.now(datetime.timezone.utc))
+                                  publish_time=datetime.datetime.now(datetime.UTC))
         body = json.dumps(push.envelope(f"projects/{PROJECT}/subscriptions/{SUBSCRIPTION}", message)).encode()
         return "POST", CATALOGUE[target].path, body, {"Content-Type": "application/json"}
     if target == NOOP:

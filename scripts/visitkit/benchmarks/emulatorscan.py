@@ -48,7 +48,7 @@ def query_times(client, page, queries=QUERIES):
 
 
 def add_markers(client, first, count):
-    expire_at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=7)
+    expire_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=7)
     for start in range(first, first + count, BATCH):
         batch = client.batch()
         for n in range(start, min(first + count, start + BATCH)):

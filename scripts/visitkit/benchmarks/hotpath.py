@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 
 from visitkit.benchmarks import benchfolder, profiling
-from visitkit.twin import haproxy, resources
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION, QUEUE_TIMEOUT_S
+from visitkit.model.capacity import PUBLIC
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
-from visitkit.model.capacity import PUBLIC
 from visitkit.settings import parse_settings
+from visitkit.twin import haproxy, resources
 from visitkit.twin.stack import LocalStack
 
 FORMAT = 3  # 3: the no-op also at the functions' own request rate; 2: through the stack's HAProxy and directly

@@ -15,14 +15,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder
-from visitkit.results import folder as results
 from visitkit import suite
-from visitkit.errors import VisitkitError
+from visitkit.benchmarks import benchfolder
 from visitkit.benchmarks.hotpath import NOOP_SOURCE
+from visitkit.errors import VisitkitError
 from visitkit.model.fleet import PLANNED_CPU, planning
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import ROOT
+from visitkit.results import folder as results
 
 FORMAT = 1
 KIND = "loadgen"

@@ -22,8 +22,8 @@ from pathlib import Path
 from visitkit.benchmarks import benchfolder
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
-from visitkit.twin.profile import load_profile
 from visitkit.settings import load_settings
+from visitkit.twin.profile import load_profile
 from visitkit.twin.stack import LocalStack
 
 FORMAT = 1

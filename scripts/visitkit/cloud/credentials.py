@@ -7,8 +7,8 @@ the ADC file, or none).
 """
 import os
 
-from visitkit.errors import GcpError
 from visitkit.cloud.idtoken import kind_of
+from visitkit.errors import GcpError
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 

@@ -18,10 +18,10 @@ import shutil
 import time
 from pathlib import Path
 
-from visitkit.cloud import firstrun
 from visitkit.catalogue import CATALOGUE
-from visitkit.errors import GcpError
+from visitkit.cloud import firstrun
 from visitkit.cloud.gcp import parse_outputs, run_command
+from visitkit.errors import GcpError
 from visitkit.model import cost
 from visitkit.model.fleet import DEFAULT_WORKER_TYPE, MASTER_TYPE, hourly_cost, machine, nat_ports
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT

@@ -25,10 +25,20 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from visitkit.catalogue import (
+    CATALOGUE,
+    FIRESTORE,
+    PAGE_FUNCTION,
+    PAGES,
+    PUBLIC_PATHS,
+    PUBLISHER_FUNCTION,
+    PUSH_FUNCTION,
+    READER_FUNCTION,
+    stored_totals,
+    stored_visits,
+)
 from visitkit.cloud import firstrun, monitoring, preflight
 from visitkit.cloud.failures import CommandFailed
-from visitkit.catalogue import (CATALOGUE, FIRESTORE, PAGE_FUNCTION, PAGES, PUBLIC_PATHS, PUBLISHER_FUNCTION,
-                                PUSH_FUNCTION, READER_FUNCTION, stored_totals, stored_visits)
 from visitkit.errors import GcpError
 from visitkit.model import cost
 from visitkit.net import http_status
@@ -498,7 +508,7 @@ class GcpTarget:
         wait_until_answering(self.base_url, self._status, now=self._now, sleep=self._sleep)
 
     def _first_visit(self, _run=None):
-        since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         first_visit_stored(self.base_url, self._status, self.totals, self.redelivery_wait,
                            lambda: self.refusals(since), self._log, now=self._now, sleep=self._sleep)
 

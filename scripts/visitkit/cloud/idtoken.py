@@ -110,7 +110,7 @@ def minter(credentials, request=None):
         except Exception as error:  # RefreshError: no token creator role, key disabled, ...
             raise GcpError(f"Could not mint an ID token for {audience}: {error}") from error
         # google-auth keeps expiry as a naive UTC datetime
-        expiry = target.expiry.replace(tzinfo=datetime.timezone.utc).timestamp() if target.expiry else time.time()
+        expiry = target.expiry.replace(tzinfo=datetime.UTC).timestamp() if target.expiry else time.time()
         return target.token, expiry
 
     return mint

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from visitkit.catalogue import FIRESTORE, PAGES, READER_FUNCTION
 from visitkit.errors import VisitkitError
-from visitkit.settings import MEMORY_BYTES, MEMORY
+from visitkit.settings import MEMORY, MEMORY_BYTES
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 DEFAULT_REGION = "southamerica-east1"  # infra/variables.tf's default, the study's region

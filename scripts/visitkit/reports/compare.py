@@ -1,10 +1,10 @@
 """Several iterations' latest reports side by side: one row per figure, one column per iteration."""
 from pathlib import Path
 
-from visitkit.results import folder as results
 from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
 from visitkit.formatting import fmt, percent
 from visitkit.model.capacity import figure_to_measure
+from visitkit.results import folder as results
 
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),

@@ -6,8 +6,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from visitkit.results import analysis  # noqa: E402
 from visitkit.catalogue import FUNCTIONS, function_of_service  # noqa: E402
+from visitkit.results import analysis  # noqa: E402
 from visitkit.results.folder import PLOTS  # noqa: E402
 
 CODE_CLASSES = {"2xx": "tab:green", "4xx (not 429)": "tab:orange", "429": "tab:red", "5xx": "black"}

@@ -1,8 +1,9 @@
 """Everything a results folder shows, rebuilt from the folder alone: summary.json with its
 verdict, the plots, then report.md (which links them), and optionally the iteration README's
 latest-results block."""
-from visitkit.results import folder as results, summary as summaries
 from visitkit.reports import plots, readme, report, verdict
+from visitkit.results import folder as results
+from visitkit.results import summary as summaries
 
 
 def publish(folder, update_readme=False):

@@ -1,9 +1,10 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
-from visitkit.results import analysis, generator, folder as results
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
-from visitkit.formatting import fmt, ms, percent
 from visitkit.cloud.monitoring import MISSING, QUERIES
+from visitkit.formatting import fmt, ms, percent
 from visitkit.model.capacity import figure_to_measure
+from visitkit.results import analysis, generator
+from visitkit.results import folder as results
 from visitkit.results.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes

@@ -26,8 +26,8 @@ stored, and its store counting it twice would show as duplicated. The outcomes a
 """
 import time
 
-from visitkit.model import cost
 from visitkit.catalogue import PAGES
+from visitkit.model import cost
 from visitkit.suite import locust_module
 
 FORMAT = 1

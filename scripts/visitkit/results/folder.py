@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from visitkit.cloud import monitoring
-from visitkit.results import analysis
 from visitkit.errors import RunError, SettingsError
+from visitkit.results import analysis
 from visitkit.settings import parse_settings
-from visitkit.suite import OUTPUTS, RUN_CONF
+from visitkit.suite import OUTPUTS
+from visitkit.suite import RUN_CONF as RUN_CONF  # the results folder names it too (results.RUN_CONF)
 
 FORMAT_VERSION = 2
 RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"

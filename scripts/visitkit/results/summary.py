@@ -1,14 +1,14 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures, and the headline's one rendering (headline_table); the
 verdict is verdict.py's, the report's words report.py's."""
-from visitkit.results import analysis, audit, generator, overload
-from visitkit.twin import chaos, resources
-from visitkit.cloud import monitoring
-from visitkit.model import cost
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
+from visitkit.cloud import monitoring
 from visitkit.formatting import fmt, ms
+from visitkit.model import cost
 from visitkit.model.capacity import convergence_for_load
+from visitkit.results import analysis, audit, generator, overload
 from visitkit.settings import summary_line
+from visitkit.twin import chaos, resources
 
 
 def summarize(data):

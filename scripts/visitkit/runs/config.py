@@ -7,15 +7,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from visitkit import suite
-from visitkit.results import audit, folder as results
-from visitkit.twin.chaos import ChaosPlan
-from visitkit.errors import RunError
 from visitkit.catalogue import QUEUE_TIMEOUT_S
+from visitkit.errors import RunError
+from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR
-from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
-from visitkit.twin.profile import load_profile
+from visitkit.results import audit
+from visitkit.results import folder as results
 from visitkit.settings import check_invokers, load_settings
+from visitkit.twin.chaos import ChaosPlan
+from visitkit.twin.profile import load_profile
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
 NODE = LOCUST_DIR / "node.py"

@@ -3,7 +3,8 @@ convergence wait), then the audit of every visit against the store."""
 import json
 import time
 
-from visitkit.results import analysis, audit, folder as results
+from visitkit.results import analysis, audit
+from visitkit.results import folder as results
 from visitkit.results.summary import model_for_load
 from visitkit.runs.load import Sampler
 from visitkit.runs.progress import Progress

@@ -6,11 +6,11 @@ import shutil
 import time
 from pathlib import Path
 
-from visitkit.results import folder as results
 from visitkit.errors import RunError
-from visitkit.settings import DEPLOYED_ACCESS_MODES
+from visitkit.results import folder as results
 from visitkit.runs.config import STOP_TIMEOUT_S
 from visitkit.runs.load import Sampler
+from visitkit.settings import DEPLOYED_ACCESS_MODES
 from visitkit.steps import Step
 
 

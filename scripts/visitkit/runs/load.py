@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 from visitkit import settle
-from visitkit.results import folder as results
-from visitkit.twin.chaos import Chaos
 from visitkit.errors import RunError
 from visitkit.net import free_port
 from visitkit.paths import ROOT
+from visitkit.results import folder as results
 from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR
 from visitkit.runs.progress import Progress
+from visitkit.twin.chaos import Chaos
 
 
 class Sampler(threading.Thread):

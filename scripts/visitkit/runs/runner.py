@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 
 from visitkit import settle
-from visitkit.results import folder as results
 from visitkit.formatting import percent
 from visitkit.paths import INFRA_DIR
+from visitkit.results import folder as results
 from visitkit.results.summary import headline_table
 from visitkit.runs.config import WARM_UP_DIR, RunConfig
 from visitkit.runs.convergence import MIN_CONVERGENCE_WAIT_S, audit_visits, audit_words, converge

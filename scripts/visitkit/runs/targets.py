@@ -8,12 +8,13 @@ the cloud). A member that has nothing to do for a target says so (None, False, a
 import json
 import time
 import urllib.request
-from typing import Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
-from visitkit.twin import push, resources
 from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, stored_visits
 from visitkit.errors import RunError
 from visitkit.steps import Step
+from visitkit.twin import push, resources
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
               "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "
@@ -48,20 +49,20 @@ class Target(Protocol):
     def reads_visits(self) -> bool: ...  # stored_visits() can read the store's markers (the exact audit)
 
     @property
-    def billed_region(self) -> Optional[str]: ...  # where the audit's reads are billed; None: not billed
+    def billed_region(self) -> str | None: ...  # where the audit's reads are billed; None: not billed
 
     # The deployment the kit made, for run.json, the fleet and --resume (None or False where it made none).
     @property
-    def access(self) -> Optional[str]: ...  # as deployed: "public" or "authenticated" once the preflight decided
+    def access(self) -> str | None: ...  # as deployed: "public" or "authenticated" once the preflight decided
 
     @property
-    def dead_letter(self) -> Optional[bool]: ...  # False once the organization refused the dead-letter grants
+    def dead_letter(self) -> bool | None: ...  # False once the organization refused the dead-letter grants
 
     @property
-    def deployed_region(self) -> Optional[str]: ...
+    def deployed_region(self) -> str | None: ...
 
     @property
-    def decisions(self) -> Optional[dict]: ...  # what run.json keeps for --resume
+    def decisions(self) -> dict | None: ...  # what run.json keeps for --resume
 
     @property
     def destroy(self) -> bool: ...  # its stop step tears the deployment down (a resumed run deploys again)
@@ -70,9 +71,9 @@ class Target(Protocol):
 
     def start_steps(self) -> list[Step]: ...  # named steps the runner runs and --dry-run prints
 
-    def stop_step(self) -> Optional[Step]: ...
+    def stop_step(self) -> Step | None: ...
 
-    def window_step(self) -> Optional[Step]: ...  # the platform's figures, read after the run; None: none
+    def window_step(self) -> Step | None: ...  # the platform's figures, read after the run; None: none
 
     def window_samples(self, start: float, end: float, results_dir) -> list[dict]: ...  # with a window step
 
@@ -86,7 +87,7 @@ class Target(Protocol):
 
     def mark_start(self) -> None: ...  # the test begins after a warm-up: its counters count from here
 
-    def twin_figures(self) -> Optional[dict]: ...  # the twin's own figures at the end; None off the twin
+    def twin_figures(self) -> dict | None: ...  # the twin's own figures at the end; None off the twin
 
 
 class NotDeployed:

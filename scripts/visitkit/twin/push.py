@@ -30,7 +30,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -92,7 +91,7 @@ def envelope(subscription_path, message):
     """The JSON body Pub/Sub POSTs to a push endpoint for one message (the wrapped format)."""
     published = message.publish_time
     if isinstance(published, datetime.datetime):
-        published = published.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+        published = published.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
     return {"subscription": subscription_path,
             "message": {"data": base64.b64encode(message.data).decode(), "attributes": dict(message.attributes),
                         "messageId": message.message_id, "publishTime": str(published)}}

@@ -21,14 +21,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from visitkit.twin import haproxy, push, toxiproxy
-from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, stored_totals
+from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, QUEUE_TIMEOUT_S, stored_totals
 from visitkit.errors import StackError
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
+from visitkit.settings import function_environment
+from visitkit.twin import haproxy, push, toxiproxy
 from visitkit.twin.profile import load_profile
 from visitkit.twin.resources import component_of
-from visitkit.settings import function_environment
 
 FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
@@ -156,7 +156,7 @@ class LocalStack:
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
-    def up(self, settings, port=8080, queue_timeout=haproxy.QUEUE_TIMEOUT_S, profile=None):
+    def up(self, settings, port=8080, queue_timeout=QUEUE_TIMEOUT_S, profile=None):
         """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
         returns the base URL once every part answers."""
         profile = profile or load_profile()
