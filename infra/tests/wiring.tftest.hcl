@@ -42,7 +42,7 @@ run "names_route_like_the_local_stack" {
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.build_config[0].entry_point } == { "serve-page" = "serve_page", "get-counter" = "get_counter", "inc-counter" = "inc_counter", "store-inc-counter" = "store_inc_counter" }
-    error_message = "Entry points must be the Python functions in functions/main.py."
+    error_message = "Entry points must be the Python functions of functions/: one module per function (serve_page.py, get_counter.py, inc_counter.py, store_inc_counter.py), each imported by main.py when its entry point is asked for."
   }
   assert {
     condition     = { for k, f in google_cloudfunctions2_function.this : k => f.name } == { for k, f in jsondecode(file("../functions/catalogue.json")).functions : k => f.service }

@@ -123,7 +123,7 @@ def test_templates_may_call_every_word():
     assert docs.evaluate("goals(1, 2, 3, 2)", {}) == "the first goal is reached, the last is not"
     assert docs.evaluate("compare_ratio(3 / 2)", {}) == "less than twice"
     for word in ("times", "compare_ratio", "study_match", "as_in", "goal", "goals", "noise", "more_than", "at_most",
-                 "later_or_earlier", "span", "lost_or_counted_twice"):
+                 "later_or_earlier", "span", "lost_or_counted_twice", "cost_per_million"):
         assert word in docs.FUNCTIONS
 
 
@@ -220,3 +220,43 @@ def test_no_template_types_a_judgement_the_vocabulary_renders():
     for doc in docs.doc_files(REPO):
         for block in docs.blocks(doc):
             assert not typed.search(block.spec), f"{block.where()}: a judgement typed in the template"
+
+
+def test_cost_per_million_is_the_cost_tables_figure():
+    """The model's cost a template reads is the one the cost-per-million table shows, in total and per service."""
+    sources = {name: docs.Source(name, REPO / "iterations" / folder, REPO / "iterations")
+               for name, folder in (("six", "iteration-6"), ("three", "iteration-3"))}
+    for name, folder in (("six", "iteration-6"), ("three", "iteration-3")):
+        row = docs.cost_table(REPO / "iterations", None, f"study {folder}").splitlines()[2]
+        cells = re.findall(r"([\d.]+) \(([\d.]+) / ([\d.]+) / ([\d.]+) / ([\d.]+)\)", row)
+        for region, (total, cloud_run, firestore, pubsub, logging) in zip(("southamerica-east1", "us-central1"), cells):
+            assert f"{docs.evaluate(f'cost_per_million({name}, {region!r})', sources):.2f}" == total
+            for service, cell in (("Cloud Run", cloud_run), ("Firestore", firestore), ("Pub/Sub", pubsub),
+                                  ("Cloud Logging", logging)):
+                assert f"{docs.evaluate(f'cost_per_million({name}, {region!r}, {service!r})', sources):.2f}" == cell
+
+
+def test_cost_per_million_takes_an_iteration_folder():
+    results = docs.Source("r", REPO / "iterations/iteration-6/results/breakpoint-20261123-180632", REPO)
+    for expression in ("cost_per_million(3, 'us-central1')", "cost_per_million(r, 'us-central1')",
+                       "cost_per_million(six, 'nowhere')", "cost_per_million(six, 'us-central1', 'Nothing')"):
+        with pytest.raises(docs.DocsError):
+            docs.evaluate(expression, {"r": results, "six": docs.Source("six", REPO / "iterations/iteration-6", REPO)})
+
+
+def test_iteration_6s_cost_verdict_follows_the_settings(tmp_path):
+    copy, block = copy_block(tmp_path, "iterations/iteration-6/README.md", "- **On Google Cloud, by the model")
+    today = words(block)
+    assert "the cost is not lowered" in today and "within a cent of iteration 4's" in today
+    assert "worth less than a cent per million visits" in today
+    assert "\"lower than iteration 4's\" is not supported" in today
+
+    def one_at_a_time(settings):  # iteration 4 serving one request at a time per instance: a dearer visit
+        for spec in settings["functions"].values():
+            spec["concurrency"] = 1
+
+    rewrite(tmp_path / "iterations/iteration-4/settings.tfvars.json", one_at_a_time)
+    changed = words(docs.blocks(copy)[0])
+    assert "the cost is lowered" in changed and "more than a cent from iteration 4's" in changed
+    assert "worth a cent or more per million visits" in changed
+    assert "\"lower than iteration 4's\" is supported" in changed

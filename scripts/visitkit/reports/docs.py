@@ -19,7 +19,9 @@ to the folder (`--check` names a cited folder git does not track). A placeholder
 functions in FUNCTIONS; a value of null reads "n/a". A judgement (a comparison, a verdict, a goal reached, "as in
 the study") is not typed but rendered from the figures it is about by FUNCTIONS' words, each threshold in its
 docstring: `{study_match(r.summary.verdict.outcome, "supported")}`, `{goals(a, 1.3, b, 2)}`, `{compare_ratio(x / y)}`,
-`{noise(a, b, 17)}`, `{more_than(a, b)}`, `{at_most(x, 1, "within", "above")}`, `{span(a, b)}` (for "~6-7 s").
+`{noise(a, b, 17)}`, `{more_than(a, b)}`, `{at_most(x, 1, "within", "above")}`, `{span(a, b)}` (for "~6-7 s"); the
+model's cost figures, which no results folder holds, are `{cost_per_million(six, "us-central1")}` for a source
+naming an iteration folder.
 Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
@@ -217,9 +219,30 @@ def lost_or_counted_twice(lost, duplicated):
     return f"{lost:,} {'was' if lost == 1 else 'were'} lost and {duplicated:,} counted twice"
 
 
+def cost_per_million(iteration, region, service="total"):
+    """USD a million visits cost at an iteration's knee on Google Cloud in `region` by the capacity model with the
+    `study` profile, the figure the cost-per-million table shows; with `service` (cost.SERVICES: "Cloud Run",
+    "Firestore", "Pub/Sub", "Cloud Logging") that service's part. `iteration` is a source naming an iteration
+    folder: `six: .` then `{cost_per_million(six, "us-central1")}`, to judge costs with the words above."""
+    from visitkit.model import capacity, cost
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    if not isinstance(iteration, Source):
+        raise DocsError(f"cost_per_million() takes a source naming an iteration folder, not {iteration!r}")
+    try:
+        settings = load_settings(iteration.folder)
+        _, found = capacity.cost_per_million(settings, capacity.predict(settings, load_profile("study")),
+                                             cost.load_prices(), region)
+        return found["total"] if service == "total" else cost.by_service(found)[service]
+    except (VisitkitError, KeyError) as error:
+        raise DocsError(f"cost_per_million({iteration.alias}, {region!r}, {service!r}): {error}") from None
+
+
 FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum,
              **{word.__name__: word for word in (times, compare_ratio, study_match, as_in, goal, goals, noise,
-                                                 more_than, at_most, later_or_earlier, span, lost_or_counted_twice)}}
+                                                 more_than, at_most, later_or_earlier, span, lost_or_counted_twice,
+                                                 cost_per_million)}}
 OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
              ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
