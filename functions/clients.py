@@ -8,11 +8,12 @@ inside the 10 s Cloud Run gives an instance between SIGTERM and its end.
 """
 import os
 import threading
+from typing import Any
 
 CALL_DEADLINE_SECONDS = float(os.environ.get("CALL_DEADLINE_SECONDS", 8))
 
 _lock = threading.Lock()
-_made = {}
+_made: dict[str, Any] = {}  # factory name -> what it made
 
 
 def once(factory):

@@ -38,10 +38,11 @@ STALE_AFTER_SECONDS = CACHE_TTL_SECONDS + READ_TIMEOUT_SECONDS
 FAILURE_MEMORY_SECONDS, FAILURE_MEMORY_MAX_SECONDS = 2.0, 30.0
 STALE_HEADER = "X-Counter-Stale"  # a HEAD request sees no body (Warning: 110 is obsolete since RFC 9111)
 
-_cache = {}  # page -> (last good total, monotonic time it was read)
-_failed = {}  # page -> (why its last read failed, monotonic time until which that is remembered, memory s)
+_cache: dict[str, tuple[int, float]] = {}  # page -> (last good total, monotonic time it was read)
+# page -> (why its last read failed, monotonic time until which that is remembered, memory s)
+_failed: dict[str, tuple[str, float, float]] = {}
 # One lock per page: held by the one read of the page under way, so that it is read once, not once per request.
-_locks = collections.defaultdict(threading.Lock)
+_locks: collections.defaultdict[str, threading.Lock] = collections.defaultdict(threading.Lock)
 
 
 class Unavailable(Exception):

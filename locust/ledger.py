@@ -158,7 +158,8 @@ class VisitLedger:
         ids = collections.defaultdict(lambda: collections.defaultdict(list))
         for visit_id, (page, outcome, _attempts) in self.visits.items():
             ids[page][outcome or "unanswered"].append(visit_id)
-        return {"format": FORMAT, **self.counts(), "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()},
+        return {"format": FORMAT, **self.counts(),
+                "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()},
                 "workers": self.workers, "complete": self.complete()}
 
     def write(self, path):

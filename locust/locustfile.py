@@ -29,12 +29,15 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import gevent
 import locust.argument_parser
 import locust.stats
 import requests.utils
 from locust import FastHttpUser, between, constant, events, task
+from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 import health
@@ -52,11 +55,11 @@ LEDGER_KEY, COUNTS_KEY, HEALTH_KEY = "visit_ledger", "visit_counts", "health"
 FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
 DEFAULT_LEDGER_IDS = 2_000_000  # ~200 bytes each in memory: a master holds them all
 ledger = VisitLedger()
-probes = []  # the master's or the only process's health.Probe (a worker ships its own probe's samples)
-health_samples = []  # the master's: every worker's samples
-asked = set()  # the master's: workers asked for their final ledger
-locust_environment = []  # set at init: the `quit` event does not pass it
-id_tokens = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
+probes: list[health.Probe] = []  # the master's or the only process's (a worker ships its own probe's samples)
+health_samples: list[Sequence[Any]] = []  # the master's: every worker's samples (rows in HEALTH_COLUMNS' order)
+asked: set[str] = set()  # the master's: the client ids of the workers asked for their final ledger
+locust_environment: list[Environment] = []  # set at init: the `quit` event does not pass it
+id_tokens: list[Any] = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
 RETRIED_OUTCOMES = ("failed", "unanswered")  # and a 429, refused for now
 TOO_MANY_REQUESTS = 429
 RETRY_WAIT_MAX_S = 30.0  # the longest wait before a visit is posted again, whatever Retry-After asks
@@ -104,6 +107,7 @@ def post_visit(user, page, retries):
     4xx was never published and would not be by retrying. With no retries (the study's visitor) every
     visit is posted once."""
     visit_id, status = str(uuid.uuid4()), None
+    response = None  # the previous attempt's answer, whose Retry-After a retry waits for
     try:
         for attempt in range(retries + 1):
             if attempt:
@@ -245,10 +249,11 @@ def add_options(parser):
     parser.add_argument("--counter-ttl", type=float, default=0.0,
                         help="With --dwell: get-counter's cache TTL in seconds (the iteration's cache_ttl_seconds); "
                              "the page re-reads every max(its 5 s refresh, the TTL)")
-    parser.add_argument("--think-time", default="3-5", help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
+    parser.add_argument("--think-time", default="3-5",
+                        help="Seconds between pages: MIN-MAX, or 0 for none (benchmarks)")
     parser.add_argument("--auth", choices=["none", "id-token"], default="none",
-                        help="id-token: send a Google-signed ID token per function, minted from the application-default "
-                             "credentials (or --impersonate), for an authenticated deployment")
+                        help="id-token: send a Google-signed ID token per function, minted from the "
+                             "application-default credentials (or --impersonate), for an authenticated deployment")
     parser.add_argument("--impersonate", default=None,
                         help="With --auth id-token: mint the tokens as this service account")
     parser.add_argument("--quota-project", default=None,

@@ -5,11 +5,18 @@ this kit all read, so that adding a page or a function is one edit.
 """
 import importlib.util
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from visitkit.paths import CATALOGUE_FILE, FUNCTIONS_DIR
 
-_DATA = json.loads(CATALOGUE_FILE.read_text())
+if TYPE_CHECKING:
+    from google.cloud.firestore import Client as FirestoreClient
+    from google.cloud.firestore import CollectionReference
+
+_DATA: dict[str, Any] = json.loads(CATALOGUE_FILE.read_text())
 
 
 @dataclass(frozen=True)
@@ -21,7 +28,7 @@ class Function:
     role: str  # one of ROLE_NAMES
 
     @property
-    def path(self):
+    def path(self) -> str:
         return f"/{self.service}"
 
 
@@ -34,7 +41,7 @@ ROLE_NAMES = ("page", "reader", "publisher", "store")
 QUEUE_TIMEOUT_S = 10.0
 
 
-def roles(functions):
+def roles(functions: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """{role: function name} of a catalogue's functions (catalogue.json's "functions"), or
     ValueError unless each role is exactly one function and only the store is not public."""
     named = {role: [name for name, spec in functions.items() if spec["role"] == role] for role in ROLE_NAMES}
@@ -49,52 +56,57 @@ def roles(functions):
     return {role: names[0] for role, names in named.items()}
 
 
-def _functions_module(name):
+def _functions_module(name: str) -> ModuleType:
     """A dependency-free module of functions/, loaded from the checkout as deployed."""
-    spec = importlib.util.spec_from_file_location(f"visitkit_functions_{name}", FUNCTIONS_DIR / f"{name}.py")
+    path = FUNCTIONS_DIR / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"visitkit_functions_{name}", path)
+    if spec is None or spec.loader is None:  # never for a .py path: its loader is a SourceFileLoader
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 visits = _functions_module("visits")  # the visit id's form and its marker's name, as the functions know them
-PAGES = tuple(_DATA["pages"])
+PAGES: tuple[str, ...] = tuple(_DATA["pages"])
 CATALOGUE = {name: Function(name, **spec) for name, spec in _DATA["functions"].items()}
 FUNCTIONS = tuple(CATALOGUE)
 PUBLIC_PATHS = {f.path: f.name for f in CATALOGUE.values() if f.public}  # URL path -> function
 ROLES = roles(_DATA["functions"])  # checked at import: every role's function, by role
 PAGE_FUNCTION, READER_FUNCTION, PUBLISHER_FUNCTION, PUSH_FUNCTION = (ROLES[role] for role in ROLE_NAMES)
-FIRESTORE = _DATA["firestore"]
+FIRESTORE: dict[str, str] = _DATA["firestore"]
 
 
-def function_of_path(path):
+def function_of_path(path: str) -> str | None:
     """The public function serving a URL path (query string allowed), or None."""
     return PUBLIC_PATHS.get(path.split("?")[0])
 
 
-def function_of_service(service):
+def function_of_service(service: str) -> str | None:
     return next((f.name for f in CATALOGUE.values() if f.service == service), None)
 
 
-def shards(client, page):
+def shards(client: "FirestoreClient", page: str) -> "CollectionReference":
     """The page's shard documents, with a Firestore client (the emulator's or Google Cloud's)."""
     return client.collection(FIRESTORE["counters"]).document(page).collection(FIRESTORE["shards"])
 
 
-def stored_totals(client, timeout=30):
+def stored_totals(client: "FirestoreClient", timeout: float = 30) -> dict[str, int]:
     """{page: stored visits}, the sum of every shard of each page, in one aggregation query per page."""
-    totals = {}
+    totals: dict[str, int] = {}
     for page in PAGES:
         result = shards(client, page).sum(FIRESTORE["count_field"], alias="total").get(timeout=timeout)
         totals[page] = int(result[0][0].value or 0) if result else 0
     return totals
 
 
-def stored_visits(client, visit_ids, batch=500, timeout=60):
+def stored_visits(client: "FirestoreClient", visit_ids: Iterable[str], batch: int = 500,
+                  timeout: float = 60) -> set[str]:
     """The visit ids whose marker exists (counted by store-inc-counter), read in batches of
     document reads (one billed read each on Google Cloud)."""
     markers = client.collection(FIRESTORE["markers"])
-    stored, visit_ids = set(), list(visit_ids)
+    stored: set[str] = set()
+    visit_ids = list(visit_ids)
     for start in range(0, len(visit_ids), batch):
         by_marker = {visits.marker_id(visit_id): visit_id for visit_id in visit_ids[start:start + batch]}
         for snapshot in client.get_all([markers.document(marker) for marker in by_marker], field_paths=["visit_type"],

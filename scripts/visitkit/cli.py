@@ -5,10 +5,14 @@
   visitkit compare [PATH ...]                  latest reports side by side (scripts/compare-iterations)
   visitkit report RESULTS_DIR                  rebuild a report from a results folder alone
   visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
-  visitkit bench hot-path                      the whole stack vs a no-op function, flat out (scripts/benchmark-hot-path)
-  visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored (scripts/benchmark-emulator-scan)
-  visitkit bench loadgen                       requests/s one Locust worker process sends per core (scripts/benchmark-loadgen)
-  visitkit bench cold-start                    each function's cold start vs a no-op function's (scripts/benchmark-cold-start)
+  visitkit bench hot-path                      the whole stack vs a no-op function, flat out
+                                                 (scripts/benchmark-hot-path)
+  visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored
+                                                 (scripts/benchmark-emulator-scan)
+  visitkit bench loadgen                       requests/s one Locust worker process sends per core
+                                                 (scripts/benchmark-loadgen)
+  visitkit bench cold-start                    each function's cold start vs a no-op function's
+                                                 (scripts/benchmark-cold-start)
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
@@ -19,7 +23,10 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
@@ -30,7 +37,7 @@ PROFILE_HELP = ("latency profile: none (default: no added latency), study (calib
                 "Cloud figures), or a profile file (docs/local-twin.md)")
 
 
-def local_command(args):
+def local_command(args: argparse.Namespace) -> int:
     from visitkit.settings import load_settings
     from visitkit.twin.stack import LocalStack
 
@@ -63,7 +70,7 @@ def local_command(args):
     return 0
 
 
-def run_command(args):
+def run_command(args: argparse.Namespace) -> int:
     from visitkit.reports import publish
     from visitkit.runs import runner
     from visitkit.runs.config import RunConfig
@@ -91,14 +98,14 @@ def run_command(args):
     return 0
 
 
-def compare_command(args):
+def compare_command(args: argparse.Namespace) -> int:
     from visitkit.reports.compare import compare_table
 
     print(compare_table(args.paths or sorted(ITERATIONS_DIR.glob("iteration-*")), args.target, args.test))
     return 0
 
 
-def report_command(args):
+def report_command(args: argparse.Namespace) -> int:
     from visitkit.reports import publish
     from visitkit.results import folder as results
     from visitkit.runs import runner
@@ -109,42 +116,48 @@ def report_command(args):
     return 0
 
 
-def given(**options):
+def given(**options: Any) -> dict[str, Any]:
     """The options given on the command line: the others keep the benchmark's own defaults."""
     return {name: value for name, value in options.items() if value not in (None, [])}
 
 
-def bench_command(args):
+def bench_command(args: argparse.Namespace) -> int:
     # Each benchmark writes a results folder in benchmarks/ and prints its summary but the title.
+    # (each module under its own name, so that mypy checks each benchmark's call against its own signature)
     if args.benchmark == "emulator-scan":
-        from visitkit.benchmarks import emulatorscan as module
+        from visitkit.benchmarks import emulatorscan
 
-        folder, record = module.benchmark(**given(steps=args.markers))
+        folder, record = emulatorscan.benchmark(**given(steps=args.markers))
+        summary_lines = emulatorscan.summary_lines
     elif args.benchmark == "loadgen":
-        from visitkit.benchmarks import loadgen as module
+        from visitkit.benchmarks import loadgen
 
-        folder, record = module.benchmark(**given(seconds=args.seconds))
+        folder, record = loadgen.benchmark(**given(seconds=args.seconds))
+        summary_lines = loadgen.summary_lines
     elif args.benchmark == "hot-path":
-        from visitkit.benchmarks import hotpath as module
+        from visitkit.benchmarks import hotpath
 
-        folder, record = module.benchmark(**given(users=args.users, seconds=args.seconds))
+        folder, record = hotpath.benchmark(**given(users=args.users, seconds=args.seconds))
+        summary_lines = hotpath.summary_lines
     elif args.benchmark == "cold-start":
-        from visitkit.benchmarks import coldstart as module
+        from visitkit.benchmarks import coldstart
 
-        folder, record = module.benchmark(**given(repetitions=args.repetitions, requests=args.requests,
-                                                  threads=args.threads))
+        folder, record = coldstart.benchmark(**given(repetitions=args.repetitions, requests=args.requests,
+                                                     threads=args.threads))
+        summary_lines = coldstart.summary_lines
     else:
-        from visitkit.benchmarks import storepath as module
+        from visitkit.benchmarks import storepath
         from visitkit.twin.profile import load_profile
 
-        folder, record = module.benchmark(**given(paths=args.settings, visits=args.visits),
-                                          profile=load_profile(args.profile))
-    print("\n".join(module.summary_lines(record, folder.name)[2:]))
+        folder, record = storepath.benchmark(**given(paths=args.settings, visits=args.visits),
+                                             profile=load_profile(args.profile))
+        summary_lines = storepath.summary_lines
+    print("\n".join(summary_lines(record, folder.name)[2:]))
     print(f"written: {folder}")
     return 0
 
 
-def docs_command(args):
+def docs_command(args: argparse.Namespace) -> int:
     from visitkit.reports import docs
 
     files = [Path(path).resolve() for path in args.files] or list(docs.doc_files())
@@ -163,7 +176,7 @@ def docs_command(args):
     return 0
 
 
-def predict_command(args):
+def predict_command(args: argparse.Namespace) -> int:
     from visitkit.model import command
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile, write_profile
@@ -172,7 +185,7 @@ def predict_command(args):
         print(f"wrote {write_profile(args.iteration, args.out)}")
         return 0
 
-    def chosen_loadgen(folder):  # read for --fleet only
+    def chosen_loadgen(folder: str | None) -> tuple[Path, dict[str, Any]]:  # read for --fleet only
         from visitkit.benchmarks import loadgen
 
         return loadgen.chosen(folder)
@@ -182,7 +195,7 @@ def predict_command(args):
     return 0
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen
     from visitkit.benchmarks import storepath as store_path
     from visitkit.catalogue import QUEUE_TIMEOUT_S
@@ -253,8 +266,9 @@ def parser():
         "you need roles/iam.serviceAccountTokenCreator on it)"))
     run.add_argument("--profile", help="local: " + PROFILE_HELP)
     run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
-        "local: faults during the load, e.g. every=20,seed=7,actions=kill-instance+freeze-firestore+freeze-pubsub+kill-push"
-        "+pause-instance (default: every 20 s one of those five)"))
+        "local: faults during the load, e.g. "
+        "every=20,seed=7,actions=kill-instance+freeze-firestore+freeze-pubsub+kill-push+pause-instance "
+        "(default: every 20 s one of those five)"))
     run.add_argument("--warm-up", metavar="DURATION", help=(
         "local: real visits before the test, held this long (default 45s; 0 skips it): the emulators' JVMs "
         "start cold, Google's services are warm"))
@@ -300,7 +314,8 @@ def parser():
         "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
         "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
         "predict --fleet). cold-start: each function's time from process start to its first 2xx, and its memory, "
-        "beside a no-op function's. Each writes a results folder benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
+        "beside a no-op function's. Each writes a results folder benchmarks/<benchmark>-<timestamp>/ "
+        "(benchmarks/README.md)."))
     bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen", "cold-start"])
     bench.add_argument("--users", type=int,
                        help=f"hot-path: Locust users, no think time (default {hotpath.DEFAULT_USERS})")
@@ -338,19 +353,20 @@ def parser():
         "Predicts from an iteration's settings and a profile's service times each function's capacity, the "
         "RPS knee, the users at the first 429, the store's drain rate, backlog growth and convergence time.\n"
         "  visitkit predict iterations/iteration-1 --profile study\n"
-        "  visitkit predict iterations/iteration-5 --dwell 60 --hold 10000   readers who stay 60 s, and 10,000 visits/s\n"
+        "  visitkit predict iterations/iteration-5 --dwell 60 --hold 10000   readers who stay 60 s, and "
+        "10,000 visits/s\n"
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
     command.add_arguments(predict)
     predict.set_defaults(handler=predict_command)
     return top
 
 
-def interrupted(signum, frame):
+def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up short
     raise KeyboardInterrupt
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     """The only place that turns the kit's errors into one-line messages and exit codes."""
     args = parser().parse_args(argv)
     # `kill` stops a run as Ctrl-C does: the stack it started is stopped on the way out.

@@ -1,7 +1,7 @@
 """How figures read in reports and on the terminal: formatting only, no figures computed here."""
 
 
-def fmt(value, digits=1):
+def fmt(value: object, digits: int = 1) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
@@ -11,9 +11,9 @@ def fmt(value, digits=1):
     return str(value)
 
 
-def ms(value):
+def ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f}"
 
 
-def percent(ratio):
+def percent(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{ratio * 100:.1f} %"

@@ -5,8 +5,10 @@ two together), into a `Settings` value that flows through a run. A file that loa
 """
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, READER_FUNCTION
 from visitkit.errors import SettingsError
@@ -64,17 +66,17 @@ class FunctionSettings:
     max_instances: int
     concurrency: int
     memory: str = "256M"
-    cpu: str = None  # None: Terraform's default, see effective_cpu
+    cpu: str | None = None  # None: Terraform's default, see effective_cpu
     timeout_seconds: int = 60
     min_instances: int = 0  # instances kept warm (and billed) even without requests
 
     @property
-    def effective_cpu(self):
+    def effective_cpu(self) -> str:
         """The vCPUs Terraform deploys: the cpu given, else 1 for concurrency above 1, else 1/6."""
         return self.cpu if self.cpu is not None else ("1" if self.concurrency > 1 else "0.167")
 
     @property
-    def slots(self):
+    def slots(self) -> int:
         """Requests the function serves at once at most: instances x concurrency."""
         return self.max_instances * self.concurrency
 
@@ -93,25 +95,25 @@ class SubscriptionSettings:
 class Settings:
     shards_per_page: int
     cache_ttl_seconds: int
-    functions: dict  # name -> FunctionSettings, in catalogue order
+    functions: dict[str, FunctionSettings]  # name -> FunctionSettings, in catalogue order
     subscription: SubscriptionSettings = SubscriptionSettings()
     marker_ttl_days: int = 7
     access: str = "auto"  # "public", "authenticated" (no allUsers, every request carries an ID token), or auto
     dead_letter: bool = True  # False: no dead-letter topic, and no grant names Pub/Sub's service agent
-    raw: dict = field(default_factory=dict, compare=False)  # the file's own content
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)  # the file's own content
     source: str = ""  # where it was read from
 
     @property
-    def largest_slots(self):
+    def largest_slots(self) -> int:
         return max(f.slots for f in self.functions.values())
 
 
-def _whole(value, low, high=None):
+def _whole(value: object, low: int, high: int | None = None) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool) and value >= low
             and (high is None or value <= high))
 
 
-def _cpu_number(text):
+def _cpu_number(text: Any) -> float | None:  # any JSON value
     try:
         value = float(text)
     except (TypeError, ValueError):
@@ -119,12 +121,12 @@ def _cpu_number(text):
     return value if isinstance(text, str) and 0 < value <= 8 else None
 
 
-def _require(ok, key, where, value):
+def _require(ok: object, key: str, where: str | Path, value: object) -> None:
     if not ok:
         raise SettingsError(f"{where}: {MESSAGES[key]} Got {value!r}.")
 
 
-def _function(name, spec, where):
+def _function(name: str, spec: object, where: str | Path) -> FunctionSettings:
     where = f"{where} functions.{name}"
     if not isinstance(spec, dict):
         raise SettingsError(f"{where}: must be an object with max_instances and concurrency.")
@@ -142,6 +144,7 @@ def _function(name, spec, where):
              "min_instances", where, result.min_instances)
     memory = MEMORY.match(result.memory) if isinstance(result.memory, str) else None
     _require(memory, "memory", where, result.memory)
+    assert memory is not None  # _require raised otherwise
     _require(result.cpu is None or _cpu_number(result.cpu) is not None, "cpu", where, result.cpu)
     cpu, memory_bytes = float(result.effective_cpu), int(result.memory[:memory.start(1)]) * MEMORY_BYTES[memory[1]]
     _require(result.concurrency == 1 or result.cpu is None or cpu >= 1, "cpu_for_concurrency", where, result.cpu)
@@ -151,7 +154,7 @@ def _function(name, spec, where):
     return result
 
 
-def _subscription(spec, where):
+def _subscription(spec: object, where: str | Path) -> SubscriptionSettings:
     where = f"{where} subscription"
     if not isinstance(spec, dict):
         raise SettingsError(f"{where}: must be an object.")
@@ -169,7 +172,7 @@ def _subscription(spec, where):
     return result
 
 
-def parse_settings(raw, source="settings"):
+def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
     """A Settings value from a settings file's parsed JSON; SettingsError names the first problem."""
     if not isinstance(raw, dict):
         raise SettingsError(f"{source}: a settings file holds one JSON object.")
@@ -200,14 +203,14 @@ def parse_settings(raw, source="settings"):
         marker_ttl_days=marker_ttl_days, access=access, dead_letter=dead_letter, raw=raw, source=str(source))
 
 
-def check_invokers(invokers, where="--invoker"):
+def check_invokers(invokers: Sequence[str], where: str = "--invoker") -> tuple[str, ...]:
     """The principals an authenticated deployment grants run.invoker, as variables.tf checks them."""
     for member in invokers:
         _require(isinstance(member, str) and INVOKER.match(member), "invokers", where, member)
     return tuple(invokers)
 
 
-def load_settings(path):
+def load_settings(path: str | Path) -> Settings:
     """An iteration folder's settings file, or the file at `path`."""
     path = Path(path)
     if path.is_dir():
@@ -221,7 +224,8 @@ def load_settings(path):
     return parse_settings(raw, path)
 
 
-def function_environment(settings, function, *, project, topic, base_url=""):
+def function_environment(settings: Settings, function: str, *, project: str, topic: str,
+                         base_url: str = "") -> dict[str, str]:
     """A function's environment, as infra/main.tf sets it (a test checks the two agree): what all
     four share, and THREADS = the function's concurrency, so that functions-framework's gunicorn
     serves exactly as many requests at once as the platform sends it (its default is
@@ -248,7 +252,7 @@ def function_environment(settings, function, *, project, topic, base_url=""):
     }
 
 
-def summary_line(settings):
+def summary_line(settings: Settings) -> str:
     """One line for plans and reports: shards, cache and each function's instances x concurrency."""
     instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
     return (f"{settings.shards_per_page} shards/page, {READER_FUNCTION} cache {settings.cache_ttl_seconds} s; "

@@ -1,14 +1,17 @@
 """Waiting for the store to settle, so a test starts from a store that has every visit a warm-up
 had acknowledged (the warm-up's visits then count in the totals read before the test)."""
 import time
+from collections.abc import Callable, Mapping
 
 from visitkit.errors import VisitkitError
 
 STORED_TIMEOUT_SECONDS = 300
 
 
-def wait_until_stored(totals, baseline, expected, timeout=STORED_TIMEOUT_SECONDS, interval=10,
-                      now=time.monotonic, sleep=time.sleep, error=VisitkitError):
+def wait_until_stored(totals: Callable[[], dict[str, int]], baseline: Mapping[str, int], expected: int,
+                      timeout: float = STORED_TIMEOUT_SECONDS, interval: float = 10,
+                      now: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
+                      error: type[Exception] = VisitkitError) -> dict[str, int]:
     """Wait until the stored totals grew by `expected` visits; returns them, or raises `error`."""
     deadline = now() + timeout
     while True:

@@ -22,13 +22,13 @@ def test_a_run_with_chaos_loses_and_doubles_nothing(tmp_path):
                              chaos="every=5,seed=5,stall=2-4", convergence_timeout=240, warm_up="0")
     folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
-    found = summary["chaos"]
+    found = summary.chaos
     actions = {event["action"] for event in found["events"] if not event.get("error")}
     assert len(found["events"]) >= 6 and len(actions) >= 3, found["events"]
-    visits = summary["visits"]["total"]
+    visits = summary.visits["total"]
     assert visits["acknowledged"] > 0
     assert visits["lost"] == 0 and visits["duplicated"] == 0, visits
-    assert summary["convergence"]["converged"]
+    assert summary.convergence["converged"]
     report = (folder / "report.md").read_text()
     assert "## Chaos" in report and "**0 lost, 0 duplicated**" in report
 
@@ -44,9 +44,9 @@ def test_visits_retried_through_a_pubsub_outage_each_count_once_and_every_fate_i
                              convergence_timeout=240, warm_up="0", retry_visits=3)
     folder, summary = runner.run(config, log=lambda *_: None, publish=publish.publish)
 
-    assert summary["chaos"]["events"][0]["action"] == "freeze-pubsub"
-    visits = summary["visits"]["total"]
-    assert summary["audit"]["method"] == "exact"
+    assert summary.chaos["events"][0]["action"] == "freeze-pubsub"
+    visits = summary.visits["total"]
+    assert summary.audit["method"] == "exact"
     assert visits["retried"] > 0, visits  # the outage made the visitor post again
     assert visits["lost"] == 0 and visits["duplicated"] == 0, visits
     # Each visit's fate read from its marker: stored (acknowledged or not) or not, nothing left unknown.

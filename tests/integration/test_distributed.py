@@ -34,18 +34,18 @@ def test_a_breakpoint_run_with_two_workers_audits_every_visit_exactly(tmp_path):
     assert all(entry["final"] for entry in ledger["workers"].values())
     # every worker's visits reached the master by id: their running counts add up to the merged ids
     assert len(audit.visit_ids(ledger)) == sum(ledger["sent"].values()) > 0 and ledger["untracked"] == {}
-    visits = summary["visits"]["total"]
-    assert summary["audit"]["method"] == "exact" and summary["audit"]["reads"] == visits["sent"]
+    visits = summary.visits["total"]
+    assert summary.audit["method"] == "exact" and summary.audit["reads"] == visits["sent"]
     assert visits["acknowledged"] == visits["acknowledged_stored"] == sum(ledger["acknowledged"].values()) > 0
     assert visits["lost"] == visits["duplicated"] == 0
-    assert summary["load"]["workers"] == 2
+    assert summary.load["workers"] == 2
     # users finish their page when the load ends, and the exact per-second counts hold every request
     with open(results / "per_second.csv", newline="") as f:
-        assert sum(int(row["requests"]) for row in csv.DictReader(f)) == summary["load"]["requests"]
+        assert sum(int(row["requests"]) for row in csv.DictReader(f)) == summary.load["requests"]
     with open(results / "health.csv", newline="") as f:
         processes = {row["process"] for row in csv.DictReader(f)}
     assert "master" in processes and len(processes) == 3
-    assert summary["load_generator"]["processes"] == 3 and not summary["load_generator"]["saturated"]
+    assert summary.load_generator["processes"] == 3 and not summary.load_generator["saturated"]
     run = json.loads((results / "run.json").read_text())
     assert run["locust_command"][2] == "master" and run["locust_workers_command"][-2:] == ["--processes", "2"]
     assert "shape-set = spawn_rate=3,duration_s=20" in (results / "run.conf").read_text()

@@ -31,7 +31,7 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
     warm = json.loads((results / "run.json").read_text())["warm_up"]
     assert warm["acknowledged"] == sum(json.loads((results / "warm-up" / "ledger.json").read_text())
                                        ["acknowledged"].values()) > 0
-    assert summary["twin"]["push"]["acked"] == summary["visits"]["total"]["stored"]
+    assert summary.twin["push"]["acked"] == summary.visits["total"]["stored"]
     assert "Warm-up before the test: 4 users" in (results / "report.md").read_text()
 
     for name in ("report.md", "summary.json", "run.json", "ledger.json", "locust_stats.csv",
@@ -39,22 +39,22 @@ def test_short_breakpoint_run_writes_a_consistent_report(tmp_path):
                  "load.png", "server.png", "audit.json"):
         assert (results / name).stat().st_size > 0, name
     ledger = json.loads((results / "ledger.json").read_text())
-    visits = summary["visits"]["total"]
+    visits = summary.visits["total"]
     assert visits["acknowledged"] == sum(ledger["acknowledged"].values()) > 0
     assert visits["lost"] == visits["duplicated"] == 0
     # Audited visit by visit: every acknowledged one stored, and the fate of every other one known.
-    assert summary["audit"]["method"] == "exact" and summary["audit"]["reads"] == visits["sent"]
+    assert summary.audit["method"] == "exact" and summary.audit["reads"] == visits["sent"]
     assert visits["acknowledged_stored"] == visits["acknowledged"]
     assert visits["stored"] == visits["acknowledged_stored"] + visits["stored_unacknowledged"]
     assert visits["sent"] == visits["acknowledged"] + visits["stored_unacknowledged"] + visits["neither"]
     assert "## Visits: every visit's fate" in (results / "report.md").read_text()
     assert "--retry-visits 2" in " ".join(json.loads((results / "run.json").read_text())["locust_command"])
-    assert summary["convergence"]["converged"]
-    assert summary["load"]["requests"] == 3 * visits["sent"]  # users finish their page when the load ends
-    endpoints = {row["name"] for row in summary["percentiles"]}
+    assert summary.convergence["converged"]
+    assert summary.load["requests"] == 3 * visits["sent"]  # users finish their page when the load ends
+    endpoints = {row["name"] for row in summary.percentiles}
     assert "/inc-counter?visit_type=jobs" in endpoints and "Aggregated" in endpoints
-    assert summary["server_source"] == "local-haproxy"
-    assert summary["verdict"]["outcome"] == "supported"
+    assert summary.server_source == "local-haproxy"
+    assert summary.verdict["outcome"] == "supported"
     assert f"<!-- figures run: results/{results.name} -->" in (iteration / "README.md").read_text()
     assert docs.check([iteration / "README.md"])[0] == []  # the block the runner wrote is what docs writes
     assert "| Function | client mean" in (results / "report.md").read_text()

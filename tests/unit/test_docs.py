@@ -4,10 +4,15 @@ from pathlib import Path
 
 import pytest
 
+from visitkit.paths import ROOT
 from visitkit.reports import docs, readme
 from visitkit.cli import main
+from visitkit.results.records import Summary
 
-SUMMARY = {"test": "breakpoint", "results_dir": "breakpoint-20260101-000000", "verdict": {"outcome": "supported"},
+# A committed summary.json (the docs read each one through the record), with the figures the template cites
+COMMITTED = json.loads((ROOT / "iterations/iteration-1/results/breakpoint-20261125-191233/summary.json").read_text())
+SUMMARY = {**COMMITTED, "test": "breakpoint", "results_dir": "breakpoint-20260101-000000",
+           "verdict": {"outcome": "supported"},
            "store": {"throughput_per_s": 26.10374},
            "headline": {"knee_users": 210, "knee_rps": 160.86, "first_failure_users": None, "first_failure_rps": None,
                         "rps_peak": 168.5, "p95_ceiling_ms": 6600.0, "slowest_function": "inc-counter",
@@ -109,11 +114,12 @@ def test_an_example_in_a_code_fence_is_not_a_block(tmp_path):
 
 def test_the_runners_latest_run_block_is_what_docs_writes(iteration):
     docs.write([iteration])
-    readme.update_readme(iteration, readme.latest_block(SUMMARY))
+    readme.update_readme(iteration, readme.latest_block(Summary.from_json(SUMMARY)))
     text = iteration.read_text()
     assert "## Latest local run\n\n<!-- figures run: results/breakpoint-20260101-000000 -->" in text
     assert docs.check([iteration]) == ([], 2)
-    readme.update_readme(iteration, readme.latest_block({**SUMMARY, "results_dir": "breakpoint-20260102-000000"}))
+    later = Summary.from_json({**SUMMARY, "results_dir": "breakpoint-20260102-000000"})
+    readme.update_readme(iteration, readme.latest_block(later))
     assert iteration.read_text().count("<!-- figures run:") == 1
 
 
@@ -197,7 +203,8 @@ def test_one_line_more_is_one_message_not_one_per_line_after_it(iteration):
 def test_the_latest_run_block_is_the_one_under_its_section(iteration):
     iteration.write_text("# It\n\n## On the twin\n\n<!-- figures run: results/breakpoint-20260101-000000 -->\n"
                          "<!-- /figures -->\n\n## Latest local run\n\nNone yet.\n")
-    readme.update_readme(iteration, readme.latest_block({**SUMMARY, "results_dir": "breakpoint-20260102-000000"}))
+    later = Summary.from_json({**SUMMARY, "results_dir": "breakpoint-20260102-000000"})
+    readme.update_readme(iteration, readme.latest_block(later))
     text = iteration.read_text()
     assert text.count("## Latest local run") == 1 and text.count("<!-- figures run:") == 2
     assert text.index("breakpoint-20260101-000000") < text.index("## Latest local run") < text.index("20260102")

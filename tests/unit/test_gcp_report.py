@@ -86,12 +86,12 @@ def test_gcp_report_has_the_platform_metrics_and_their_plot(iteration):
                  "oldest_unacked_age", "firestore_writes"):
         assert f"`metrics/{name}.csv`" in section
     assert "Server figures: gcp-monitoring" in text
-    assert summary["server"]["inc-counter"]["responses_429"] == 480
+    assert summary.server["inc-counter"]["responses_429"] == 480
     # 5 visits went to the dead-letter topic: not lost, and said so
-    assert summary["visits"]["total"]["dead_lettered"] == 5
+    assert summary.visits["total"]["dead_lettered"] == 5
     assert "5 dead-lettered" in text and "Dead-lettered: 5 visits" in text
     # the load (T0+30 to T0+84) holds one minute's end, T0+60: its rate needs the zero sample at T0
-    assert summary["store"]["accepted_per_s"] == pytest.approx(1450 / 60)
+    assert summary.store["accepted_per_s"] == pytest.approx(1450 / 60)
     for name in ("load.png", "server.png", "gcp-metrics.png"):
         assert (results / name).read_bytes()[:8] == PNG
     assert_plot(results / "gcp-metrics.png", ["C0", "C1", "C2", "C3"])  # one colour per function
@@ -103,24 +103,24 @@ def test_gcp_report_has_resources_and_an_estimated_cost(iteration):
     text = (results / "report.md").read_text()
     resources = text.split("## Resources", 1)[1].split("\n## ", 1)[0]
     # inc-counter billed 300 s at 0.167 vCPU, mean utilization 0.25, 0.5, 0.75 minute by minute
-    assert summary["resources"]["inc-counter"]["cpu_seconds"] == pytest.approx(0.167 * (60 * .25 + 120 * .5 + 120 * .75))
+    assert summary.resources["inc-counter"]["cpu_seconds"] == pytest.approx(0.167 * (60 * .25 + 120 * .5 + 120 * .75))
     assert "| inc-counter | 27.6 |" in resources
     cost = text.split("## Estimated cost", 1)[1].split("\n## ", 1)[0]
     assert "An estimate, not a bill" in cost and visitkit_cost.load_prices()["as_of"] in cost
     # a run recorded before regions were: the infra's default region, São Paulo, Cloud Run Tier 2
     assert "in southamerica-east1 (Cloud Run Tier 2)" in cost and "Left out: network egress" in cost
     assert "| Firestore document writes | 3,270 |" in cost and "**Total**" in cost
-    assert summary["cost"]["total"] > 0
-    acknowledged = summary["visits"]["total"]["acknowledged"]
+    assert summary.cost["total"] > 0
+    acknowledged = summary.visits["total"]["acknowledged"]
     assert (f"| **Per million visits** | {acknowledged:,} visits acknowledged | "
-            f"**{summary['cost']['total'] / acknowledged * 1e6:,.2f}** |") in cost
+            f"**{summary.cost['total'] / acknowledged * 1e6:,.2f}** |") in cost
 
 
 def test_local_report_has_no_google_cloud_section(iteration):
     results = make_results(iteration)
     summary = publish.publish(results)
     assert "## Google Cloud metrics" not in (results / "report.md").read_text()
-    assert summary["platform"] is None and summary["cost"] is None
+    assert summary.platform is None and summary.cost is None
     assert not (results / "gcp-metrics.png").exists()
 
 
@@ -148,9 +148,9 @@ def test_the_cost_is_at_the_prices_of_the_region_the_run_recorded(iteration):
     results = make_gcp_results(iteration)
     run = json.loads((results / "run.json").read_text())
     (results / "run.json").write_text(json.dumps({**run, "region": "us-central1"}))
-    iowa = publish.publish(results)["cost"]
+    iowa = publish.publish(results).cost
     (results / "run.json").write_text(json.dumps({**run, "region": "southamerica-east1"}))
-    sao_paulo = publish.publish(results)["cost"]
+    sao_paulo = publish.publish(results).cost
     assert (iowa["region"], iowa["tier"], sao_paulo["tier"]) == ("us-central1", "1", "2")
     assert sao_paulo["total"] > iowa["total"]
     assert "in southamerica-east1 (Cloud Run Tier 2)" in (results / "report.md").read_text()
@@ -172,7 +172,7 @@ def test_a_metric_that_could_not_be_read_is_named_in_the_report_and_its_figure_i
     # the other figures are all there
     assert "| inc-counter | 5,155 | 480 | 450 | 3 | 192 | 3,072 | 2 |" in section
     assert "undelivered messages peak 3,035" in section
-    assert summary["visits"]["total"]["dead_lettered"] is None and summary["headline"]["visits.dead_lettered"] is None
+    assert summary.visits["total"]["dead_lettered"] is None and summary.headline["visits.dead_lettered"] is None
     assert "dead-lettered" not in (results / "report.md").read_text().split("## Google Cloud metrics")[0]
     # rebuilt from the folder alone (visitkit report RESULTS_DIR): the same
     first = (results / "report.md").read_text()
@@ -201,9 +201,9 @@ def test_every_query_says_what_it_leaves_empty():
 def test_cpu_figures_are_empty_not_zero_without_the_utilizations(iteration):
     client = FailingMetricClient({"cpu_utilizations": [exceptions.PermissionDenied(DENIED)]})
     summary = publish.publish(make_gcp_results(iteration, client=client))
-    assert summary["resources"]["inc-counter"]["cpu_seconds"] is None
-    assert summary["resources"]["inc-counter"]["memory_peak_mb"] is not None
-    assert summary["cpu_ms_per_request"] == {}
+    assert summary.resources["inc-counter"]["cpu_seconds"] is None
+    assert summary.resources["inc-counter"]["memory_peak_mb"] is not None
+    assert summary.cpu_ms_per_request == {}
 
 
 def test_without_a_dead_letter_topic_dead_lettered_is_not_applicable(iteration):
@@ -214,7 +214,7 @@ def test_without_a_dead_letter_topic_dead_lettered_is_not_applicable(iteration):
             "until its message expires (message_retention_seconds, ") in section
     assert "and is not counted as dead-lettered; dead-lettered: n/a (not applicable)" in section
     assert "no dead-letter topic (dead-lettered: n/a)" in section and "moved to the dead-letter topic" not in section
-    assert summary["visits"]["total"]["dead_lettered"] is None and summary["platform"]["dead_lettered"] is None
+    assert summary.visits["total"]["dead_lettered"] is None and summary.platform["dead_lettered"] is None
     assert "Dead-lettered:" not in (results / "report.md").read_text()
 
 

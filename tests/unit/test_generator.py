@@ -1,5 +1,6 @@
 """The load generator's health (visitkit.results.generator) and the distributed run's files (pure logic)."""
 import pytest
+from fakes import a_summary
 
 from visitkit.results import analysis, generator
 from visitkit.reports import report
@@ -29,8 +30,8 @@ def test_a_late_event_loop_saturates_too_and_after_the_knee_is_said_so():
 
 
 def test_the_report_flags_a_load_generator_that_saturated_before_the_knee():
-    summary = {"load": {"start": 90.0}, "load_generator": generator.figures(rows("worker-1", [95] * 3), 120.0, 2),
-               "ledger": {"complete": False, "missing_workers": ["worker-2"], "untracked": 1200}}
+    summary = a_summary(load={"start": 90.0}, load_generator=generator.figures(rows("worker-1", [95] * 3), 120.0, 2),
+                        ledger={"complete": False, "workers": 2, "missing_workers": ["worker-2"], "untracked": 1200})
     lines = "\n".join(report.generator_section(summary, ()))
     assert "a master and 2 workers" in lines and "**Saturated**: worker-1 (CPU 95 %) at 10 s, 10 users" in lines
     assert "before the knee" in lines and "worker-2 sent no final ledger" in lines

@@ -1,8 +1,10 @@
 """Report, verdict, README block, plots and comparison from a synthetic results folder."""
 import csv
+import dataclasses
 import json
 
 import pytest
+from fakes import a_summary
 
 from visitkit.reports import compare, publish, readme, report, verdict
 
@@ -96,10 +98,10 @@ def test_report_has_headline_table_and_consistent_visits(iteration):
     text = (results / "report.md").read_text()
     assert text.index("## Headline") < text.index("## Response times per endpoint")
     assert "| GET | /get-counter?visit_type=home | 10 | 2 | 9,000 | 9,500 | 10,000 | 10,000 | 10,000 | 9,000 |" in text
-    assert summary["visits"]["total"]["acknowledged"] == summary["visits"]["total"]["stored"] == 120
-    assert summary["headline"]["slowest_function"] == "get-counter"
-    assert summary["headline"]["first_failure_users"] == 42
-    assert summary["convergence"]["seconds_after_load"] == pytest.approx(16)  # load ends at 1054, polled at 1070
+    assert summary.visits["total"]["acknowledged"] == summary.visits["total"]["stored"] == 120
+    assert summary.headline["slowest_function"] == "get-counter"
+    assert summary.headline["first_failure_users"] == 42
+    assert summary.convergence["seconds_after_load"] == pytest.approx(16)  # load ends at 1054, polled at 1070
     assert "a note" in text and json.loads((results / "summary.json").read_text())["test"] == "breakpoint"
 
 
@@ -107,7 +109,7 @@ def test_without_the_loads_start_the_moments_have_no_time_into_it(iteration):
     summary = publish.publish(make_results(iteration))
     when = lambda s: next(line for line in report.headline_section(s, {}) if line.startswith("- When"))  # noqa: E731
     assert when(summary).startswith("- When, into the load: knee 8 s, first failure 41 s,")
-    assert when({**summary, "load": {**summary["load"], "start": None}}).startswith(
+    assert when(dataclasses.replace(summary, load={**summary.load, "start": None})).startswith(
         "- When, into the load: knee time unknown, first failure time unknown,")  # not "knee yes"
 
 
@@ -116,17 +118,17 @@ def test_verdict_compares_with_the_other_iterations_latest_run(iteration):
     baseline.mkdir()
     publish.publish(make_results(baseline, get_counter_p95=9000))
     summary = publish.publish(make_results(iteration, get_counter_p95=150))
-    assert summary["verdict"]["outcome"] == "supported"
-    assert summary["verdict"]["hypothesis"] == "A cache makes get-counter fast."
+    assert summary.verdict["outcome"] == "supported"
+    assert summary.verdict["hypothesis"] == "A cache makes get-counter fast."
     worse = publish.publish(make_results(iteration, "breakpoint-20260102-000000", get_counter_p95=8000,
                                              started="2026-01-02T00:00:00"))
-    assert worse["verdict"]["outcome"] == "not supported"
+    assert worse.verdict["outcome"] == "not supported"
 
 
 def test_verdict_is_undetermined_without_a_baseline(iteration):
     summary = publish.publish(make_results(iteration))
-    assert summary["verdict"]["outcome"] == "undetermined"
-    assert "iteration-0" in summary["verdict"]["checks"][0]["detail"]
+    assert summary.verdict["outcome"] == "undetermined"
+    assert "iteration-0" in summary.verdict["checks"][0]["detail"]
 
 
 @pytest.mark.parametrize("expression, expected", [
@@ -153,15 +155,15 @@ def test_readme_block_is_replaced_not_repeated(iteration):
     text = (iteration / "README.md").read_text()
     assert text.count("<!-- figures run:") == 1 and "breakpoint-20260103-000000" in text
     assert text.startswith("# It 1") and "## More" in text
-    assert summary["results_dir"] not in text
+    assert summary.results_dir not in text
 
 
 def test_lost_visits_show_in_the_report(iteration):
     acked = {"home": 30, "jobs": 40, "about": 20, "about_legals": 10, "about_offices": 20}
     results = make_results(iteration, acked=acked, stored={**acked, "home": 27})
     summary = publish.publish(results)
-    assert summary["headline"]["visits.lost"] == 3
-    assert not summary["convergence"]["converged"]
+    assert summary.headline["visits.lost"] == 3
+    assert not summary.convergence["converged"]
     assert "did **not** converge" in (results / "report.md").read_text()
 
 
@@ -195,7 +197,7 @@ def test_a_stored_5xx_visit_is_reported_as_ambiguous_not_duplicated(iteration):
     (results / "ledger.json").write_text(json.dumps({
         "sent": {**acked, "home": 35}, "acknowledged": acked, "refused": {"home": 3}, "failed": {"home": 2}}))
     summary = publish.publish(results)
-    assert summary["headline"]["visits.duplicated"] == 0 and summary["headline"]["visits.lost"] == 0
+    assert summary.headline["visits.duplicated"] == 0 and summary.headline["visits.lost"] == 0
     text = (results / "report.md").read_text()
     assert "| home | 35 | 30 | 3 | 0 | 2 | 0 | 32 | 0 | 0 |" in text  # none gave up: a ledger before format 4
     assert "2 stored after a 5xx or no answer" in text
@@ -212,7 +214,7 @@ def test_an_exact_audit_reports_each_visits_fate_and_names_the_lost_ones(iterati
     (results / "audit.json").write_text(json.dumps({"format": 1, "method": "exact", "why": "every visit id read",
                                                     "reads": 5, "read_cost_usd": None, "not_stored": ["a3", "u1"]}))
     summary = publish.publish(results)
-    assert summary["headline"]["visits.lost"] == 1 and summary["headline"]["visits.duplicated"] == 0
+    assert summary.headline["visits.lost"] == 1 and summary.headline["visits.duplicated"] == 0
     text = (results / "report.md").read_text()
     assert "## Visits: every visit's fate" in text and "ambiguous" not in text
     assert "| home | 5 | 2 | 2 | 1 | 1 | 1 | 0 |" in text
@@ -248,11 +250,11 @@ def test_a_local_run_is_measured_against_the_knee_on_this_machine():
                   "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study",
                   "machine_knee_users": 938, "machine_knee_rps": 693, "machine_limited_by": "this machine's CPU",
                   "machine_first_429_users": 3248}
-    summary = {"target": "local", "prediction": prediction, "headline": {"knee_users": 900, "knee_rps": 680}}
+    summary = a_summary(target="local", prediction=prediction, headline={"knee_users": 900, "knee_rps": 680})
     local = "\n".join(report.prediction_section(summary, {}))
     assert "| RPS knee: users | 938 | 900 |" in local and "this machine's CPU" in local
     assert "| first 429 / first failure: users | 3,248 |" in local
-    cloud = "\n".join(report.prediction_section({**summary, "target": "gcp"}, {}))
+    cloud = "\n".join(report.prediction_section(dataclasses.replace(summary, target="gcp"), {}))
     assert "| RPS knee: users | 6,245 | 900 |" in cloud
 
 
@@ -261,12 +263,12 @@ def test_the_store_drain_is_measured_only_when_a_backlog_built_up():
 
     prediction = {"knee_users": 220, "knee_rps": 162, "limited_by": "inc-counter", "first_429_users": 760,
                   "drain_per_s": 2105, "extra_min_per_min": 0, "profile": "study"}
-    summary = {"target": "local", "prediction": prediction, "headline": {"store.drain_per_s": 11.9},
-               "store": {"backlog_peak": 106, "accepted_per_s": 196.0}}  # 0.5 s of visits: the store kept up
+    summary = a_summary(target="local", prediction=prediction, headline={"store.drain_per_s": 11.9},
+                        store={"backlog_peak": 106, "accepted_per_s": 196.0})  # 0.5 s of visits: the store kept up
     assert "| store drain (msg/s) | 2,105 | n/a: kept up (backlog peak 106) |" in "\n".join(
         report.prediction_section(summary, {}))
-    summary["store"] = {"backlog_peak": 3200, "accepted_per_s": 54.0}  # a minute of visits: drained at capacity
-    summary["headline"] = {"store.drain_per_s": 26.7}
+    summary.store = {"backlog_peak": 3200, "accepted_per_s": 54.0}  # a minute of visits: drained at capacity
+    summary.headline = {"store.drain_per_s": 26.7}
     assert "| store drain (msg/s) | 2,105 | 26.7 |" in "\n".join(report.prediction_section(summary, {}))
 
 
@@ -274,7 +276,7 @@ def test_a_knee_on_a_busy_machine_is_called_the_machines():
     from visitkit.reports import report
 
     def words(machine, moment="knee"):
-        return report.machine_words({"machine": {moment: machine}}, moment)
+        return report.machine_words(a_summary(machine={"knee": None, "peak": None, moment: machine}), moment)
 
     assert "busy" in words({"cpu_percent": 190, "cores": 2, "busy": True})
     assert "**" not in words({"cpu_percent": 90, "cores": 2, "busy": False})
@@ -289,14 +291,14 @@ def test_the_platform_section_names_the_queries_that_could_not_be_read_even_when
                 "error": "PermissionDenied", "code": 403, "reason": "Permission monitoring.timeSeries.list denied"},
                {"metric": "dead_lettered", "error": "RetryError", "code": None, "reason": "Deadline of 120.0s exceeded",
                 "metric_type": "pubsub.googleapis.com/subscription/dead_letter_message_count"}]
-    lines = report.platform_section({"metrics_files": [], "missing_metrics": missing, "platform": None}, ())
+    lines = report.platform_section(a_summary(metrics_files=[], missing_metrics=missing, platform=None), ())
     assert lines[0] == "## Google Cloud metrics"
     assert ("- Missing: request_count (run.googleapis.com/request_count): PermissionDenied 403 Permission "
             f"monitoring.timeSeries.list denied — leaves empty: {report.EMPTIED['request_count']}") in lines
     assert ("- Missing: dead_lettered (pubsub.googleapis.com/subscription/dead_letter_message_count): RetryError "
             "Deadline of 120.0s exceeded — leaves empty: dead-lettered visits") in lines
     assert not any(line.startswith("Series:") for line in lines)
-    assert report.platform_section({"metrics_files": [], "missing_metrics": []}, ()) == []
+    assert report.platform_section(a_summary(metrics_files=[], missing_metrics=[]), ()) == []
 
 
 def test_the_report_says_how_many_visits_gave_up_next_to_refused_and_lost(iteration):
@@ -310,8 +312,9 @@ def test_the_report_says_how_many_visits_gave_up_next_to_refused_and_lost(iterat
     assert "| Page | sent | acknowledged (2xx) | refused (4xx, 429) | gave up (429 each try) | failed (5xx) |" in text
     assert "| home | 36 | 30 | 2 | 4 | 0 | 0 | 30 | 0 | 0 |" in text  # never published: none ambiguous
     assert "- Visits: 4 gave up (a 429 at each of their tries), 2 refused, 0 lost" in text
-    spike = {**summary, "overload": {"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80, "spike_p95_ms": 1000,
-                                     "recovery_s": 5, "refused_429": 30, "other_errors": 0}}
+    spike = dataclasses.replace(summary, overload={"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80,
+                                                   "spike_p95_ms": 1000, "recovery_s": 5, "refused_429": 30,
+                                                   "other_errors": 0})
     assert ("(0 lost, 0 duplicated); 4 visits gave up (a 429 at each of their tries), 2 were refused"
             in "\n".join(report.overload_section(spike, {})))
 
@@ -328,11 +331,13 @@ def test_an_exact_audit_says_how_many_gave_up_and_a_report_before_them_renders_a
     assert "Not acknowledged: 1 refused (4xx, the platform's 429 included), 1 gave up (a 429 at each of their " \
            "tries), 0 failed (5xx)" in (results / "report.md").read_text()
     # a summary.json written before gave_up (the docs render committed ones): the same sections, no error
-    for row in summary["visits"].values():
+    for row in summary.visits.values():
         del row["gave_up"]
-    spike = {**summary, "overload": {"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80, "spike_p95_ms": 1000,
-                                     "recovery_s": 5, "refused_429": 30, "other_errors": 0}}
+    spike = dataclasses.replace(summary, overload={"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80,
+                                                   "spike_p95_ms": 1000, "recovery_s": 5, "refused_429": 30,
+                                                   "other_errors": 0})
     assert report.overload_section(spike, {})[5].endswith("(0 lost, 0 duplicated)")
     assert "0 gave up" in "\n".join(report.visits_section(summary, {}))
-    assert "| home | 3 | 1 | 1 | 0 |" in "\n".join(report.visits_section({**summary, "audit": None}, {}))  # by totals
+    by_totals = dataclasses.replace(summary, audit=None)
+    assert "| home | 3 | 1 | 1 | 0 |" in "\n".join(report.visits_section(by_totals, {}))
     assert "gave up" not in "\n".join(report.headline_section(summary, {}))

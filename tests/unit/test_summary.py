@@ -24,7 +24,7 @@ def test_the_headline_table_reads_missing_figures_as_n_a():
 def test_the_terminal_the_report_and_the_readme_show_the_same_headline(tmp_path):
     folder = make_results(tmp_path / "iteration-1")
     summary = publish.publish(folder)
-    table = headline_table(summary["headline"])
+    table = headline_table(summary.headline)
     assert "\n".join(table) in (folder / "report.md").read_text()
     assert [line.strip() for line in runner.headline_lines(folder, summary)[-3:]] == table
     assert "\n".join(table) in docs.run_table(summary, "results/x")
@@ -42,7 +42,7 @@ def test_the_settings_line_is_the_parsed_settings(tmp_path):
 def test_settings_that_do_not_parse_are_named_not_shown(tmp_path):
     folder = make_results(tmp_path / "iteration-1")  # its settings name no function
     summary = publish.publish(folder)
-    assert summary["settings_line"] is None
+    assert summary.settings_line is None
     assert "Settings and cost not shown: run.json's settings: functions must have" in (folder / "report.md").read_text()
 
 
@@ -79,7 +79,7 @@ def test_the_summary_and_its_headline_say_how_many_visits_gave_up(tmp_path):
         "format": 4, "sent": {"home": 30 + 5, "jobs": 40}, "acknowledged": {"home": 30, "jobs": 40},
         "refused": {"home": 1}, "gave_up": {"home": 4}, "retried": {"home": 4}}))
     summary = publish.publish(folder)
-    assert summary["visits"]["total"]["gave_up"] == summary["headline"]["visits.gave_up"] == 4
-    assert summary["headline"]["visits.refused"] == 1
+    assert summary.visits["total"]["gave_up"] == summary.headline["visits.gave_up"] == 4
+    assert summary.headline["visits.refused"] == 1
     old = make_results(tmp_path / "iteration-2")  # its ledger has no format: written before gave_up
-    assert publish.publish(old)["headline"]["visits.gave_up"] == 0
+    assert publish.publish(old).headline["visits.gave_up"] == 0

@@ -7,11 +7,14 @@ keeps its own FORMAT, KIND, `render(record)` (its Markdown table) and `load(fold
 none of them: registry.py knows them all and renders any committed folder's table from its record alone.
 """
 import contextlib
+import datetime
 import json
 import os
 import platform
 import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
@@ -21,12 +24,12 @@ RECORD = "benchmark.json"
 SUMMARY = "summary.md"
 
 
-def folder_name(kind, started):
+def folder_name(kind: str, started: datetime.datetime) -> str:
     return f"{kind}-{started.strftime('%Y%m%d-%H%M%S')}"
 
 
 @contextlib.contextmanager
-def new_folder(kind, out_root, started):
+def new_folder(kind: str, out_root: str | Path, started: datetime.datetime) -> Iterator[Path]:
     """The run's folder, removed again if the run fails or is interrupted: a folder in benchmarks/
     is always a whole run."""
     folder = Path(out_root) / folder_name(kind, started)
@@ -38,19 +41,19 @@ def new_folder(kind, out_root, started):
         raise
 
 
-def write(folder, record, summary_lines):
+def write(folder: Path, record: Mapping[str, Any], summary_lines: Iterable[str]) -> None:
     (folder / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     (folder / SUMMARY).write_text("\n".join(summary_lines) + "\n")
 
 
-def read(folder):
+def read(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / RECORD
     if not path.exists():
         raise VisitkitError(f"{folder}: no {RECORD} (not a benchmark's results folder, or a run that failed)")
     return json.loads(path.read_text())
 
 
-def load(folder, kind, fmt):
+def load(folder: str | Path, kind: str, fmt: int) -> dict[str, Any]:
     """A folder's record, refused unless it is `kind`'s and in the format this kit reads."""
     record, path = read(folder), Path(folder) / RECORD
     if record.get("benchmark") != kind:
@@ -60,11 +63,11 @@ def load(folder, kind, fmt):
     return record
 
 
-def machine():
+def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "processor": processor(), "python": platform.python_version()}
 
 
-def processor():
+def processor() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -17,6 +17,7 @@ import concurrent.futures
 import contextlib
 import csv
 import datetime
+import functools
 import http.client
 import json
 import os
@@ -27,8 +28,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import psutil
 
@@ -61,12 +64,12 @@ CALLS = {PAGE_FUNCTION: ("GET", "?view=home"), READER_FUNCTION: ("GET", "?visit_
 FIELDS = ("target", "repetition", "first_2xx_ms", "imports_ms", "memory_mb_first", "memory_mb_after", "failures")
 
 
-def noop_command(port):
+def noop_command(port: int) -> list[str]:
     return [sys.executable, "-m", "functions_framework", "--target", "noop", "--source", str(hotpath.NOOP_SOURCE),
             "--host", "127.0.0.1", "--port", str(port)]
 
 
-def request(target):
+def request(target: str) -> tuple[str, str, bytes | None, dict[str, str]]:
     """(method, path, body, headers) of one real request of a function, as its callers send it;
     store-inc-counter's is a push envelope of a new message each time, as the push relay sends it."""
     if target == PUSH_FUNCTION:
@@ -81,7 +84,7 @@ def request(target):
     return method, CATALOGUE[target].path + query, b"" if method == "POST" else None, {}
 
 
-def send(connection, target):
+def send(connection: http.client.HTTPConnection, target: str) -> int | None:
     """The status of one request of `target` over `connection`, or None when nothing answered."""
     method, path, body, headers = request(target)
     try:
@@ -94,11 +97,11 @@ def send(connection, target):
         return None
 
 
-def ok(status):
+def ok(status: int | None) -> bool:
     return status is not None and 200 <= status < 300
 
 
-def warm_up(host, function, timeout=WARM_UP_TIMEOUT):
+def warm_up(host: str, function: str, timeout: float = WARM_UP_TIMEOUT) -> None:
     """Sends `function` requests through the stack until WARM_UP_REQUESTS of them answered a 2xx."""
     connection, answered, deadline = http.client.HTTPConnection(host, timeout=10), 0, time.monotonic() + timeout
     try:
@@ -114,13 +117,13 @@ def warm_up(host, function, timeout=WARM_UP_TIMEOUT):
         connection.close()
 
 
-def environment_of(pid):
+def environment_of(pid: int) -> dict[str, str]:
     """A process's environment as it was started: the stack's instances get theirs from the stack."""
     entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
 
 
-def memory_mb(pid):
+def memory_mb(pid: int) -> float:
     """Memory of an instance, its process and its children (gunicorn's master and worker), in MiB,
     as its container alone would hold it: the largest process's resident set, and what each other
     process holds that no other does (its unique set; the rest it shares with the first, forked
@@ -130,12 +133,12 @@ def memory_mb(pid):
     return (figures[0].rss + sum(m.uss for m in figures[1:])) / 2 ** 20
 
 
-def smallest_tier(memory_mib):
+def smallest_tier(memory_mib: float) -> int:
     """The smallest memory tier (MiB) that leaves HEADROOM of itself free above `memory_mib`."""
     return next(tier for tier in MEMORY_TIERS_MIB if memory_mib <= tier * (1 - HEADROOM))
 
 
-def send_at_once(connections, target, requests):
+def send_at_once(connections: Sequence[http.client.HTTPConnection], target: str, requests: int) -> int:
     """`requests` requests of `target` over the given kept-alive connections at once; how many were not 2xx."""
     share = [requests // len(connections) + (i < requests % len(connections)) for i in range(len(connections))]
     with concurrent.futures.ThreadPoolExecutor(len(connections)) as pool:
@@ -143,7 +146,7 @@ def send_at_once(connections, target, requests):
                             zip(connections, share)))
 
 
-def import_seconds(target, source, env):
+def import_seconds(target: str, source: str | Path, env: Mapping[str, str]) -> float:
     """Seconds from an import-only process's start to its entry point looked up (interpreter and imports)."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", IMPORT_ONLY, target, str(source)], env=env, cwd=ROOT, check=True,
@@ -155,7 +158,7 @@ STDLIB = "the interpreter (standard library modules no package asked for)"
 IMPORT_ORIGINS = (profiling.OURS, profiling.FRAMEWORK, profiling.GOOGLE, STDLIB)
 
 
-def module_origin(module, own_modules):
+def module_origin(module: str, own_modules: Container[str]) -> str | None:
     """A module's origin, or None for the standard library (whoever imported it decides)."""
     top = module.strip().split(".")[0]
     if top in own_modules:
@@ -167,13 +170,13 @@ def module_origin(module, own_modules):
     return profiling.GOOGLE  # the functions import nothing else: a client library or one of their dependencies
 
 
-def parse_importtime(stderr, own_modules):
+def parse_importtime(stderr: str, own_modules: Container[str]) -> dict[str, float]:
     """{origin: ms} of the imports' own time (each module's self time) in `python -X importtime`'s
     report; a standard-library module counts for the package that first imported it. The report
     lists a module after the modules it imported, indented two spaces deeper, so read backwards
     each module comes before its imports."""
     totals = dict.fromkeys(IMPORT_ORIGINS, 0.0)
-    importer = {}  # depth -> origin of the module last seen at that depth (reading backwards)
+    importer: dict[int, str] = {}  # depth -> origin of the module last seen at that depth (reading backwards)
     for line in reversed(stderr.splitlines()):
         if not line.startswith("import time:") or "self [us]" in line:
             continue
@@ -185,7 +188,7 @@ def parse_importtime(stderr, own_modules):
     return {origin: round(ms, 1) for origin, ms in totals.items()}
 
 
-def import_origins(target, source, env):
+def import_origins(target: str, source: str | Path, env: Mapping[str, str]) -> dict[str, float]:
     """One import-only process under -X importtime: its imports' time by origin."""
     own = {path.stem for path in Path(source).parent.glob("*.py")}
     report = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT_ONLY, target, str(source)], env=env,
@@ -194,7 +197,8 @@ def import_origins(target, source, env):
 
 
 @contextlib.contextmanager
-def started(target, command, env):
+def started(target: str, command: Callable[[int], list[str]], env: Mapping[str, str]
+            ) -> Iterator[tuple[subprocess.Popen[bytes], http.client.HTTPConnection, float]]:
     """An instance started as the platform starts one, once it answered a real request with a 2xx:
     (its process, a connection to it, seconds from its start to that answer); killed at the end."""
     port = free_port()
@@ -215,7 +219,7 @@ def started(target, command, env):
         server.wait()
 
 
-def busy(target, connection, port, requests, threads):
+def busy(target: str, connection: http.client.HTTPConnection, port: int, requests: int, threads: int) -> int:
     """`requests` requests over `threads` connections at once (every thread of the instance busy);
     how many were not 2xx."""
     connections = [connection, *(http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -227,7 +231,8 @@ def busy(target, connection, port, requests, threads):
             each.close()
 
 
-def one_start(target, command, env, requests, threads):
+def one_start(target: str, command: Callable[[int], list[str]], env: Mapping[str, str], requests: int,
+              threads: int) -> tuple[float, float, float, int]:
     """One cold start of an instance: seconds to its first 2xx, its memory then and after `requests`
     more requests over as many connections as it has threads, and how many of those were not 2xx."""
     with started(target, command, env) as (server, connection, first):
@@ -236,14 +241,15 @@ def one_start(target, command, env, requests, threads):
         return first, memory_first, memory_mb(server.pid), failures
 
 
-def reads_in_flight(command, env, requests, threads, every_s=0.01):
+def reads_in_flight(command: Callable[[int], list[str]], env: Mapping[str, str], requests: int, threads: int,
+                    every_s: float = 0.01) -> tuple[float, int]:
     """get-counter's most memory while each of its `threads` requests waits on a Firestore read of
     its own (no cache: CACHE_TTL_SECONDS=0), so that as many gRPC streams are open at once, sampled
     every `every_s` while `requests` requests go; and how many were not 2xx."""
     with started(READER_FUNCTION, command, {**env, "CACHE_TTL_SECONDS": "0"}) as (server, connection, _):
         peak, done = [memory_mb(server.pid)], threading.Event()
 
-        def sample():
+        def sample() -> None:
             while not done.wait(every_s):
                 peak.append(max(peak[-1], memory_mb(server.pid)))
 
@@ -257,15 +263,17 @@ def reads_in_flight(command, env, requests, threads, every_s=0.01):
         return max(peak[-1], memory_mb(server.pid)), failures
 
 
-def settle(stack, timeout=300):
+def settle(stack: LocalStack, timeout: float = 300) -> None:
     """Waits until the stack has stored every visit an instance sent it (inc-counter's publishes are
     drained by the stack's own store path, which would otherwise take the cores from the next start):
     the push relay idle and the stored total the same one second later."""
     client, before = stack.firestore(), None
     while True:
         stored = sum(stack.totals(client).values())
-        relay = push.read_stats(stack.state()["push_stats_port"]) or {}
-        if stored == before and relay.get("in_flight") == 0:
+        state = stack.state()
+        assert state is not None, "the stack is up"
+        relay = push.read_stats(state["push_stats_port"])
+        if stored == before and relay and relay.get("in_flight") == 0:
             return
         if timeout <= 0:
             raise VisitkitError("the stack's store path did not settle after a start")
@@ -273,7 +281,7 @@ def settle(stack, timeout=300):
         time.sleep(1)
 
 
-def median_split(starts):
+def median_split(starts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Medians of a target's starts, in ms and MB; the rest is the median time to the first 2xx less
     the median of the imports, so that the two parts add up to the whole."""
     first = statistics.median(s["first_2xx_ms"] for s in starts)
@@ -284,17 +292,22 @@ def median_split(starts):
             "failures": sum(s["failures"] for s in starts)}
 
 
-def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS, threads=DEFAULT_THREADS):
+def measure(functions: Sequence[str] = FUNCTIONS, repetitions: int = DEFAULT_REPETITIONS,
+            requests: int = DEFAULT_REQUESTS, threads: int = DEFAULT_THREADS
+            ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]], dict[str, Any] | None]:
     """Every start of each function's extra instance and of the no-op's: [{FIELDS}]."""
     stack = LocalStack(tempfile.mkdtemp(prefix="bench-cold-start-"))
     stack.up(hotpath.bench_settings(), port=0)
     try:
-        host, starts = stack.base_url.removeprefix("http://"), []
-        targets = {NOOP: (noop_command, {**os.environ, "THREADS": str(threads)}, hotpath.NOOP_SOURCE)}
+        host, starts, state = stack.base_url.removeprefix("http://"), [], stack.state()
+        assert state is not None, "the stack is up"
+        # {target: (its command for a port, its environment, its source)}
+        targets: dict[str, tuple[Callable[[int], list[str]], dict[str, str], Path]] = {
+            NOOP: (noop_command, {**os.environ, "THREADS": str(threads)}, hotpath.NOOP_SOURCE)}
         for function in functions:
-            warm_up(stack.state()["push_url"].removeprefix("http://") if function == PUSH_FUNCTION else host, function)
+            warm_up(state["push_url"].removeprefix("http://") if function == PUSH_FUNCTION else host, function)
             env = {**environment_of(stack.instance_pid(f"{function}-0")), "THREADS": str(threads)}
-            targets[function] = (lambda port, f=function: function_command(f, port), env, FUNCTIONS_SOURCE)
+            targets[function] = (functools.partial(function_command, function), env, FUNCTIONS_SOURCE)
         settle(stack)
         for target, (command, env, source) in targets.items():
             for repetition in range(1, repetitions + 1):
@@ -318,8 +331,10 @@ def measure(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAU
         stack.down()
 
 
-def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEFAULT_REQUESTS,
-              threads=DEFAULT_THREADS, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
+def benchmark(functions: Sequence[str] = FUNCTIONS, repetitions: int = DEFAULT_REPETITIONS,
+              requests: int = DEFAULT_REQUESTS, threads: int = DEFAULT_THREADS,
+              out_root: str | Path = benchfolder.BENCHMARKS_DIR,
+              now: Callable[[], datetime.datetime] = datetime.datetime.now) -> tuple[Path, dict[str, Any]]:
     """Cold starts of each function and of the no-op function, each instance with `threads` threads;
     returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
@@ -339,16 +354,16 @@ def benchmark(functions=FUNCTIONS, repetitions=DEFAULT_REPETITIONS, requests=DEF
     return folder, record
 
 
-def load(folder):
+def load(folder: str | Path) -> dict[str, Any]:
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def slowest_over_noop(record):
+def slowest_over_noop(record: Mapping[str, Any]) -> float:
     """The slowest function's median time to its first 2xx over the no-op function's."""
     return max(f["first_2xx_ms"] for f in record["functions"].values()) / record["noop"]["first_2xx_ms"]
 
 
-def render(record):
+def render(record: Mapping[str, Any]) -> list[str]:
     """The Markdown table of a record: one row per function and the no-op's, medians."""
     noop = record["noop"]["first_2xx_ms"]
     lines = [f"| function | ms to first 2xx | interpreter + imports ms | the rest ms | memory MiB at first answer "
@@ -367,7 +382,7 @@ def render(record):
     return lines
 
 
-def reads_in_flight_lines(record):
+def reads_in_flight_lines(record: Mapping[str, Any]) -> list[str]:
     """The memory get-counter needs with every request's read in flight (format 3 and later)."""
     found = record.get("reads_in_flight")
     if not found:
@@ -378,7 +393,7 @@ def reads_in_flight_lines(record):
             f"{smallest_tier(found['memory_mb_most'])} MiB; {found['failures']} of them were not 2xx."]
 
 
-def summary_lines(record, name):
+def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     machine = record["machine"]
     failures = sum(f["failures"] for f in (*record["functions"].values(), record["noop"]))
     return [f"# Cold start ({name})", "",
@@ -388,9 +403,9 @@ def summary_lines(record, name):
             f"request; medians ({machine['processor']}, {machine['cores']} cores, Python {machine['python']}).", "",
             *render(record), "",
             "interpreter + imports: an import-only process loading functions/main.py and looking the entry point "
-            "up (functions-framework's create_app), from its start to that; the rest: the server's start, client creation "
-            "and the first backend call. Memory: the largest of the instance's processes (gunicorn's master and "
-            f"worker) resident, plus what the other holds alone, the {record['requests']:,} requests sent over {record['threads']} connections "
-            f"at once; {failures} of them were not 2xx.", "",
+            "up (functions-framework's create_app), from its start to that; the rest: the server's start, client "
+            "creation and the first backend call. Memory: the largest of the instance's processes (gunicorn's master "
+            f"and worker) resident, plus what the other holds alone, the {record['requests']:,} requests sent over "
+            f"{record['threads']} connections at once; {failures} of them were not 2xx.", "",
             *reads_in_flight_lines(record), "",
             f"cold start, slowest function / no-op: {slowest_over_noop(record):.2f}x"]

@@ -10,17 +10,25 @@ once more after deleting every document.
 `benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and queries.csv, every query's time.
 """
+from __future__ import annotations
+
 import csv
 import datetime
 import hashlib
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from visitkit.benchmarks import benchfolder
 from visitkit.catalogue import FIRESTORE, PAGES, shards
 from visitkit.errors import StackError
 from visitkit.net import free_port, port_is_open, wait_until
 from visitkit.twin.stack import LocalStack, _environment, delete_all_documents, emulator_commands
+
+if TYPE_CHECKING:
+    from google.cloud.firestore import Client as FirestoreClient
 
 FORMAT = 1
 KIND = "emulator-scan"
@@ -31,13 +39,13 @@ PROJECT = "emulator-scan"
 DELETED = "all deleted"  # queries.csv's and the table's name for the step after deleting every document
 
 
-def seed(client):
+def seed(client: FirestoreClient) -> None:
     """The page's two shards, as store-inc-counter leaves them."""
     for shard in range(2):
         shards(client, PAGES[0]).document(str(shard)).set({FIRESTORE["count_field"]: 1})
 
 
-def query_times(client, page, queries=QUERIES):
+def query_times(client: FirestoreClient, page: str, queries: int = QUERIES) -> list[float]:
     """Wall time of each sum over the page's shards, ms (the client waits on the emulator alone)."""
     times = []
     for _ in range(queries):
@@ -47,7 +55,7 @@ def query_times(client, page, queries=QUERIES):
     return times
 
 
-def add_markers(client, first, count):
+def add_markers(client: FirestoreClient, first: int, count: int) -> None:
     expire_at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=7)
     for start in range(first, first + count, BATCH):
         batch = client.batch()
@@ -57,7 +65,7 @@ def add_markers(client, first, count):
         batch.commit(timeout=60)
 
 
-def measure(steps=DEFAULT_STEPS, queries=QUERIES):
+def measure(steps: Sequence[int] = DEFAULT_STEPS, queries: int = QUERIES) -> list[tuple[int | None, list[float]]]:
     """[(markers stored, [ms of each query])] on a fresh emulator, the last row (None, [ms]) after deleting them."""
     if list(steps) != sorted(set(steps)) or steps[0] < 0:
         raise StackError("marker counts must rise from 0 or more")
@@ -75,7 +83,8 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
                 client = firestore.Client(project=PROJECT)
             seed(client)
             query_times(client, PAGES[0])  # the JVM's first queries are slow: not the figure wanted
-            rows, stored = [], 0
+            rows: list[tuple[int | None, list[float]]] = []
+            stored = 0
             for target in steps:
                 add_markers(client, stored, target - stored)
                 stored = target
@@ -88,7 +97,9 @@ def measure(steps=DEFAULT_STEPS, queries=QUERIES):
             stack.down()
 
 
-def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now):
+def benchmark(steps: Sequence[int] = DEFAULT_STEPS, queries: int = QUERIES,
+              out_root: str | Path = benchfolder.BENCHMARKS_DIR,
+              now: Callable[[], datetime.datetime] = datetime.datetime.now) -> tuple[Path, dict[str, Any]]:
     """Times the read at each number of markers; returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
@@ -106,7 +117,7 @@ def benchmark(steps=DEFAULT_STEPS, queries=QUERIES, out_root=benchfolder.BENCHMA
     return folder, record
 
 
-def growth(steps):
+def growth(steps: Sequence[Mapping[str, Any]]) -> float | None:
     """ms each 1,000 markers add to a read, from the first count to the last (None without two counts)."""
     counted = [step for step in steps if step["markers"] is not None]
     if len(counted) < 2 or counted[-1]["markers"] <= counted[0]["markers"]:
@@ -115,11 +126,11 @@ def growth(steps):
     return round((last["mean_ms"] - first["mean_ms"]) / (last["markers"] - first["markers"]) * 1000, 3)
 
 
-def load(folder):
+def load(folder: str | Path) -> dict[str, Any]:
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def render(record):
+def render(record: Mapping[str, Any]) -> list[str]:
     """The Markdown table of a record: the mean read at each step, and as a multiple of the empty store's."""
     empty = record["steps"][0]["mean_ms"]
     lines = ["| markers stored | ms per counter read (sum over 2 shards) | x the empty store's |", "|---:|---:|---:|"]
@@ -128,11 +139,11 @@ def render(record):
     return lines
 
 
-def step_name(markers):
+def step_name(markers: int | None) -> str:
     return DELETED if markers is None else f"{markers:,}"
 
 
-def summary_lines(record, name):
+def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     machine = record["machine"]
     lines = [f"# Firestore emulator scan ({name})", "",
              f"get-counter's read (an aggregation query summing a page's 2 shards) on a Firestore emulator of its "

@@ -22,14 +22,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.benchmarks import benchfolder, profiling
 from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION, QUEUE_TIMEOUT_S
+from visitkit.errors import StackError
 from visitkit.model.capacity import PUBLIC
 from visitkit.net import free_port, http_status, wait_until
 from visitkit.paths import LOCUST_DIR, ROOT
-from visitkit.settings import parse_settings
+from visitkit.settings import Settings, parse_settings
 from visitkit.twin import haproxy, resources
 from visitkit.twin.stack import LocalStack
 
@@ -45,14 +48,15 @@ NOOP_ROWS = {"via_platform": "no-op, through the stack's HAProxy", "direct": "no
              "at_push_rate": "no-op, through the stack's HAProxy, at store-inc-counter's rate"}
 
 
-def bench_settings(threads=THREADS):
+def bench_settings(threads: int = THREADS) -> Settings:
     """Every function at 1 instance x `threads` (1 vCPU, as concurrency above 1 needs)."""
     return parse_settings({"shards_per_page": 20, "cache_ttl_seconds": 10,
                            "functions": {name: {"max_instances": 1, "concurrency": threads} for name in FUNCTIONS}},
                           "hot-path benchmark settings")
 
 
-def locust_rps(base_url, users, seconds, csv_prefix, logfile, think_time="0"):
+def locust_rps(base_url: str, users: int, seconds: float, csv_prefix: str | Path, logfile: str | Path,
+               think_time: str = "0") -> tuple[float, int]:
     """Requests per second Locust measured over the whole run (flat out unless think_time, Locust's
     MIN-MAX seconds between pages, says otherwise), and its failures; its CSV files are written as
     csv_prefix_*.csv."""
@@ -66,7 +70,8 @@ def locust_rps(base_url, users, seconds, csv_prefix, logfile, think_time="0"):
     return float(aggregated["Requests/s"]), int(aggregated["Failure Count"])
 
 
-def profiled_pass(pids, url, users, seconds, folder, scratch):
+def profiled_pass(pids: Mapping[str, int], url: str, users: int, seconds: float, folder: Path,
+                  scratch: str | Path) -> dict[str, dict[str, Any] | None]:
     """The same load once more with py-spy watching each process ({name: pid}), apart from the measured
     pass because py-spy takes CPU from the same cores; {name: its profile's summary, or None}."""
     raw = {name: folder / f"profile-{name}.txt" for name in pids}
@@ -74,7 +79,7 @@ def profiled_pass(pids, url, users, seconds, folder, scratch):
     locust_rps(url, users, seconds, Path(scratch) / "profiled-locust", Path(scratch) / "profiled-locust.log")
     for profiler in profilers:
         profiler.wait(timeout=60)
-    summaries = {}
+    summaries: dict[str, dict[str, Any] | None] = {}
     for name, path in raw.items():
         if path.exists():  # kept without this machine's paths
             path.write_text(profiling.portable(path.read_text(errors="replace")))
@@ -82,7 +87,15 @@ def profiled_pass(pids, url, users, seconds, folder, scratch):
     return summaries
 
 
-def measure_stack(users, seconds, folder, threads=THREADS):
+def _known(figure: float | None) -> float:
+    """A figure these samples always have: the local stack's counters and stored visits, a process's CPU
+    after its first sample."""
+    if figure is None:
+        raise StackError("a sample left out a figure it always has here")
+    return figure
+
+
+def measure_stack(users: int, seconds: float, folder: Path, threads: int = THREADS) -> dict[str, Any]:
     """The whole stack's figures: RPS, failures, CPU ms per own request per function, CPU ms per
     visitor request per part, and the store's; its raw files into `folder`."""
     stack = LocalStack(tempfile.mkdtemp(prefix="bench-hot-path-"))
@@ -99,18 +112,19 @@ def measure_stack(users, seconds, folder, threads=THREADS):
         (folder / "stack-samples.json").write_text(json.dumps({"before": before, "after": after, "cpu": used},
                                                               indent=2) + "\n")
         elapsed = after["time"] - before["time"]
-        served = {name: after["functions"][name]["requests"] - before["functions"][name]["requests"]
-                  for name in FUNCTIONS}
-        cpu_ms_used = {part: figures["cpu_percent"] / 100 * elapsed * 1000 for part, figures in used.items()
-                       if figures.get("cpu_percent") is not None}
+        served = {name: _known(after["functions"][name]["requests"])
+                  - _known(before["functions"][name]["requests"]) for name in FUNCTIONS}
+        cpu_ms_used = {part: percent / 100 * elapsed * 1000 for part, figures in used.items()
+                       if (percent := figures.get("cpu_percent")) is not None}
         cpu_ms = {name: round(cpu_ms_used[name] / served[name], 3) for name in FUNCTIONS
                   if served[name] and name in cpu_ms_used}
         # Every part's share of a visitor's request (the stand-ins for Google's services included).
         visitor_requests = sum(served[name] for name in PUBLIC)
         per_visitor_request = {part: round(used_ms / visitor_requests, 3) for part, used_ms in cpu_ms_used.items()
                                if visitor_requests}
-        store = {"accepted_per_s": round((after["store"]["accepted"] - before["store"]["accepted"]) / elapsed, 1),
-                 "stored_per_s": round((after["store"]["stored"] - before["store"]["stored"]) / elapsed, 1),
+        accepted = _known(after["store"]["accepted"]) - _known(before["store"]["accepted"])
+        stored = _known(after["store"]["stored"]) - _known(before["store"]["stored"])
+        store = {"accepted_per_s": round(accepted / elapsed, 1), "stored_per_s": round(stored / elapsed, 1),
                  "backlog_at_end": after["store"]["backlog"]}
         ended = time.monotonic()
         # every message acknowledged (None: the push relay did not answer this time)
@@ -126,7 +140,7 @@ def measure_stack(users, seconds, folder, threads=THREADS):
         stack.down()
 
 
-def noop_front_end(noop_port, state_dir):
+def noop_front_end(noop_port: int, state_dir: str | Path) -> tuple[subprocess.Popen[bytes], str]:
     """HAProxy in front of the no-op function with the local stack's own configuration (every
     function's path and limits, a connection per request), so the no-op is reached as the functions
     are; returns (its process, its URL)."""
@@ -141,7 +155,8 @@ def noop_front_end(noop_port, state_dir):
     return process, f"http://127.0.0.1:{port}"
 
 
-def measure_noop(users, seconds, folder, rates, threads=THREADS):
+def measure_noop(users: int, seconds: float, folder: Path, rates: Mapping[str, float],
+                 threads: int = THREADS) -> dict[str, dict[str, Any]]:
     """One no-op functions-framework server with `threads` threads, under the same load: flat out
     through the local stack's HAProxy configuration (as the functions are reached: `via_platform`),
     paced through it to each of `rates` ({key: requests/s}: `at_stack_rate`, `at_push_rate`), and
@@ -176,14 +191,15 @@ def measure_noop(users, seconds, folder, rates, threads=THREADS):
                 process.wait()
 
 
-def think_time_for(rate, users):
+def think_time_for(rate: float, users: int) -> str:
     """Locust's think time (MIN-MAX) at which `users` visitors, each page three quick requests, send
     about `rate` requests/s."""
     seconds = 3 * users / rate
     return f"{seconds:.3f}-{seconds:.3f}"
 
 
-def measure_one_noop(pid, url, users, seconds, folder, name, scratch, profile_it, think_time="0"):
+def measure_one_noop(pid: int, url: str, users: int, seconds: float, folder: Path, name: str, scratch: str | Path,
+                     profile_it: bool, think_time: str = "0") -> dict[str, Any]:
     sampler = resources.ProcessSampler(lambda: {"no-op": [pid]})  # its own process group
     sampler.sample()
     started = time.monotonic()
@@ -193,13 +209,14 @@ def measure_one_noop(pid, url, users, seconds, folder, name, scratch, profile_it
     profile = profiled_pass({name: pid}, url, users, seconds, folder, scratch)[name] if profile_it else None
     (folder / f"{name}-samples.json").write_text(json.dumps({"seconds": elapsed, "cpu": used}, indent=2) + "\n")
     requests = rps * seconds
-    cpu_ms = used["no-op"]["cpu_percent"] / 100 * elapsed * 1000 / requests if requests else None
+    cpu_ms = _known(used["no-op"]["cpu_percent"]) / 100 * elapsed * 1000 / requests if requests else None
     return {"rps": round(rps, 1), "failures": failures,
             "cpu_ms_per_request": round(cpu_ms, 3) if cpu_ms is not None else None, "profile": profile}
 
 
-def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR,
-              now=datetime.datetime.now):
+def benchmark(users: int = DEFAULT_USERS, seconds: float = DEFAULT_SECONDS,
+              out_root: str | Path = benchfolder.BENCHMARKS_DIR,
+              now: Callable[[], datetime.datetime] = datetime.datetime.now) -> tuple[Path, dict[str, Any]]:
     """The whole stack, then the no-op function, under the same load; returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
@@ -212,7 +229,7 @@ def benchmark(users=DEFAULT_USERS, seconds=DEFAULT_SECONDS, out_root=benchfolder
     return folder, record
 
 
-def paced_rates(stack):
+def paced_rates(stack: Mapping[str, Any]) -> dict[str, float]:
     """The rates the no-op is measured at too: the requests/s the public functions served in the stack
     run (on average: each page is one request to each) and the deliveries/s store-inc-counter served."""
     served = stack["requests_per_s"]
@@ -220,11 +237,11 @@ def paced_rates(stack):
             "at_push_rate": served[PUSH_FUNCTION]}
 
 
-def load(folder):
+def load(folder: str | Path) -> dict[str, Any]:
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def cpu_by_origin(cpu_ms, profile):
+def cpu_by_origin(cpu_ms: float | None, profile: Mapping[str, Any] | None) -> dict[str, float] | None:
     """CPU ms per request put down to our code, the server (functions-framework, Flask, gunicorn and
     the interpreter under them) and Google's client libraries, in the profile's proportions."""
     shares = (profile or {}).get("shares") or {}
@@ -235,7 +252,7 @@ def cpu_by_origin(cpu_ms, profile):
             "google": cpu_ms * shares[profiling.GOOGLE]}
 
 
-def cpu_rows(record):
+def cpu_rows(record: Mapping[str, Any]) -> list[tuple[str, float | None, dict[str, float] | None]]:
     """[(row name, CPU ms per request, its split by origin or None)]: the functions, then the no-op
     reached both ways."""
     stack, noop = record["stack"], record["noop"]
@@ -247,7 +264,7 @@ def cpu_rows(record):
     return rows
 
 
-def render(record):
+def render(record: Mapping[str, Any]) -> list[str]:
     """The Markdown tables of a record: RPS side by side; CPU ms per request per function, split by
     origin and against the no-op reached as the functions are, at each function's own rate and flat
     out; and per visitor request per part of the stack (the most expensive first)."""
@@ -284,7 +301,7 @@ def render(record):
     return lines
 
 
-def profile_lines(record):
+def profile_lines(record: Mapping[str, Any]) -> list[str]:
     """Each profile's files with the most samples: where the CPU of each function goes."""
     profiles = {**(record["stack"].get("profile") or {}),
                 **{label: record["noop"][key].get("profile") for key, label in NOOP_ROWS.items()}}
@@ -297,7 +314,7 @@ def profile_lines(record):
     return lines
 
 
-def summary_lines(record, name):
+def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     machine, store = record["machine"], record["stack"]["store"]
     converged = store["converged_after_s"]
     return [f"# Hot path ({name})", "",

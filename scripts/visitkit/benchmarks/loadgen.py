@@ -13,7 +13,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit import suite
 from visitkit.benchmarks import benchfolder
@@ -35,8 +37,9 @@ SCENARIOS = ({"name": "flat-out", "users": 64, "think_time": "0"},
 PLANNING_SCENARIO = "study-visitor"  # what a fleet is sized by
 
 
-def benchmark(seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR, now=datetime.datetime.now,
-              scenarios=SCENARIOS):
+def benchmark(seconds: float = DEFAULT_SECONDS, out_root: str | Path = benchfolder.BENCHMARKS_DIR,
+              now: Callable[[], datetime.datetime] = datetime.datetime.now,
+              scenarios: Iterable[Mapping[str, Any]] = SCENARIOS) -> tuple[Path, dict[str, Any]]:
     """Runs each scenario in turn against one no-op server; returns (results folder, record)."""
     started = now()  # the folder's name and the record's "when"
     with benchfolder.new_folder(KIND, out_root, started) as folder:
@@ -49,7 +52,7 @@ def benchmark(seconds=DEFAULT_SECONDS, out_root=benchfolder.BENCHMARKS_DIR, now=
     return folder, record
 
 
-def measure(folder, seconds, scenarios):
+def measure(folder: Path, seconds: float, scenarios: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each scenario's figures, its files kept in `folder`."""
     port = free_port()
     # gunicorn's own limit of 1,000 open connections would refuse a crowd of kept-alive users
@@ -74,7 +77,7 @@ def measure(folder, seconds, scenarios):
     return measured
 
 
-def run_one_worker(url, scenario, seconds, run_dir):
+def run_one_worker(url: str, scenario: Mapping[str, Any], seconds: float, run_dir: Path) -> None:
     """A master and one worker process (locust/node.py), as on a fleet's VM."""
     conf = run_dir / results.RUN_CONF
     users = scenario["users"]
@@ -98,7 +101,7 @@ def run_one_worker(url, scenario, seconds, run_dir):
                 process.wait()
 
 
-def figures(folder, scenario):
+def figures(folder: Path, scenario: Mapping[str, Any]) -> dict[str, Any]:
     """One scenario's figures from its files, over the steady part of the run: from the last
     user's spawn (spawning costs CPU of its own) to the stop, its last fifth left out."""
     name = scenario["name"]
@@ -109,7 +112,8 @@ def figures(folder, scenario):
     if not per_second or not health:
         raise VisitkitError(f"{folder}: the {name} scenario's Locust wrote no per-second counts or health")
     spawned = next((float(row["time"]) for row in health if int(row["users"]) >= scenario["users"]), None)
-    first, last = (spawned or per_second[0][0]) + 2, per_second[-1][0]
+    first = (spawned or per_second[0][0]) + 2
+    last: float = per_second[-1][0]
     last -= (last - first) // 5
     steady = [n for t, n in per_second if first <= t <= last]
     cpu = [float(row["cpu_percent"]) for row in health if first <= float(row["time"]) <= last]
@@ -120,17 +124,17 @@ def figures(folder, scenario):
             "requests_per_core_second": round(rps / (cpu_percent / 100), 1)}
 
 
-def locust_version():
+def locust_version() -> str:
     import importlib.metadata
 
     return importlib.metadata.version("locust")
 
 
-def load(folder):
+def load(folder: str | Path) -> dict[str, Any]:
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def render(record):
+def render(record: Mapping[str, Any]) -> list[str]:
     """The Markdown table of a record: one row per scenario, each rate per core-second also as a
     multiple of the first (flat out)'s."""
     first = record["scenarios"][0]["requests_per_core_second"]
@@ -142,7 +146,7 @@ def render(record):
     return lines
 
 
-def summary_lines(record, name):
+def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     lines = [f"# Load generator sizing ({name})", "",
              f"One Locust worker process against {record['target']} ({record['machine']['processor']}, "
              f"{record['machine']['cores']} cores; Locust {record['locust']}), {record['seconds']} s per scenario, "
@@ -159,7 +163,7 @@ def summary_lines(record, name):
     return lines
 
 
-def latest(out_root=benchfolder.BENCHMARKS_DIR):
+def latest(out_root: str | Path = benchfolder.BENCHMARKS_DIR) -> tuple[Path, dict[str, Any]]:
     """The newest sizing benchmark: (folder, record)."""
     folders = sorted(Path(out_root).glob(f"{KIND}-*/{benchfolder.RECORD}"))
     if not folders:
@@ -167,7 +171,8 @@ def latest(out_root=benchfolder.BENCHMARKS_DIR):
     return folders[-1].parent, load(folders[-1].parent)
 
 
-def chosen(folder=None, out_root=benchfolder.BENCHMARKS_DIR):
+def chosen(folder: str | Path | None = None, out_root: str | Path = benchfolder.BENCHMARKS_DIR
+           ) -> tuple[Path, dict[str, Any]]:
     """A sizing benchmark, (folder, record): `folder` (a path, or a folder's name in out_root), by
     default the newest; naming one keeps what predict prints from following a newer local run."""
     if folder is None:

@@ -14,7 +14,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from visitkit.paths import ROOT
 
@@ -35,7 +37,7 @@ FRAME = re.compile(r"^.* \((?P<file>[^()]*):\d+\)$")
 SAMPLE = re.compile(r"^(?P<stack>.*) (?P<count>\d+)$", re.S)
 
 
-def record_command(pid, seconds, output, rate=200):
+def record_command(pid: int, seconds: float, output: str | Path, rate: int = 200) -> list[str]:
     """py-spy watching a process and its children for `seconds`, without pausing them, writing the
     collapsed stacks (one line per distinct stack and its sample count) to `output`."""
     return [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid), "--subprocesses",
@@ -43,18 +45,18 @@ def record_command(pid, seconds, output, rate=200):
             "--format", "raw", "--output", str(output)]
 
 
-def start(pid, seconds, output):
+def start(pid: int, seconds: float, output: str | Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(record_command(pid, seconds, output), stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
 
 
-def summarize(raw):
+def summarize(raw: str) -> dict[str, Any]:
     """What a record keeps of a profile: each origin's share, and the files most samples were in."""
     return {"samples": sum(count for _, count in samples(raw)), "shares": breakdown(raw),
             "top_files": top_files(raw)}
 
 
-def portable(raw):
+def portable(raw: str) -> str:
     """py-spy's output with this machine's paths taken out: the checkout's files relative to it, the
     installed packages' relative to site-packages/, the standard library's to stdlib/, and the
     temporary folders in the processes' commands to tmp/."""
@@ -63,7 +65,7 @@ def portable(raw):
     return raw.replace(tempfile.gettempdir().rstrip("/") + "/", TMP + "/")
 
 
-def origin_of(path):
+def origin_of(path: str) -> str | None:
     """A frame's origin by its file (as portable() writes it), or None for the standard library (its
     caller decides)."""
     if path.startswith(FUNCTIONS_DIR + "/"):
@@ -74,7 +76,7 @@ def origin_of(path):
     return FRAMEWORK if top in FRAMEWORK_PACKAGES else GOOGLE
 
 
-def samples(raw):
+def samples(raw: str) -> Iterator[tuple[list[str], int]]:
     """(frames' files root first, count) of each line of py-spy's raw output; a line may hold a
     newline inside a process's command, so lines are joined until one ends with its count."""
     pending = ""
@@ -87,7 +89,7 @@ def samples(raw):
             pending = ""
 
 
-def attributed(files):
+def attributed(files: list[str]) -> tuple[str, str | None]:
     """(origin, file) a sample is put down to: its innermost frame outside the standard library."""
     for file in reversed(files):
         origin = origin_of(file)
@@ -96,7 +98,7 @@ def attributed(files):
     return INTERPRETER, None
 
 
-def breakdown(raw):
+def breakdown(raw: str) -> dict[str, float]:
     """{origin: share of the samples} (shares sum to 1; empty when there were no samples)."""
     counts = dict.fromkeys(ORIGINS, 0)
     for files, count in samples(raw):
@@ -105,12 +107,13 @@ def breakdown(raw):
     return {origin: round(count / total, 3) for origin, count in counts.items()} if total else {}
 
 
-def top_files(raw, most=6):
+def top_files(raw: str, most: int = 6) -> list[tuple[str, str, float]]:
     """The files most samples were put down to: [(origin, file, share of all samples)]."""
-    counts, total = {}, 0
+    counts: dict[tuple[str, str | None], int] = {}
+    total = 0
     for files, count in samples(raw):
         total += count
         key = attributed(files)
         counts[key] = counts.get(key, 0) + count
-    ranked = sorted(((k, v) for k, v in counts.items() if k[1]), key=lambda kv: -kv[1])[:most]
+    ranked = sorted((((origin, file), n) for (origin, file), n in counts.items() if file), key=lambda kv: -kv[1])[:most]
     return [(origin, file, round(count / total, 3)) for (origin, file), count in ranked]

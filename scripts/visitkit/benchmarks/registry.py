@@ -13,7 +13,7 @@ from visitkit.errors import VisitkitError
 BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart)}
 
 
-def render(folder):
+def render(folder: str | Path) -> list[str]:
     """The table of a results folder of any benchmark, from its benchmark.json alone."""
     folder = Path(folder)
     kind = benchfolder.read(folder).get("benchmark")

@@ -17,13 +17,15 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.benchmarks import benchfolder
 from visitkit.catalogue import PAGES, PUSH_FUNCTION
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
-from visitkit.settings import load_settings
-from visitkit.twin.profile import load_profile
+from visitkit.settings import Settings, load_settings
+from visitkit.twin.profile import Profile, load_profile
 from visitkit.twin.stack import LocalStack
 
 FORMAT = 1
@@ -32,8 +34,9 @@ DEFAULT_SETTINGS = [ITERATIONS_DIR / f"iteration-{n}" / SETTINGS_FILE for n in (
 DEFAULT_VISITS = 3000
 
 
-def publish(stack, visits, batch=500):
+def publish(stack: LocalStack, visits: int, batch: int = 500) -> None:
     state = stack.state()
+    assert state is not None, "the stack is up"
     url = f"http://{state['pubsub']}/v1/projects/{state['project']}/topics/{state['topic']}:publish"
     for start in range(0, visits, batch):
         messages = [{"data": base64.b64encode(json.dumps({"visit_type": PAGES[i % len(PAGES)]}).encode()).decode()}
@@ -43,13 +46,15 @@ def publish(stack, visits, batch=500):
         urllib.request.urlopen(request, timeout=60).close()
 
 
-def measure(settings, visits, profile=None):
+def measure(settings: Settings, visits: int, profile: Profile | None = None
+            ) -> tuple[float, float | None, int, list[tuple[float, int | None, int | None]]]:
     """(drained msg/s, store service ms, most store requests in flight, [(seconds, stored, in flight)])
     for one Settings."""
     stack = LocalStack(tempfile.mkdtemp(prefix="benchmark-store-"))
     stack.up(settings, port=0, profile=profile)
     try:
-        samples, done = [], threading.Event()
+        samples: list[tuple[float, int | None, int | None]] = []
+        done = threading.Event()
 
         def watch():  # HAProxy's view of store-inc-counter, and the store's count, while it drains
             while not done.is_set():
@@ -69,13 +74,15 @@ def measure(settings, visits, profile=None):
         done.set()
         watcher.join()
         service_ms = stack.sample()["functions"][PUSH_FUNCTION]["service_ms"]
-        return visits / elapsed, service_ms, max((in_flight for _, _, in_flight in samples), default=0), samples
+        most = max((in_flight for _, _, in_flight in samples if in_flight is not None), default=0)
+        return visits / elapsed, service_ms, most, samples
     finally:
         stack.down()
 
 
-def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_root=benchfolder.BENCHMARKS_DIR,
-              now=datetime.datetime.now):
+def benchmark(paths: Iterable[str | Path] = DEFAULT_SETTINGS, visits: int = DEFAULT_VISITS,
+              profile: Profile | None = None, out_root: str | Path = benchfolder.BENCHMARKS_DIR,
+              now: Callable[[], datetime.datetime] = datetime.datetime.now) -> tuple[Path, dict[str, Any]]:
     """Drains a backlog with each settings file in turn; returns (results folder, record)."""
     profile = profile or load_profile()
     started = now()  # the folder's name and the record's "when"
@@ -98,11 +105,11 @@ def benchmark(paths=DEFAULT_SETTINGS, visits=DEFAULT_VISITS, profile=None, out_r
     return folder, record
 
 
-def load(folder):
+def load(folder: str | Path) -> dict[str, Any]:
     return benchfolder.load(folder, KIND, FORMAT)
 
 
-def render(record):
+def render(record: Mapping[str, Any]) -> list[str]:
     """The Markdown table of a record: one row per settings file, each rate also as a multiple of the first's."""
     first = record["runs"][0]["drained_per_s"]
     lines = ["| settings | store instances x concurrency | drained msg/s | service ms | most in flight | vs first |",
@@ -113,7 +120,7 @@ def render(record):
     return lines
 
 
-def summary_lines(record, name):
+def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     machine = record["machine"]
     return [f"# Store path drain ({name})", "",
             f"{record['visits']:,} visits published at once into the local stack's Pub/Sub topic (a backlog, as after "

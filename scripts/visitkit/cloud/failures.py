@@ -3,6 +3,9 @@ the results folder's failure.json with the ids that name a project, an organizat
 replaced by placeholders, so that it can be sent to the project as it is, or made a test of the
 error catalogue (firstrun.py) with `scripts/kit fixture RESULTS/failure.json`.
 """
+from __future__ import annotations
+
+import argparse
 import hashlib
 import json
 import os
@@ -10,8 +13,10 @@ import re
 import shlex
 import subprocess
 import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from visitkit.errors import GcpError, RunError
 
@@ -23,7 +28,7 @@ SEND_HOME = ("The full text is in {path} (ids replaced by placeholders): send it
              "request, or make it a test with `scripts/kit fixture {path}`.")
 
 
-def send_home(path):
+def send_home(path: str | Path) -> str:
     """SEND_HOME for one failure.json."""
     return SEND_HOME.format(path=path)
 
@@ -31,7 +36,7 @@ def send_home(path):
 class CommandFailed(GcpError):
     """A command that failed, with all it printed (the message itself stays short)."""
 
-    def __init__(self, command, exit_code, output, message=None):
+    def __init__(self, command: Iterable[str], exit_code: int, output: str | None, message: str | None = None):
         self.command, self.exit_code, self.output = list(command), exit_code, output or ""
         super().__init__(message or f"command failed ({exit_code}): {shlex.join(self.command)}")
 
@@ -59,12 +64,12 @@ PROJECT_IN = tuple(re.compile(pattern) for pattern in (
 BUCKET = re.compile(r"(gs://|\bbuckets/|\bAccess to bucket )([\w.-]+)")
 
 
-def projects_named(text):
+def projects_named(text: str | None) -> set[str]:
     """The project ids and numbers a text names where Google's texts name them."""
     return {found for pattern in PROJECT_IN for found in pattern.findall(ANSI.sub("", text or ""))}
 
 
-def redact(text, project=None, extra=()):
+def redact(text: str | None, project: str | Iterable[str] | None = None, extra: Iterable[str] = ()) -> str:
     """`text` with placeholders for project ids and numbers (`project`: one id or number or several,
     besides those the text names itself), e-mail addresses other than service accounts' (those keep
     their shape: service-PROJECT_NUMBER@gcp-sa-pubsub.iam.gserviceaccount.com), organization, customer
@@ -92,7 +97,7 @@ def redact(text, project=None, extra=()):
 LOCKED = re.compile(r'provider\s+"([^"]+)"\s*\{[^}]*?\bversion\s*=\s*"([^"]+)"', re.S)
 
 
-def kit_version():
+def kit_version() -> str | None:
     try:
         return metadata.version("visitkit")
     except metadata.PackageNotFoundError:
@@ -103,7 +108,8 @@ def kit_version():
         return None
 
 
-def versions(infra_dir, run=subprocess.run):
+def versions(infra_dir: str | Path,
+             run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> dict[str, Any]:
     """The kit's version, Terraform's and the providers' (from infra/.terraform.lock.hcl when there is
     one, else from `terraform version -json`); None or {} for what cannot be known."""
     try:
@@ -121,7 +127,8 @@ def versions(infra_dir, run=subprocess.run):
             "providers": providers or info.get("provider_selections") or {}}
 
 
-def failure_record(step, error, versions, project=None):
+def failure_record(step: str, error: BaseException, versions: Mapping[str, Any] | None,
+                   project: str | None = None) -> dict[str, Any]:
     """What failure.json holds: the step, the command, its exit code and its whole output (or the
     error's message when it was no command), redacted, and the versions that produced it."""
     command = getattr(error, "command", None)
@@ -130,7 +137,7 @@ def failure_record(step, error, versions, project=None):
     projects += sorted(projects_named(shlex.join(command or []) + "\n" + text))
     home = str(Path.home())
 
-    def clean(value):
+    def clean(value: str) -> str:
         return redact(value.replace(home, "~") if len(home) > 1 else value, projects)
 
     versions = versions or {}
@@ -142,7 +149,8 @@ def failure_record(step, error, versions, project=None):
             "providers": versions.get("providers") or {}}
 
 
-def write_failure(results_dir, step, error, versions=None, project=None):
+def write_failure(results_dir: str | Path, step: str, error: BaseException, versions: Mapping[str, Any] | None = None,
+                  project: str | None = None) -> Path:
     """Writes RESULTS/failure.json; returns its path."""
     path = Path(results_dir) / FAILURE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,7 +160,7 @@ def write_failure(results_dir, step, error, versions=None, project=None):
 
 # --- a failure made a test -------------------------------------------------------------------------
 
-def fixture_from_failure(failure_json, fixtures_dir=FIXTURES_DIR):
+def fixture_from_failure(failure_json: str | Path, fixtures_dir: str | Path = FIXTURES_DIR) -> Path:
     """Writes the failure's text as tests/fixtures/terraform/reported-STEP-HASH.txt, and beside it
     reported-STEP-HASH.source.json (where it came from, with the versions); returns the .txt's path.
     test_firstrun.py fails on it until the catalogue classifies it."""
@@ -168,7 +176,7 @@ def fixture_from_failure(failure_json, fixtures_dir=FIXTURES_DIR):
     return path
 
 
-def fixture_command(args):
+def fixture_command(args: argparse.Namespace) -> int:
     try:
         path = fixture_from_failure(args.failure_json, args.fixtures_dir)
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -180,7 +188,7 @@ def fixture_command(args):
     return 0
 
 
-def add_fixture_parser(subparsers):
+def add_fixture_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """`scripts/kit fixture FAILURE_JSON`."""
     fixture = subparsers.add_parser("fixture", help="make a failure.json a test of the error catalogue", description=(
         "Writes a results folder's failure.json as tests/fixtures/terraform/reported-*.txt: "

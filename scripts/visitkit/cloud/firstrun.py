@@ -13,9 +13,14 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from visitkit.cloud.failures import CommandFailed
+
+# subprocess.run's signature, as stream_command and the tests' fakes take it: run(argv, check=, text=,
+# capture_output=, echo=) -> the finished process, its output as text.
+RunCommand = Callable[..., subprocess.CompletedProcess[str]]
 
 APPLY_TRIES = 3
 APPLY_WAITS_S = (60, 180)  # before the 2nd and the 3rd try
@@ -24,9 +29,9 @@ APPLY_WAITS_S = (60, 180)  # before the 2nd and the 3rd try
 @dataclass(frozen=True)
 class Propagation:
     reason: str
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
     min_wait_s: int = 0  # what Google says must pass before the same call can succeed
-    reasons: tuple = ()  # ErrorInfo or googleapi reasons that mean it whatever the sentence says
+    reasons: tuple[str, ...] = ()  # ErrorInfo or googleapi reasons that mean it whatever the sentence says
 
 
 FIRESTORE_REUSE_WAIT_S = 300  # "you cannot immediately re-use the database ID until after 5 minutes"
@@ -92,7 +97,7 @@ STOP_HINTS = (
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Terraform colours its output even into a pipe
 
 
-def plain(output):
+def plain(output: str | None) -> str:
     return ANSI.sub("", output or "")
 
 
@@ -101,7 +106,7 @@ def plain(output):
 RPC_STATUS = {3: 400, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 13: 500, 14: 503, 16: 401}
 
 
-def statuses(output):
+def statuses(output: str | None) -> set[int]:
     """The HTTP statuses of the errors in a Terraform output."""
     text = plain(output)
     found = {int(code) for code in re.findall(r"\bError (\d{3})\b", text)}
@@ -109,7 +114,7 @@ def statuses(output):
                     if int(code) in RPC_STATUS}
 
 
-def reasons(output):
+def reasons(output: str | None) -> set[str]:
     """The reasons Google gave: ErrorInfo's `"reason": "SERVICE_DISABLED"` in the details Terraform
     prints, and the legacy reason googleapi appends to a message (`..., accessNotConfigured`)."""
     text = plain(output)
@@ -117,20 +122,20 @@ def reasons(output):
     return set(re.findall(r'"reason":\s*"(\w+)"', text)) | set(legacy)
 
 
-def propagation_error(output):
+def propagation_error(output: str | None) -> Propagation | None:
     """The propagation error a failed apply met (worth another try), or None to stop."""
     text, found = plain(output), reasons(output)
     return next((known for known in PROPAGATION_ERRORS
                  if known.pattern.search(text) or found.intersection(known.reasons)), None)
 
 
-def propagation_reason(output):
+def propagation_reason(output: str | None) -> str | None:
     """Why a failed apply is worth another try, or None to stop."""
     known = propagation_error(output)
     return known.reason if known else None
 
 
-def stop_hint(output):
+def stop_hint(output: str | None) -> str | None:
     """What to do about an error that stops the apply, where the kit knows it; else None."""
     return next((hint for pattern, hint in STOP_HINTS if pattern.search(plain(output))), None)
 
@@ -142,23 +147,23 @@ PROGRESS = re.compile(r"^\S+: (?:Creating|Modifying|Destroying|Reading|Refreshin
 WHERE = re.compile(r"^[│ \t]*(?:with \S+|on \S+ line \d+.*|\d+: .*)$")  # the error's resource and source line
 
 
-def created_names(output):
+def created_names(output: str | None) -> set[str]:
     """The ids an apply announced it created or changed, with the e-mail addresses in them and their
     last part (`visits` of projects/P/topics/visits, `pubsub.googleapis.com` of P/pubsub.googleapis.com)."""
-    names = set()
+    names: set[str] = set()
     for made in DONE.findall(plain(output)):
         names |= {made, made.rsplit("/", 1)[-1], *EMAIL.findall(made)}
     return {name for name in names if len(name) >= 4}
 
 
-def error_text(output):
+def error_text(output: str | None) -> str:
     """The error blocks alone: from the first `Error:` on, without progress lines or the resource's address."""
     lines = plain(output).splitlines()
     start = next((i for i, line in enumerate(lines) if "Error:" in line), len(lines))
     return "\n".join(line for line in lines[start:] if not PROGRESS.match(line) and not WHERE.match(line))
 
 
-def fresh_name(output, names):
+def fresh_name(output: str | None, names: Iterable[str]) -> str | None:
     """What a 403 or 404 error names of what this apply created or granted (`names`), else None."""
     if not statuses(output) & {403, 404}:
         return None
@@ -167,25 +172,27 @@ def fresh_name(output, names):
                  if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text)), None)
 
 
-def error_key(output):
+def error_key(output: str | None) -> frozenset[str]:
     """One error's identity across tries (the summary lines, numbers aside)."""
     return frozenset(re.sub(r"\d+", "N", line.strip()) for line in plain(output).splitlines() if "Error:" in line)
 
 
-def error_lines(output, most=12):
+def error_lines(output: str | None, most: int = 12) -> str:
     """Terraform's error block(s), for a short message."""
     lines = plain(output).splitlines()
     start = next((i for i, line in enumerate(lines) if "Error:" in line), max(0, len(lines) - most))
     return "\n".join(line.rstrip() for line in lines[start:start + most])
 
 
-def stream_command(argv, check=False, text=True, capture_output=False, echo=True):
+def stream_command(argv: Sequence[str], check: bool = False, text: bool = True, capture_output: bool = False,
+                   echo: bool = True) -> subprocess.CompletedProcess[str]:
     """subprocess.run that, when capturing, still shows the output as it comes (an apply takes
     minutes); the signature of subprocess.run, so tests pass a fake."""
     if not capture_output:
         return subprocess.run(argv, check=check, text=text)
     lines = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:
             lines.append(line)
             if echo:
@@ -194,12 +201,15 @@ def stream_command(argv, check=False, text=True, capture_output=False, echo=True
     return subprocess.CompletedProcess(argv, process.returncode, "".join(lines), "")
 
 
-def apply_with_retries(argv, run=stream_command, sleep=time.sleep, log=print, tries=APPLY_TRIES,
-                       waits=APPLY_WAITS_S):
+def apply_with_retries(argv: Sequence[str], run: RunCommand = stream_command,
+                       sleep: Callable[[float], None] = time.sleep, log: Callable[[str], None] = print,
+                       tries: int = APPLY_TRIES, waits: Sequence[float] = APPLY_WAITS_S) -> None:
     """Runs terraform apply; on a propagation error waits and tries again, up to `tries` times; on an
     error not in the catalogue that names something this apply created or granted, one more try
     (once per distinct error). Raises CommandFailed with the last output."""
-    made, extra, known_failures, attempt = set(), set(), 0, 0
+    made: set[str] = set()
+    extra: set[frozenset[str]] = set()  # the errors not in the catalogue given one more try
+    known_failures, attempt = 0, 0
     while True:
         attempt += 1
         result = run(argv, check=False, text=True, capture_output=True)
@@ -232,7 +242,7 @@ def apply_with_retries(argv, run=stream_command, sleep=time.sleep, log=print, tr
                             + (f"\nWhat to do: {hint}" if hint else ""))
 
 
-def retry_policy_text(tries=APPLY_TRIES, waits=APPLY_WAITS_S):
+def retry_policy_text(tries: int = APPLY_TRIES, waits: Sequence[float] = APPLY_WAITS_S) -> str:
     listed = "; ".join(known.reason + (f" (then at least {known.min_wait_s} s)" if known.min_wait_s else "")
                       for known in PROPAGATION_ERRORS)
     return (f"up to {tries} tries, waiting {' then '.join(f'{w} s' for w in waits)}, only when the error is "

@@ -12,11 +12,15 @@ process per vCPU. The run's files go up through a bucket and its results come ba
 
 Every command, the bucket and the clock can be injected, so tests never reach Google.
 """
+from __future__ import annotations
+
 import json
 import re
 import shutil
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from visitkit.catalogue import CATALOGUE
 from visitkit.cloud import firstrun
@@ -26,6 +30,9 @@ from visitkit.model import cost
 from visitkit.model.fleet import DEFAULT_WORKER_TYPE, MASTER_TYPE, hourly_cost, machine, nat_ports
 from visitkit.paths import INFRA_DIR, LOCUST_DIR, ROOT
 from visitkit.suite import RUN_CONF
+
+if TYPE_CHECKING:  # google-cloud-storage is imported when the bucket is first read
+    from google.cloud.storage import Bucket
 
 LOADGEN_DIR = INFRA_DIR / "loadgen"
 STAGE_ROOT = ROOT / "build" / "fleet"
@@ -40,7 +47,19 @@ LOGS_DIR = "fleet-logs"  # in the results folder: the VMs' boot and Locust logs 
 LOGS_WAIT_S = 60  # workers upload their logs once their master has quit them
 
 
-def suite_pins(requirements=ROOT / "requirements-cloud.txt"):
+class FleetLoad(Protocol):
+    """What the fleet asks of the run's load (runs.config.LoadPlan, in a room above this one)."""
+
+    @property
+    def stages(self) -> str | None: ...  # endurance stages: a CSV file or "users:hold_s,..."
+
+    def node_commands(self, conf: str, out: str, port: str, master_host: str = ..., processes: int | None = ...,
+                      expect_workers: int | None = ..., wait_s: float | None = ...) -> tuple[list[str], list[str]]: ...
+
+    def run_conf(self, base_url: str, target_args: Iterable[str] = ..., stages: str | None = ...) -> str: ...
+
+
+def suite_pins(requirements: str | Path = ROOT / "requirements-cloud.txt") -> list[str]:
     """The kit's pinned lines for the suite's packages."""
     lines = Path(requirements).read_text().splitlines()
     pins = [line.strip() for line in lines if re.match(rf"^({'|'.join(SUITE_PINS)})==", line.strip())]
@@ -54,9 +73,12 @@ class Fleet:
     `loadgen_record`: a load-generator benchmark's record (the runner hands in the newest), which sizes
     the VMs' NAT ports by the users each worker process carries."""
 
-    def __init__(self, project, region, workers, worker_type=None, access="public", run_name="<run>", *,
-                 loadgen_record, run=firstrun.stream_command, bucket=None, now=time.monotonic, sleep=time.sleep,
-                 log=print, loadgen_dir=LOADGEN_DIR, stage_root=STAGE_ROOT):
+    def __init__(self, project: str | None, region: str | None, workers: int, worker_type: str | None = None,
+                 access: str = "public", run_name: str = "<run>", *, loadgen_record: dict[str, Any],
+                 run: firstrun.RunCommand = firstrun.stream_command, bucket: Bucket | None = None,
+                 now: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 log: Callable[[str], None] = print, loadgen_dir: str | Path = LOADGEN_DIR,
+                 stage_root: str | Path = STAGE_ROOT):
         if not project:
             raise GcpError("a fleet (--workers with --target gcp or a URL) needs --project: the Google Cloud project "
                            "its VMs run in")
@@ -65,26 +87,26 @@ class Fleet:
         self.processes = machine(self.worker_type)["vcpus"]  # one Locust worker per vCPU
         self.access, self.loadgen_dir = access, Path(loadgen_dir)
         self.stage_dir = Path(stage_root) / run_name / "run"
-        self.outputs = {}
+        self.outputs: dict[str, Any] = {}
         self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
         self.nat_ports = nat_ports(self.processes, loadgen_record)
         self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
 
     @property
-    def expect_workers(self):
+    def expect_workers(self) -> int:
         return self.workers * self.processes
 
     @property
-    def invoked_services(self):
+    def invoked_services(self) -> list[str]:
         """The system's HTTP functions, whose run.invoker the fleet's account needs when they are not public."""
         return sorted(f.service for f in CATALOGUE.values() if f.public) if self.access == "authenticated" else []
 
     @property
-    def locust_args(self):
+    def locust_args(self) -> list[str]:
         """Locust's options for the target: a VM mints its own account's ID tokens (metadata server)."""
         return ["--auth", "id-token"] if self.access == "authenticated" else []
 
-    def commands(self):
+    def commands(self) -> dict[str, list[str]]:
         variables = [f"-var=project_id={self.project}", f"-var=region={self.region}", f"-var=workers={self.workers}",
                      f"-var=worker_machine_type={self.worker_type}", f"-var=processes_per_worker={self.processes}",
                      f"-var=run_dir={self.stage_dir}", f"-var=invoked_services={json.dumps(self.invoked_services)}",
@@ -96,7 +118,7 @@ class Fleet:
                 "state": base + ["state", "list"],
                 "destroy": base + ["destroy", "-auto-approve", "-input=false"] + variables}
 
-    def node_lines(self, load):
+    def node_lines(self, load: FleetLoad) -> tuple[list[str], list[str]]:
         """The master's and a worker's command lines on the VMs (infra/loadgen/startup.sh.tftpl)."""
         master, worker = load.node_commands("run.conf", "/opt/visitkit/out", "5557", master_host="<master's address>",
                                             processes=self.processes, expect_workers=self.expect_workers,
@@ -106,7 +128,7 @@ class Fleet:
         worker[:2] = [venv, "locust/node.py"]
         return master, worker
 
-    def describe(self):
+    def describe(self) -> str:
         hourly = hourly_cost(self.workers, self.worker_type, self.region)
         return (f"{self.workers} worker VMs {self.worker_type} x {self.processes} Locust workers "
                 f"({self.expect_workers} processes) and a master {MASTER_TYPE}, in {self.region} (project "
@@ -114,7 +136,7 @@ class Fleet:
                 f"{self.nat_ports:,} NAT ports per VM, one per kept-alive user connection to the system")
 
     # --- the steps' actions ---
-    def stage(self, load, base_url):
+    def stage(self, load: FleetLoad, base_url: str) -> Path:
         """The folder Terraform uploads: the suite, the modules it imports, run.conf, requirements."""
         pins = suite_pins()
         if self.stage_dir.exists():
@@ -132,7 +154,7 @@ class Fleet:
         (self.stage_dir / "requirements.txt").write_text("\n".join(pins) + "\n")
         return self.stage_dir
 
-    def provision(self):
+    def provision(self) -> None:
         commands = self.commands()
         self.provisioning = True
         run_command(commands["init"], self._run)
@@ -145,7 +167,7 @@ class Fleet:
         firstrun.apply_with_retries(commands["apply"], self._run, self._sleep, self._log)
         self.outputs = parse_outputs(run_command(commands["output"], self._run, capture=True))
 
-    def wait_for_results(self, timeout):
+    def wait_for_results(self, timeout: float) -> int:
         """Waits until the master has uploaded its exit code; returns it."""
         bucket = self.bucket()
         started = self._now()
@@ -164,7 +186,7 @@ class Fleet:
                 self._log(f"  fleet: {shown - started:.0f} s, waiting for the master's results")
             self._sleep(POLL_S)
 
-    def collect(self, folder):
+    def collect(self, folder: str | Path) -> list[str]:
         """Copies the master's files (results/ in the bucket) into the results folder."""
         bucket = self.bucket()
         copied = []
@@ -176,7 +198,7 @@ class Fleet:
             copied.append(name)
         return copied
 
-    def collect_logs(self, folder, wait_s=LOGS_WAIT_S):
+    def collect_logs(self, folder: str | Path, wait_s: float = LOGS_WAIT_S) -> list[str]:
         """Copies the VMs' logs (logs/ in the bucket) into FOLDER/fleet-logs/, once the master's and every
         worker's are there or `wait_s` has passed."""
         bucket, started = self.bucket(), self._now()
@@ -192,10 +214,10 @@ class Fleet:
                 copied.append(name)
         return copied
 
-    def destroy(self):
+    def destroy(self) -> None:
         run_command(self.commands()["destroy"], self._run)
 
-    def bucket(self):
+    def bucket(self) -> Bucket:
         if self._bucket is None:
             from google.cloud import storage
 

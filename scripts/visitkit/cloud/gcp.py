@@ -15,6 +15,8 @@ request the kit and Locust send carries an ID token for its function (idtoken.py
 Google's client libraries are imported only inside the functions that need them, and every
 command, HTTP call, clock and client can be injected, so tests never reach Google.
 """
+from __future__ import annotations
+
 import datetime
 import json
 import os
@@ -22,8 +24,10 @@ import re
 import shlex
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from visitkit.catalogue import (
     CATALOGUE,
@@ -43,15 +47,28 @@ from visitkit.errors import GcpError
 from visitkit.model import cost
 from visitkit.net import http_status
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
+from visitkit.samples import Sample
+from visitkit.settings import Settings
 from visitkit.settle import STORED_TIMEOUT_SECONDS, wait_until_stored
 from visitkit.steps import Step
+
+if TYPE_CHECKING:  # Google's client libraries are imported by the functions that use them
+    from google.auth.credentials import Credentials
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud.firestore import Client as FirestoreClient
+    from google.cloud.monitoring_v3 import MetricServiceClient
+
+    from visitkit.cloud.idtoken import IdTokens
+
+# status(url, method) -> the HTTP status of one request, None when nothing answered
+Status = Callable[[str, str], int | None]
 
 READY_TIMEOUT_SECONDS = 600
 WARM_ROUNDS = 5
 FIRST_VISIT_POLL_S = 15
 # Right after an apply, these answers to the first visit usually mean something still propagating:
 # what it probably is, said while the kit asks again (up to FIRST_VISIT_ANSWER_TIMEOUT_S).
-FIRST_VISIT_PROPAGATING = {
+FIRST_VISIT_PROPAGATING: dict[int | None, str] = {
     403: "a run.invoker binding made by the apply is not honoured yet",
     404: "the function's new revision is not serving on its URL yet",
     429: "the function's first instances are still starting",
@@ -79,8 +96,10 @@ PUSH_REFUSED = ("store-inc-counter refused Pub/Sub's push with 403: the push acc
 
 # --- terraform -----------------------------------------------------------------------------------
 
-def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR, access="public", invokers=(),
-                       load_generator_users=(), dead_letter=None):
+def terraform_commands(iteration_dir: str | Path, project: str, region: str | None = None,
+                       infra_dir: str | Path = INFRA_DIR, access: str = "public", invokers: Iterable[str] = (),
+                       load_generator_users: Iterable[str] = (),
+                       dead_letter: bool | None = None) -> dict[str, list[str]]:
     """The terraform command lines for an iteration, by step: init, apply, output, destroy. `access`
     is passed even when the settings file says the same (a flag may override the file, and "auto"
     is the kit's to decide); `invokers` and `load_generator_users` only with access "authenticated"."""
@@ -105,11 +124,11 @@ def terraform_commands(iteration_dir, project, region=None, infra_dir=INFRA_DIR,
     }
 
 
-def command_line(argv):
+def command_line(argv: Iterable[str]) -> str:
     return f"$ {shlex.join(argv)}"
 
 
-def run_command(argv, run=firstrun.stream_command, capture=False):
+def run_command(argv: Sequence[str], run: firstrun.RunCommand = firstrun.stream_command, capture: bool = False) -> str:
     """Run one command, its output shown to the user as it comes unless `capture` (then returned);
     a failure keeps what it printed, for failure.json."""
     result = run(argv, check=False, text=True, capture_output=True, echo=not capture)
@@ -118,19 +137,20 @@ def run_command(argv, run=firstrun.stream_command, capture=False):
     return result.stdout if capture else ""
 
 
-def parse_outputs(text):
+def parse_outputs(text: str) -> dict[str, Any]:
     """`terraform output -json` as {name: value}."""
     return {name: output["value"] for name, output in json.loads(text).items()}
 
 
 # --- readiness and warm-up -----------------------------------------------------------------------
 
-def status_of(url, method="GET", headers=None):
+def status_of(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int | None:
     return http_status(url, method, timeout=30, headers=headers)
 
 
-def wait_until_answering(base_url, status=status_of, timeout=READY_TIMEOUT_SECONDS, interval=10,
-                         now=time.monotonic, sleep=time.sleep):
+def wait_until_answering(base_url: str, status: Status = status_of, timeout: float = READY_TIMEOUT_SECONDS,
+                         interval: float = 10, now: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], None] = time.sleep) -> None:
     """Wait until every HTTP function's own code answers.
 
     It asks with OPTIONS: the functions answer a CORS preflight with 204 and do nothing else, while
@@ -154,7 +174,7 @@ def wait_until_answering(base_url, status=status_of, timeout=READY_TIMEOUT_SECON
         sleep(interval)
 
 
-def visit(base_url, page, status=status_of):
+def visit(base_url: str, page: str, status: Status = status_of) -> bool:
     """One visitor task, as the Locust visitor does it; True when the visit was recorded (202)."""
     status(f"{base_url}{CATALOGUE[PAGE_FUNCTION].path}?view={page}", "GET")
     recorded = status(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_type={page}", "POST") == 202
@@ -162,8 +182,10 @@ def visit(base_url, page, status=status_of):
     return recorded
 
 
-def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, log=print, interval=FIRST_VISIT_POLL_S,
-                       now=time.monotonic, sleep=time.sleep):
+def first_visit_stored(base_url: str, status: Status, totals: Callable[[], Mapping[str, int]], timeout: float,
+                       refusals: Callable[[], int] = lambda: 0, log: Callable[[str], None] = print,
+                       interval: float = FIRST_VISIT_POLL_S, now: Callable[[], float] = time.monotonic,
+                       sleep: Callable[[float], None] = time.sleep) -> None:
     """One visit, sent and seen stored before the load: the whole store path works (the push
     account may invoke store-inc-counter). refusals(): pushes store-inc-counter refused with 403
     since the visit (its request logs); a refusal is said at once, and the wait goes on, since
@@ -185,12 +207,15 @@ def first_visit_stored(base_url, status, totals, timeout, refusals=lambda: 0, lo
         sleep(interval)
 
 
-def accepted_first_visit(url, status, log=print, timeout=FIRST_VISIT_ANSWER_TIMEOUT_S,
-                         interval=FIRST_VISIT_ANSWER_POLL_S, now=time.monotonic, sleep=time.sleep):
+def accepted_first_visit(url: str, status: Status, log: Callable[[str], None] = print,
+                         timeout: float = FIRST_VISIT_ANSWER_TIMEOUT_S, interval: float = FIRST_VISIT_ANSWER_POLL_S,
+                         now: Callable[[], float] = time.monotonic,
+                         sleep: Callable[[float], None] = time.sleep) -> None:
     """POSTs the first visit until inc-counter accepts it (202). A 403, 404, 429 or 503 right after
     the apply is usually something still propagating: said once, and the same visit (one visit id,
     so it counts once) is posted again for up to `timeout` s. Any other answer stops at once."""
-    deadline, said = now() + timeout, set()
+    deadline = now() + timeout
+    said: set[int | None] = set()
     while True:
         answer = status(url, "POST")
         if answer == 202:
@@ -209,7 +234,7 @@ def accepted_first_visit(url, status, log=print, timeout=FIRST_VISIT_ANSWER_TIME
         sleep(interval)
 
 
-def push_refusals(session, project, since, endpoint=None):
+def push_refusals(session: AuthorizedSession, project: str, since: str, endpoint: str | None = None) -> int:
     """How many pushes store-inc-counter's Cloud Run service refused with 403 since `since` (RFC 3339),
     from its request logs (Cloud Logging's entries:list); 0 when the logs cannot be read."""
     log_filter = " AND ".join([
@@ -225,7 +250,7 @@ def push_refusals(session, project, since, endpoint=None):
     return len(reply.json().get("entries") or []) if reply.status_code == 200 else 0
 
 
-def warm_up(base_url, parallel, rounds=WARM_ROUNDS, status=status_of):
+def warm_up(base_url: str, parallel: int, rounds: int = WARM_ROUNDS, status: Status = status_of) -> int:
     """`rounds` waves of `parallel` visits at once, so each function starts up to that many
     instances (the study warmed the system before its endurance test). Returns the visits recorded."""
     pages = [PAGES[i % len(PAGES)] for i in range(parallel * rounds)]
@@ -235,7 +260,7 @@ def warm_up(base_url, parallel, rounds=WARM_ROUNDS, status=status_of):
 
 # --- the target ----------------------------------------------------------------------------------
 
-def firestore_client(project, credentials):
+def firestore_client(project: str, credentials: Credentials) -> FirestoreClient:
     from google.cloud import firestore
 
     return firestore.Client(project=project, credentials=credentials)
@@ -247,29 +272,37 @@ class GcpTarget:
     updates_readme = False
     reads_visits = True  # the markers in Firestore, one billed read each
 
-    def __init__(self, settings, iteration_dir, project, region=None, destroy=False, access=None, invokers=(),
-                 impersonate=None, infra_dir=INFRA_DIR, run=firstrun.stream_command, status=None, firestore=None,
-                 metrics_client=None, warm=True, now=time.monotonic, sleep=time.sleep,
-                 ingestion_delay=monitoring.DEFAULT_INGESTION_DELAY_SECONDS, preflight=preflight.run,
-                 credentials=None, id_tokens=None, tokens_as=None, refusals=None, log=print):
+    def __init__(self, settings: Settings, iteration_dir: str | Path, project: str | None, region: str | None = None,
+                 destroy: bool = False, access: str | None = None, invokers: Iterable[str] = (),
+                 impersonate: str | None = None, infra_dir: str | Path = INFRA_DIR,
+                 run: firstrun.RunCommand = firstrun.stream_command,
+                 status: Callable[[str, str, dict[str, str] | None], int | None] | None = None,
+                 firestore: FirestoreClient | None = None, metrics_client: MetricServiceClient | None = None,
+                 warm: bool = True, now: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 ingestion_delay: float = monitoring.DEFAULT_INGESTION_DELAY_SECONDS,
+                 preflight: Callable[..., preflight.Preflight] = preflight.run, credentials: Credentials | None = None,
+                 id_tokens: IdTokens | None = None, tokens_as: Callable[[str], IdTokens] | None = None,
+                 refusals: Callable[[str], int] | None = None, log: Callable[[str], None] = print):
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
         self.access = self.requested_access = access or settings.access
-        self.dead_letter = None  # False once the organization refused the dead-letter grants
+        self.dead_letter: bool | None = None  # False once the organization refused the dead-letter grants
         self.invokers, self.impersonate = list(invokers), impersonate
-        self.load_generator_users = []  # a user login acts as the deployment's visitkit-loadgen
+        self.load_generator_users: list[str] = []  # a user login acts as the deployment's visitkit-loadgen
         self.iteration_dir, self.infra_dir = iteration_dir, infra_dir
         self.commands = self._terraform_commands()
         self.iteration_name = Path(iteration_dir).name
-        self.base_url, self.subscription, self.outputs = "<base_url>", "<subscription>", {}
+        self.base_url, self.subscription = "<base_url>", "<subscription>"
+        self.outputs: dict[str, Any] = {}
         self.totals_source = f"Firestore (project {project}, {FIRESTORE['counters']}/<page>/{FIRESTORE['shards']})"
         subscription = settings.subscription
         # A push that failed is tried again after up to the maximum backoff, and may take the ack
         # deadline: a visit is not called lost before both have passed.
         self.redelivery_wait = subscription.maximum_backoff_seconds + subscription.ack_deadline_seconds
         self.min_convergence_wait = self.redelivery_wait
-        self.notes = []
+        self.notes: list[str] = []
         self.ingestion_delay = ingestion_delay
         self._run, self._now, self._sleep = run, now, sleep
         self._http = status or status_of  # status(url, method, headers)
@@ -278,17 +311,17 @@ class GcpTarget:
         self._credentials, self.id_tokens, self._refusals = credentials, id_tokens, refusals
         self._tokens_as = tokens_as or self._tokens_as_service_account  # (service account) -> IdTokens
 
-    def _terraform_commands(self):
+    def _terraform_commands(self) -> dict[str, list[str]]:
         invokers = self.invokers or [YOUR_ACCOUNT]
         return terraform_commands(self.iteration_dir, self.project, self.region, self.infra_dir, self.access, invokers,
                                   self.load_generator_users, self.dead_letter)
 
     @property
-    def decisions(self):
+    def decisions(self) -> dict[str, Any]:
         """What the run decided about the deployment (run.json keeps it for --resume)."""
         return {"access": self.access, "dead_letter": self.dead_letter}
 
-    def resume(self, decisions):
+    def resume(self, decisions: Mapping[str, Any]) -> None:
         """A resumed run deploys as the failed one decided: the same access ("auto" settled by what its
         apply met) and dead-letter topic, whatever its preflight would decide again now."""
         if decisions.get("access") in ("public", "authenticated"):
@@ -298,12 +331,12 @@ class GcpTarget:
         self.commands = self._terraform_commands()
 
     @property
-    def deployed_region(self):
+    def deployed_region(self) -> str | None:
         """The region the deployment is in (its prices in the report), once deployed."""
         return self.outputs.get("region") or self.region
 
     @property
-    def locust_args(self):
+    def locust_args(self) -> list[str]:
         """What Locust needs to call the functions: ID tokens on an authenticated deployment."""
         if self.access != "authenticated":
             return []
@@ -311,7 +344,7 @@ class GcpTarget:
                 + (["--impersonate", self.impersonate] if self.impersonate else []))
 
     # --- steps ---
-    def start_steps(self):
+    def start_steps(self) -> list[Step]:
         parallel = self.settings.largest_slots
         ready = ", ".join(f"OPTIONS <base_url>{path}" for path in PUBLIC_PATHS)
         subscription = self.settings.subscription
@@ -343,9 +376,9 @@ class GcpTarget:
                       + ("" if "dead_letter" in self.settings.raw else
                          "; where the organization refuses roles for Pub/Sub's service agent, applied again without "
                          "it (dead_letter: false, said when it happens)") if self.settings.dead_letter else
-                      f"dead_letter: false, so no dead-letter topic and no grant to Pub/Sub's service agent: a delivery "
-                      f"that always fails is retried until its message expires ({subscription.message_retention_seconds}"
-                      " s) and is not counted as dead-lettered"),
+                      "dead_letter: false, so no dead-letter topic and no grant to Pub/Sub's service agent: a "
+                      "delivery that always fails is retried until its message expires "
+                      f"({subscription.message_retention_seconds} s) and is not counted as dead-lettered"),
                   command_line(self.commands["output"]) + "   (base_url, subscription_name, log metric names)"],
                  self._deploy, resumed=self._deployed),
             Step("wait until every HTTP function answers",
@@ -362,7 +395,7 @@ class GcpTarget:
                 f"(up to {max(STORED_TIMEOUT_SECONDS, self.redelivery_wait)} s)"], self._warm_up))
         return steps
 
-    def window_step(self):
+    def window_step(self) -> Step:
         requests = monitoring.build_requests(self.project, 0, 60, self.subscription, log_metrics=self.log_metrics)
         return Step("read the platform's metrics for the test window", [
             f"after Monitoring's ingestion delay ({monitoring.DEFAULT_INGESTION_DELAY_SECONDS} s), "
@@ -370,23 +403,23 @@ class GcpTarget:
             *(f"- {name}: {request['filter']}" for name, request in requests.items()),
             "saved as metrics/<metric>.csv, plotted as gcp-metrics.png"], None)
 
-    def stop_step(self):
+    def stop_step(self) -> Step:
         if self.destroy:
             return Step("tear down", [command_line(self.commands["destroy"])], self._tear_down, always=True)
         return Step("leave the deployment running",
                     [f"clean up later: {command_line(self.commands['destroy'])}"], self._close_client, always=True)
 
     @property
-    def log_metrics(self):
+    def log_metrics(self) -> dict[str, str]:
         """{MetricQuery.log_metric: the deployed log-based metric's name}, once deployed."""
         return {key: self.outputs[output] for key, output in monitoring.LOG_METRIC_OUTPUTS.items()
                 if output in self.outputs}
 
     # --- actions ---
-    def _check(self, _run=None):
+    def _check(self, _run: object = None) -> None:
         self._preflight(self.project, self.access, credentials=self._credentials, before_creating=self._decided)
 
-    def _decided(self, access):
+    def _decided(self, access: str) -> None:
         """The preflight's last call, before anything is created: the access to deploy with ("auto"
         decided by now). Authenticated, the ID tokens are tried now, once the preflight has turned
         on the IAM Credentials API (impersonation goes through it)."""
@@ -395,7 +428,7 @@ class GcpTarget:
         if access == "authenticated":
             self._authenticate()
 
-    def _authenticate(self):
+    def _authenticate(self) -> None:
         """Who invokes the functions, and the ID tokens to do it with; fails before anything is
         created when the credentials cannot mint them. A user login cannot mint a token for a
         function itself: it then acts as the deployment's load-generator account (visitkit-loadgen,
@@ -404,7 +437,7 @@ class GcpTarget:
         from visitkit.cloud import idtoken
         from visitkit.cloud.credentials import caller_member, impersonating, speaks_for_user
 
-        def signer():
+        def signer() -> Credentials:
             return impersonating(self.credentials(), self.impersonate) if self.impersonate else self.credentials()
 
         acts_as_load_generator = (self.id_tokens is None and not self.impersonate
@@ -428,13 +461,13 @@ class GcpTarget:
         self.id_tokens.token(idtoken.audience_of(f"https://{self.region or 'region'}-{self.project}.cloudfunctions.net"
                                                  f"{CATALOGUE[PAGE_FUNCTION].path}"))
 
-    def _tokens_as_service_account(self, service_account):
+    def _tokens_as_service_account(self, service_account: str) -> IdTokens:
         from visitkit.cloud import idtoken
         from visitkit.cloud.credentials import impersonating
 
         return idtoken.IdTokens(idtoken.minter(impersonating(self.credentials(), service_account)))
 
-    def _wait_for_tokens(self, timeout=READY_TIMEOUT_SECONDS, interval=15):
+    def _wait_for_tokens(self, timeout: float = READY_TIMEOUT_SECONDS, interval: float = 15) -> None:
         """After the deploy, with a user login: act as the load generator once Google lets you (a new
         token-creator binding takes minutes to propagate)."""
         self.impersonate = self.outputs.get("load_generator_service_account")
@@ -450,15 +483,16 @@ class GcpTarget:
                 return
             except GcpError as error:
                 if self._now() >= deadline:
-                    raise GcpError(f"{error}; you were granted the right to act as {self.impersonate} moments ago and "
-                                   "Google can take several minutes to honour it: run the same command again") from error
+                    raise GcpError(f"{error}; you were granted the right to act as {self.impersonate} moments ago "
+                                   "and Google can take several minutes to honour it: run the same command "
+                                   "again") from error
             self._sleep(interval)
 
-    def _status(self, url, method="GET"):
+    def _status(self, url: str, method: str = "GET") -> int | None:
         """One request's status; with an ID token for its function on an authenticated deployment."""
         return self._http(url, method, self.id_tokens.headers(url) if self.id_tokens else None)
 
-    def _deploy(self, _run=None):
+    def _deploy(self, _run: object = None) -> None:
         run_command(self.commands["init"], self._run)
         for _ in range(3):  # the first apply, and one again after each of the two decisions below
             try:
@@ -469,7 +503,7 @@ class GcpTarget:
                     raise
         self._read_outputs()
 
-    def _authenticated_after(self, error):
+    def _authenticated_after(self, error: CommandFailed) -> bool:
         """Access auto went on public where the policy could not be read; if the apply's own refusal
         shows the organization refuses allUsers, it goes on authenticated, saying so; True when it does."""
         if self.requested_access != "auto" or self.access != "public" or not ALL_USERS_REFUSED.search(error.output):
@@ -480,7 +514,7 @@ class GcpTarget:
         self._decided("authenticated")
         return True
 
-    def _without_dead_letter_after(self, error):
+    def _without_dead_letter_after(self, error: CommandFailed) -> bool:
         """An organization that refuses grants to Pub/Sub's service agent: where the settings file
         leaves dead_letter unsaid, the deployment goes on without the dead-letter topic (and so
         without a grant to the agent), saying so; True when it does."""
@@ -492,49 +526,49 @@ class GcpTarget:
         self._log(DEAD_LETTER_OFF)
         return True
 
-    def _deployed(self, _run=None):
+    def _deployed(self, _run: object = None) -> None:
         """A resumed run whose apply had finished: what it made, read without applying again."""
         run_command(self.commands["init"], self._run)
         self._read_outputs()
 
-    def _read_outputs(self):
+    def _read_outputs(self) -> None:
         self.outputs = parse_outputs(run_command(self.commands["output"], self._run, capture=True))
         self.base_url = self.outputs["base_url"].rstrip("/")
         self.subscription = self.outputs.get("subscription_name", "")
 
-    def _wait_ready(self, _run=None):
+    def _wait_ready(self, _run: object = None) -> None:
         if self.load_generator_users:
             self._wait_for_tokens()
         wait_until_answering(self.base_url, self._status, now=self._now, sleep=self._sleep)
 
-    def _first_visit(self, _run=None):
+    def _first_visit(self, _run: object = None) -> None:
         since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         first_visit_stored(self.base_url, self._status, self.totals, self.redelivery_wait,
                            lambda: self.refusals(since), self._log, now=self._now, sleep=self._sleep)
 
-    def refusals(self, since):
+    def refusals(self, since: str) -> int:
         if self._refusals is not None:
             return self._refusals(since)
         from google.auth.transport.requests import AuthorizedSession
 
         return push_refusals(AuthorizedSession(self.credentials()), self.project, since)
 
-    def _warm_up(self, _run=None):
+    def _warm_up(self, _run: object = None) -> None:
         baseline = self.totals()
         recorded = warm_up(self.base_url, self.settings.largest_slots, status=self._status)
         wait_until_stored(self.totals, baseline, recorded, timeout=max(STORED_TIMEOUT_SECONDS, self.redelivery_wait),
                           now=self._now, sleep=self._sleep, error=GcpError)
 
-    def _close_client(self, _run=None):
+    def _close_client(self, _run: object = None) -> None:
         if self._firestore is not None and hasattr(self._firestore, "close"):
             self._firestore.close()
 
-    def _tear_down(self, _run=None):
+    def _tear_down(self, _run: object = None) -> None:
         self._close_client()
         run_command(self.commands["destroy"], self._run)
 
     # --- reading ---
-    def credentials(self):
+    def credentials(self) -> Credentials:
         """The user's application-default credentials, every call billed to the target project."""
         if self._credentials is None:
             from visitkit.cloud.credentials import default_credentials
@@ -542,37 +576,38 @@ class GcpTarget:
             self._credentials = default_credentials(self.project)
         return self._credentials
 
-    def firestore(self):
+    def firestore(self) -> FirestoreClient:
         if self._firestore is None:
             self._firestore = firestore_client(self.project, self.credentials())
         return self._firestore
 
-    def totals(self):
+    def totals(self) -> dict[str, int]:
         return stored_totals(self.firestore())
 
-    def stored_visits(self, visit_ids):
+    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]:
         return stored_visits(self.firestore(), visit_ids)
 
     @property
-    def billed_region(self):
+    def billed_region(self) -> str:
         return self.deployed_region or cost.DEFAULT_REGION
 
-    def sample(self):
+    def sample(self) -> dict[str, Any]:
         """No live figures: Monitoring is read once, after the run (see window_samples)."""
         functions = {name: dict.fromkeys(monitoring.empty_function()) for name in CATALOGUE}
         return {"time": time.time(), "source": "gcp-monitoring", "functions": functions,
                 "store": dict.fromkeys(("accepted", "delivered", "stored", "backlog"))}
 
-    def watch(self, component, pid):
+    def watch(self, component: str, pid: int) -> None:
         pass  # the platform's processes are Google's: Monitoring has their figures
 
-    def mark_start(self):
+    def mark_start(self) -> None:
         pass  # Monitoring is read for the test's window alone (window_samples)
 
-    def twin_figures(self):
+    def twin_figures(self) -> None:
         return None  # no twin
 
-    def window_samples(self, start, end, results_dir, now=time.time, sleep=time.sleep):
+    def window_samples(self, start: float, end: float, results_dir: str | Path, now: Callable[[], float] = time.time,
+                       sleep: Callable[[float], None] = time.sleep) -> list[Sample]:
         """The platform's per-minute samples for [start, end]; waits for ingestion first and saves
         each metric's series as results_dir/metrics/<metric>.csv (a query that failed is named in
         metrics/missing.json, and only its figures are left empty)."""

@@ -20,12 +20,24 @@ What each kind of application-default credentials can mint (google-auth):
   kit acts as the deployment's visitkit-loadgen account instead (gcp.py), or as --impersonate SA;
 - workload identity federation (external_account): none here; --impersonate SA is the way out.
 """
+from __future__ import annotations
+
 import datetime
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from visitkit.errors import GcpError
+
+if TYPE_CHECKING:  # google-auth is imported when tokens are minted, not with this module
+    from google.auth.credentials import Credentials
+    from google.auth.transport import Request
+    from google.oauth2 import service_account
+
+# mint(audience) -> (the ID token, its expiry in unix seconds)
+Mint = Callable[[str], tuple[str, float]]
 
 REFRESH_MARGIN_S = 300
 IMPERSONATE_HINT = ("run again with --impersonate SERVICE_ACCOUNT_EMAIL (a service account you may mint tokens for: "
@@ -33,7 +45,7 @@ IMPERSONATE_HINT = ("run again with --impersonate SERVICE_ACCOUNT_EMAIL (a servi
                     "`gcloud auth application-default login --impersonate-service-account SERVICE_ACCOUNT_EMAIL`")
 
 
-def audience_of(url):
+def audience_of(url: str) -> str:
     """A function's URL, which Cloud Run accepts as the audience of its ID tokens: scheme, host
     and the function's path, without the query."""
     parts = urllib.parse.urlsplit(url)
@@ -44,12 +56,12 @@ def audience_of(url):
 class IdTokens:
     """Bearer headers for function URLs; `mint(audience)` -> (token, expiry as unix seconds)."""
 
-    def __init__(self, mint, now=time.time, margin=REFRESH_MARGIN_S):
+    def __init__(self, mint: Mint, now: Callable[[], float] = time.time, margin: float = REFRESH_MARGIN_S):
         self._mint, self._now, self._margin = mint, now, margin
-        self._tokens = {}  # audience -> (token, expiry)
+        self._tokens: dict[str, tuple[str, float]] = {}  # audience -> (token, expiry)
         self._lock = threading.Lock()  # one mint per audience at a time, however many users ask
 
-    def token(self, audience):
+    def token(self, audience: str) -> str:
         with self._lock:
             token, expiry = self._tokens.get(audience, (None, 0.0))
             if token is None or self._now() >= expiry - self._margin:
@@ -57,11 +69,11 @@ class IdTokens:
                 self._tokens[audience] = (token, expiry)
             return token
 
-    def headers(self, url):
+    def headers(self, url: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(audience_of(url))}"}
 
 
-def kind_of(credentials):
+def kind_of(credentials: object) -> str:
     module = type(credentials).__module__
     if module == "google.oauth2.service_account":
         return "service_account"
@@ -74,15 +86,15 @@ def kind_of(credentials):
     return type(credentials).__name__
 
 
-def id_token_credentials(credentials, audience, request):
+def id_token_credentials(credentials: Credentials, audience: str, request: Request | None) -> Credentials:
     """ID-token credentials for `audience` from application-default `credentials`, or GcpError
     with the way out for a kind that cannot mint them."""
     kind = kind_of(credentials)
     if kind == "service_account":
         from google.oauth2 import service_account
 
-        return service_account.IDTokenCredentials(
-            credentials.signer, credentials.service_account_email, credentials._token_uri, audience)
+        key = cast("service_account.Credentials", credentials)  # kind_of told its class, by its module's name
+        return service_account.IDTokenCredentials(key.signer, key.service_account_email, key._token_uri, audience)
     if kind == "impersonated":
         from google.auth import impersonated_credentials
 
@@ -97,13 +109,13 @@ def id_token_credentials(credentials, audience, request):
     raise GcpError(f"Application-default credentials of type {kind} cannot mint ID tokens here: {IMPERSONATE_HINT}.")
 
 
-def minter(credentials, request=None):
+def minter(credentials: Credentials, request: Request | None = None) -> Mint:
     """mint(audience) -> (token, expiry unix seconds) for IdTokens, from `credentials`."""
     import google.auth.transport.requests
 
     request = request or google.auth.transport.requests.Request()
 
-    def mint(audience):
+    def mint(audience: str) -> tuple[str, float]:
         target = id_token_credentials(credentials, audience, request)
         try:
             target.refresh(request)

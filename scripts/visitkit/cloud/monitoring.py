@@ -45,11 +45,18 @@ import json
 import math
 import textwrap
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION
 from visitkit.errors import RunError
+from visitkit.samples import FunctionFigures, Sample, StoreFigures
+
+if TYPE_CHECKING:  # Google's client libraries are imported when the window is read, not with this module
+    from google.api.distribution_pb2 import Distribution
+    from google.cloud.monitoring_v3 import MetricServiceClient, Point, TimeSeries
 
 PERIOD_SECONDS = 60
 # request_count's data may take up to 180 s to become visible; leave some margin on top.
@@ -73,8 +80,8 @@ class MetricQuery:
     metric_type: str
     aligner: str
     reducer: str
-    accumulator: object  # an Accumulator: what its rows add to the samples
-    group_by: tuple = ()
+    accumulator: "Accumulator"  # what its rows add to the samples
+    group_by: tuple[str, ...] = ()
     resource_type: str = ""
     scope: str = ""  # "services", "subscription" or "database": which label the filter narrows
     log_metric: str = ""  # the key of a log-based metric's name in LOG_METRIC_OUTPUTS
@@ -86,19 +93,20 @@ LOG_METRIC_OUTPUTS = {"requests_429": "requests_429_metric_name", "store_deliver
 DATABASE = "(default)"  # the Firestore database the functions use
 
 
-def aligned_window(start, end, period=PERIOD_SECONDS):
+def aligned_window(start: float, end: float, period: int = PERIOD_SECONDS) -> tuple[int, int]:
     """The window widened to whole alignment periods, so no minute is cut in two."""
     return (int(start) // period * period, -(-int(end) // period) * period)
 
 
-def metric_type(query, log_metrics):
+def metric_type(query: MetricQuery, log_metrics: Mapping[str, str]) -> str:
     """The query's metric type; a log-based metric's name comes from `terraform output`."""
     if not query.log_metric:
         return query.metric_type
     return query.metric_type.format(log_metrics.get(query.log_metric, f"<{LOG_METRIC_OUTPUTS[query.log_metric]}>"))
 
 
-def metric_filter(query, services, subscription, log_metrics=None):
+def metric_filter(query: MetricQuery, services: Iterable[str], subscription: str,
+                  log_metrics: Mapping[str, str] | None = None) -> str:
     parts = [f'metric.type = "{metric_type(query, log_metrics or {})}"']
     if query.resource_type:
         parts.append(f'resource.type = "{query.resource_type}"')
@@ -112,15 +120,17 @@ def metric_filter(query, services, subscription, log_metrics=None):
     return " AND ".join(parts)
 
 
-def build_requests(project, start, end, subscription, services=None, period=PERIOD_SECONDS, log_metrics=None):
+def build_requests(project: str, start: float, end: float, subscription: str, services: Iterable[str] | None = None,
+                   period: int = PERIOD_SECONDS,
+                   log_metrics: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """{query name: ListTimeSeries request} for the window [start, end] (unix seconds).
     log_metrics: {MetricQuery.log_metric: the deployed metric's name}."""
     services = services or SERVICE_NAMES.values()
     start, end = aligned_window(start, end, period)
-    requests = {}
+    requests: dict[str, dict[str, Any]] = {}
     for query in QUERIES:
-        aggregation = {"alignment_period": {"seconds": period}, "per_series_aligner": query.aligner,
-                       "cross_series_reducer": query.reducer}
+        aggregation: dict[str, Any] = {"alignment_period": {"seconds": period}, "per_series_aligner": query.aligner,
+                                       "cross_series_reducer": query.reducer}
         if query.group_by:
             aggregation["group_by_fields"] = list(query.group_by)
         requests[query.name] = {
@@ -135,27 +145,36 @@ def build_requests(project, start, end, subscription, services=None, period=PERI
 
 # --- parsing ---------------------------------------------------------------------------------
 
-def bucket_bounds(options, index):
+def bucket_bounds(options: "Distribution.BucketOptions", index: int) -> tuple[float, float]:
     """(lower, upper) of histogram bucket `index`; bucket 0 is the underflow, the last the overflow."""
     kind = options.WhichOneof("options")  # a google.api Distribution.BucketOptions (plain protobuf)
     if kind == "exponential_buckets":
         spec = options.exponential_buckets
-        bound = lambda i: spec.scale * spec.growth_factor ** i
+
+        def bound(i: int) -> float:
+            return spec.scale * spec.growth_factor ** i
+
         finite = spec.num_finite_buckets
     elif kind == "linear_buckets":
         spec = options.linear_buckets
-        bound = lambda i: spec.offset + spec.width * i
+
+        def bound(i: int) -> float:
+            return spec.offset + spec.width * i
+
         finite = spec.num_finite_buckets
     else:
         bounds = list(options.explicit_buckets.bounds)
-        bound = lambda i: bounds[i]
+
+        def bound(i: int) -> float:
+            return bounds[i]
+
         finite = len(bounds) - 1
     lower = -math.inf if index == 0 else bound(index - 1)
     upper = math.inf if index > finite else bound(index)
     return lower, upper
 
 
-def percentile(distribution, fraction):
+def percentile(distribution: "Distribution", fraction: float) -> float | None:
     """The value below which `fraction` of the distribution's samples fall, or None if empty.
 
     Interpolates linearly inside the bucket holding that rank, as Monitoring's percentile
@@ -179,7 +198,7 @@ def percentile(distribution, fraction):
     return bucket_bounds(distribution.bucket_options, len(counts) - 1)[0]
 
 
-def _point_value(point):
+def _point_value(point: "Point") -> dict[str, Any]:
     value = point.value
     kind = type(value).pb(value).WhichOneof("value")
     if kind == "distribution_value":
@@ -190,14 +209,14 @@ def _point_value(point):
     return {"value": getattr(value, kind)}
 
 
-def rows_from_time_series(time_series):
+def rows_from_time_series(time_series: Iterable["TimeSeries"]) -> list[dict[str, Any]]:
     """One plain dict per point: time (unix seconds, end of its minute), its labels, its value(s).
 
     Only the labels the query grouped by survive a cross-series reduction; they are kept under
     their short names (service_name, response_code, state, ...). Rows come out in time order
     (the API lists each series' points newest first).
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for series in time_series:
         labels = {**dict(series.resource.labels), **dict(series.metric.labels)}
         labels.pop("project_id", None)
@@ -217,19 +236,24 @@ UTILIZATIONS = ("cpu_utilization", "cpu_utilization_p95", "memory_utilization", 
 DELIVERY_OUTCOMES = ("counted", "already_counted", "malformed", "failed")
 
 
-def empty_function():
-    # in_flight, queued and queue_ms: Cloud Run publishes no figure for them.
-    return {"instances": None, "in_flight": None, "queued": None, **{key: 0 for key in COUNTERS},
-            "service_ms": None, "service_ms_p95": None, "queue_ms": None, **dict.fromkeys(UTILIZATIONS)}
+def empty_function() -> FunctionFigures:
+    # in_flight, queued and queue_ms: Cloud Run publishes no figure for them. COUNTERS (at 0) and
+    # UTILIZATIONS spelled out, so that mypy holds each key to the schema (visitkit/samples.py).
+    return {"instances": None, "in_flight": None, "queued": None, "requests": 0, "responses_2xx": 0,
+            "responses_4xx": 0, "responses_429": 0, "responses_5xx": 0, "responses_429_logged": 0,
+            "billable_instance_s": 0, "service_ms": None, "service_ms_p95": None, "queue_ms": None,
+            "cpu_utilization": None, "cpu_utilization_p95": None, "memory_utilization": None,
+            "memory_utilization_p95": None}
 
 
-def empty_store():
+def empty_store() -> StoreFigures:
+    # DELIVERY_OUTCOMES (at 0) spelled out, so that mypy holds each key to the schema.
     return {"accepted": 0, "delivered": 0, "stored": None, "backlog": None, "oldest_unacked_s": None,
             "firestore_writes": 0, "firestore_reads": 0, "firestore_deletes": 0, "dead_lettered": 0,
-            **dict.fromkeys(DELIVERY_OUTCOMES, 0)}
+            "counted": 0, "already_counted": 0, "malformed": 0, "failed": 0}
 
 
-def window_start_sample(when, missing=()):
+def window_start_sample(when: float, missing: Iterable[str] = ()) -> Sample:
     """A sample at the window's start: counters at zero (None those of the `missing` queries), gauges unknown."""
     return without({"time": when, "source": "gcp-monitoring",
                     "functions": {name: empty_function() for name in FUNCTIONS}, "store": empty_store()}, missing)
@@ -283,8 +307,9 @@ def _set(_kept, value):
 @dataclass(frozen=True)
 class Accumulator:
     """What a query's rows add to the samples."""
-    figures: object  # (row, its service's function or None) -> [(function or STORE, field, value)]
-    combine: object = _add  # (the figure so far or None, the row's value) -> the figure
+    # (row, its service's function or None) -> [(function or STORE, field, value)]; a function None is dropped
+    figures: Callable[[dict[str, Any], str | None], list[tuple[str | None, str, Any]]]
+    combine: Callable[[Any, Any], Any] = _add  # (the figure so far or None, the row's value) -> the figure
     running: bool = True  # kept from the window's start (a counter), else the minute's own (a gauge)
 
 
@@ -327,7 +352,8 @@ QUERIES = (
                 Accumulator(_function("responses_429_logged")),
                 ("metric.label.service_name",), "cloud_run_revision", log_metric="requests_429"),
     MetricQuery("store_deliveries", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
-                Accumulator(_deliveries), ("metric.label.outcome",), "cloud_run_revision", log_metric="store_deliveries"),
+                Accumulator(_deliveries), ("metric.label.outcome",), "cloud_run_revision",
+                log_metric="store_deliveries"),
 )
 ACCUMULATORS = {query.name: query.accumulator for query in QUERIES}
 # The samples' figures (a function's or the store's) each query fills: None, never 0, if it fails.
@@ -350,15 +376,17 @@ FIELDS = {
 }
 
 
-def without(sample, missing):
+def without(sample: Sample, missing: Iterable[str]) -> Sample:
     """The sample with the figures of the `missing` queries (their names) set to None."""
     fields = {field for name in missing for field in FIELDS[name]}
     for figures in (*sample["functions"].values(), sample["store"]):
-        figures.update({field: None for field in fields & figures.keys()})
+        # keys named at run time (FIELDS), which mypy cannot hold to a TypedDict; only keys it has are set
+        cast(dict[str, Any], figures).update({field: None for field in fields & figures.keys()})
     return sample
 
 
-def samples_from_rows(rows_by_query, service_names=None, missing=()):
+def samples_from_rows(rows_by_query: Mapping[str, list[dict[str, Any]]], service_names: Mapping[str, str] | None = None,
+                      missing: Iterable[str] = ()) -> list[Sample]:
     """One sample per minute that has any data, cumulative counters from the window's start; the
     figures of the `missing` queries (that could not be read) None.
 
@@ -371,31 +399,35 @@ def samples_from_rows(rows_by_query, service_names=None, missing=()):
     """
     service_names = service_names or SERVICE_NAMES
     function_of = {service: name for name, service in service_names.items()}
-    by_time = {}
+    by_time: dict[int, list[tuple[Any, dict[str, Any]]]] = {}  # time -> [(its query's Accumulator, row)]
     for query, rows in rows_by_query.items():
         for row in rows:
             by_time.setdefault(row["time"], []).append((ACCUMULATORS[query], row))
-    running, samples = {}, []
+    running: dict[str, dict[str, Any]] = {}  # function or STORE -> {field: figure}
+    samples: list[Sample] = []
     for when in sorted(by_time):
-        minute = {}
+        minute: dict[str, dict[str, Any]] = {}
         for accumulator, row in by_time[when]:
-            for owner, field, value in accumulator.figures(row, function_of.get(row.get("service_name"))):
+            for owner, field, value in accumulator.figures(row, function_of.get(row.get("service_name", ""))):
                 if owner is not None:
                     kept = (running if accumulator.running else minute).setdefault(owner, {})
                     kept[field] = accumulator.combine(kept.get(field), value)
-        functions = {name: {**empty_function(), **running.get(name, {}), **minute.get(name, {})}
+        # The accumulators' fields are named at run time (FIELDS), which mypy cannot hold to the schema:
+        # tests/unit/test_samples.py holds these samples to its keys.
+        functions = {name: cast(FunctionFigures, {**empty_function(), **running.get(name, {}), **minute.get(name, {})})
                      for name in service_names}
-        samples.append(without({"time": when, "source": "gcp-monitoring", "functions": functions,
-                                "store": {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
-                                          "delivered": functions[PUSH_FUNCTION]["responses_2xx"]}}, missing))
+        store = cast(StoreFigures, {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
+                                    "delivered": functions[PUSH_FUNCTION]["responses_2xx"]})
+        samples.append(without({"time": when, "source": "gcp-monitoring", "functions": functions, "store": store},
+                               missing))
     return samples
 
 
 # --- fetching and saving ------------------------------------------------------------------------
 
-def write_csv(path, rows):
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """The rows as a CSV, columns in first-seen order (time first)."""
-    columns = []
+    columns: list[str] = []
     for row in rows:
         columns += [key for key in row if key not in columns]
     with open(path, "w", newline="") as f:
@@ -404,7 +436,7 @@ def write_csv(path, rows):
         writer.writerows(rows)
 
 
-def monitoring_client(project):
+def monitoring_client(project: str) -> "MetricServiceClient":
     """The real client, built only when asked for: importing this module never reaches Google. Its
     calls are billed to the project it reads."""
     from google.cloud import monitoring_v3
@@ -414,14 +446,16 @@ def monitoring_client(project):
     return monitoring_v3.MetricServiceClient(credentials=default_credentials(project))
 
 
-def wait_for_ingestion(end, delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep):
+def wait_for_ingestion(end: float, delay: float = DEFAULT_INGESTION_DELAY_SECONDS, now: Callable[[], float] = time.time,
+                       sleep: Callable[[float], None] = time.sleep) -> None:
     """Sleep until `delay` seconds after the window's end, so its last minutes have arrived."""
     remaining = end + delay - now()
     if remaining > 0:
         sleep(remaining)
 
 
-def read_query(client, request, sleep=time.sleep, waits=RETRY_WAITS_S):
+def read_query(client: "MetricServiceClient", request: dict[str, Any], sleep: Callable[[float], None] = time.sleep,
+               waits: Iterable[float] = RETRY_WAITS_S) -> list[dict[str, Any]]:
     """The query's rows; asked again after each of `waits` while its error is a transient one."""
     from google.api_core import exceptions
 
@@ -434,9 +468,10 @@ def read_query(client, request, sleep=time.sleep, waits=RETRY_WAITS_S):
             if wait is None:
                 raise
             sleep(wait)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
-def missing_entry(query, metric, error):
+def missing_entry(query: str, metric: str, error: BaseException) -> dict[str, Any]:
     """What missing.json says of a query that failed: its error's class, HTTP code and message, shortened."""
     code = getattr(error, "code", None)
     reason = getattr(error, "message", None) or str(error)
@@ -445,11 +480,11 @@ def missing_entry(query, metric, error):
             "reason": textwrap.shorten(reason, REASON_CHARS, placeholder=" ...")}
 
 
-def write_missing(metrics_dir, missing):
+def write_missing(metrics_dir: str | Path, missing: list[dict[str, Any]]) -> None:
     (Path(metrics_dir) / MISSING).write_text(json.dumps({"format": MISSING_FORMAT, "missing": missing}, indent=1))
 
 
-def read_missing(metrics_dir):
+def read_missing(metrics_dir: str | Path) -> list[dict[str, Any]]:
     """The queries a run could not read ([] for a run that read them all or was recorded before missing.json)."""
     path = Path(metrics_dir) / MISSING
     if not path.exists():
@@ -460,9 +495,11 @@ def read_missing(metrics_dir):
     return found["missing"]
 
 
-def fetch_window(project, start, end, subscription, results_dir, client=None,
-                 ingestion_delay=DEFAULT_INGESTION_DELAY_SECONDS, now=time.time, sleep=time.sleep,
-                 service_names=None, log_metrics=None):
+def fetch_window(project: str, start: float, end: float, subscription: str, results_dir: str | Path,
+                 client: "MetricServiceClient | None" = None, ingestion_delay: float = DEFAULT_INGESTION_DELAY_SECONDS,
+                 now: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 service_names: Mapping[str, str] | None = None,
+                 log_metrics: Mapping[str, str] | None = None) -> list[Sample]:
     """Read every metric for [start, end], save metrics/<name>.csv, and metrics/missing.json naming
     the queries that failed; return the samples, from a window-start sample with zero counters."""
     from google.api_core.exceptions import GoogleAPIError
@@ -473,7 +510,8 @@ def fetch_window(project, start, end, subscription, results_dir, client=None,
     out = Path(results_dir) / "metrics"
     out.mkdir(parents=True, exist_ok=True)
     requests = build_requests(project, start, end, subscription, service_names.values(), log_metrics=log_metrics)
-    rows_by_query, missing = {}, []
+    rows_by_query: dict[str, list[dict[str, Any]]] = {}
+    missing: list[dict[str, Any]] = []  # missing_entry of each query that failed
     for query in QUERIES:
         try:
             rows = read_query(client, requests[query.name], sleep)

@@ -18,14 +18,26 @@ In order, each failure one sentence with the command that fixes it:
 Every Google call goes through `Apis`, built on Google's client libraries with the REST
 transport: tests point it at a local fake of these APIs (tests/integration/test_preflight.py).
 """
+from __future__ import annotations
+
 import functools
 import importlib
 import shutil
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from visitkit.cloud.credentials import billed_to
 from visitkit.errors import GcpError
+
+if TYPE_CHECKING:  # Google's client libraries are imported when a check calls them
+    from google.auth.credentials import Credentials
+    from google.cloud.orgpolicy_v2 import Policy
+
+T = TypeVar("T")
+# patiently(call) with the run's sleep and tries: call(), tried again while its API is still turning on
+Patient = Callable[[Callable[[], Any]], Any]
 
 # What these checks read, turned on before they read it (Service Usage itself is on in every project).
 # iamcredentials: an authenticated run's ID tokens, when it impersonates a service account.
@@ -43,14 +55,14 @@ class Preflight:
     """What the preflight learnt: the project's number, the access to deploy with, and what it
     could not check."""
     project_number: str
-    notes: tuple = ()  # said once to the user too
+    notes: tuple[str, ...] = ()  # said once to the user too
     access: str = "public"  # "public" or "authenticated": what Terraform is given
-    access_reason: str = None  # with access "auto": the one line that says what it chose and why
+    access_reason: str | None = None  # with access "auto": the one line that says what it chose and why
 
 
 # --- the organization policy, as data ---------------------------------------------------------------
 
-def all_users_refused_by(policy, constraint):
+def all_users_refused_by(policy: Policy | None, constraint: str) -> bool:
     """True when an effective policy (a google.cloud.orgpolicy_v2.Policy, or None where none
     applies) of `constraint` refuses allUsers as a member of an IAM policy."""
     rules = list(policy.spec.rules) if policy is not None and policy.spec else []
@@ -69,7 +81,7 @@ def all_users_refused_by(policy, constraint):
     return False
 
 
-def org_policy_way_out(project, constraint):
+def org_policy_way_out(project: str, constraint: str) -> str:
     return ("switch to `--access authenticated` (or \"access\": \"authenticated\" in the settings file: the kit then "
             "sends ID tokens), or have an Organization Policy Administrator (roles/orgpolicy.policyAdmin on the "
             f"organization) restore the constraint's default, which allows allUsers, for this project alone: "
@@ -77,11 +89,11 @@ def org_policy_way_out(project, constraint):
 
 
 SERVICE_AGENT_NOTE = ("the organization restricts IAM members to its own domains ({constraint}); Google documents that "
-                      "this can also refuse roles granted to Google's service agents, so if the apply stops on Pub/Sub's "
-                      "service agent (service-NUMBER@gcp-sa-pubsub...) with `do not belong to a permitted customer`, set "
-                      "\"dead_letter\": false in the settings file (no dead-letter topic, no grant to the agent), or "
-                      "have an Organization Policy Administrator allow it for this project: `gcloud org-policies reset "
-                      "{constraint} --project={project}`")
+                      "this can also refuse roles granted to Google's service agents, so if the apply stops on "
+                      "Pub/Sub's service agent (service-NUMBER@gcp-sa-pubsub...) with `do not belong to a permitted "
+                      "customer`, set \"dead_letter\": false in the settings file (no dead-letter topic, no grant to "
+                      "the agent), or have an Organization Policy Administrator allow it for this project: `gcloud "
+                      "org-policies reset {constraint} --project={project}`")
 
 
 # --- the APIs -------------------------------------------------------------------------------------------
@@ -90,16 +102,17 @@ class Apis:
     """Google's client libraries for the checks, all billed to the target project; `endpoint`
     sends every call to one base URL instead (a local fake in tests)."""
 
-    def __init__(self, credentials, project, endpoint=None):
+    def __init__(self, credentials: Credentials, project: str, endpoint: str | None = None):
         self.credentials, self.project, self.endpoint = billed_to(credentials, project), project, endpoint
 
-    def _client(self, module, name):
+    def _client(self, module: str, name: str) -> Any:
         from google.api_core.client_options import ClientOptions
 
         cls = getattr(importlib.import_module(module), name)
-        return cls(credentials=self.credentials, transport="rest", client_options=ClientOptions(api_endpoint=self.endpoint))
+        return cls(credentials=self.credentials, transport="rest",
+                   client_options=ClientOptions(api_endpoint=self.endpoint))
 
-    def service_states(self, services):
+    def service_states(self, services: Iterable[str]) -> dict[str, str]:
         """{service: "ENABLED" | "DISABLED"} (Service Usage)."""
         client = self._client("google.cloud.service_usage_v1", "ServiceUsageClient")
         reply = client.batch_get_services(request={
@@ -108,27 +121,27 @@ class Apis:
         return {service.config.name or service.name.rsplit("/", 1)[-1]: service.state.name
                 for service in reply.services}
 
-    def enable(self, services, timeout=ENABLE_TIMEOUT_S):
+    def enable(self, services: Iterable[str], timeout: float = ENABLE_TIMEOUT_S) -> None:
         client = self._client("google.cloud.service_usage_v1", "ServiceUsageClient")
         operation = client.batch_enable_services(request={"parent": f"projects/{self.project}",
                                                           "service_ids": list(services)})
         operation.result(timeout=timeout)
 
-    def project_info(self):
+    def project_info(self) -> tuple[str, str]:
         """(state name, project number) (Cloud Resource Manager v3)."""
         client = self._client("google.cloud.resourcemanager_v3", "ProjectsClient")
         project = client.get_project(name=f"projects/{self.project}")
         return project.state.name, project.name.rsplit("/", 1)[-1]
 
-    def billing_enabled(self):
+    def billing_enabled(self) -> bool:
         client = self._client("google.cloud.billing_v1", "CloudBillingClient")
         return client.get_project_billing_info(name=f"projects/{self.project}").billing_enabled
 
-    def effective_policy(self, constraint):
+    def effective_policy(self, constraint: str) -> Policy:
         client = self._client("google.cloud.orgpolicy_v2", "OrgPolicyClient")
         return client.get_effective_policy(name=f"projects/{self.project}/policies/{constraint}")
 
-    def create_pubsub_agent(self):
+    def create_pubsub_agent(self) -> str | None:
         """Pub/Sub's service agent, created if missing (idempotent); returns its email. The call is
         only in Service Usage's v1beta1, which the client library does not cover."""
         from google.auth.transport.requests import AuthorizedSession
@@ -146,12 +159,13 @@ class Apis:
 
 # --- the checks ---------------------------------------------------------------------------------------
 
-def reason_of(error):
+def reason_of(error: BaseException) -> str | None:
     """The ErrorInfo reason of a google.api_core exception (SERVICE_DISABLED, ...), or None."""
     return getattr(error, "reason", None)
 
 
-def patiently(call, sleep=time.sleep, tries=PROPAGATION_TRIES, wait=PROPAGATION_WAIT_S):
+def patiently(call: Callable[[], T], sleep: Callable[[float], None] = time.sleep, tries: int = PROPAGATION_TRIES,
+              wait: float = PROPAGATION_WAIT_S) -> T | None:
     """call(), tried again while it answers SERVICE_DISABLED: an API turned on moments ago."""
     from google.api_core import exceptions
 
@@ -162,15 +176,16 @@ def patiently(call, sleep=time.sleep, tries=PROPAGATION_TRIES, wait=PROPAGATION_
             if reason_of(error) != "SERVICE_DISABLED" or attempt == tries:
                 raise
             sleep(wait)
+    return None  # tries < 1: call() was never made
 
 
-def not_found(project):
+def not_found(project: str) -> GcpError:
     return GcpError(f"Project {project} was not found, or your account cannot see it: check the id with "
                     "`gcloud projects list` (and that you are logged in as the right account: "
                     "`gcloud auth application-default login`).")
 
 
-def turn_on_read_apis(apis, project, log):
+def turn_on_read_apis(apis: Apis, project: str, log: Callable[[str], None]) -> tuple[bool, bool]:
     """The APIs the checks read, on; returns (whether any had to be turned on, whether Pub/Sub is on)."""
     from google.api_core import exceptions
 
@@ -200,7 +215,7 @@ def turn_on_read_apis(apis, project, log):
     return True, pubsub_on
 
 
-def check_project(apis, project, patient):
+def check_project(apis: Apis, project: str, patient: Patient) -> str:
     """The project's number, once it is known to exist and be ACTIVE."""
     from google.api_core import exceptions
 
@@ -218,7 +233,7 @@ def check_project(apis, project, patient):
     return number
 
 
-def check_billing(apis, project, patient):
+def check_billing(apis: Apis, project: str, patient: Patient) -> list[str]:
     """Stops where billing is off; returns the notes of what could not be checked."""
     from google.api_core import exceptions
 
@@ -234,7 +249,8 @@ def check_billing(apis, project, patient):
     return []
 
 
-def check_org_policy(apis, project, patient, access):
+def check_org_policy(apis: Apis, project: str, patient: Patient,
+                     access: str) -> tuple[list[str], str, str | None]:
     """What the organization policy allows: (notes, the access to deploy with, why, with "auto").
     With "public", stops where a policy refuses allUsers; with "auto", chooses "authenticated"
     there and "public" elsewhere (also where a policy cannot be read: the apply's own refusal then
@@ -242,7 +258,9 @@ def check_org_policy(apis, project, patient, access):
     still bite."""
     from google.api_core import exceptions
 
-    notes, refusing, unread = [], [], []
+    notes: list[str] = []
+    refusing: list[str] = []
+    unread: list[str] = []
     for constraint in (DOMAINS_CONSTRAINT, MANAGED_CONSTRAINT):
         try:
             policy = patient(functools.partial(apis.effective_policy, constraint))
@@ -267,21 +285,21 @@ def check_org_policy(apis, project, patient, access):
     return notes, ("authenticated" if refusing else "public"), access_choice(project, refusing, unread)
 
 
-def access_choice(project, refusing, unread):
+def access_choice(project: str, refusing: Sequence[str], unread: Sequence[str]) -> str:
     """The one line that says what access "auto" chose and why."""
     if refusing:
         return (f"access auto: authenticated, since project {project}'s organization policy {' and '.join(refusing)} "
-                "refuses allUsers; the kit and Locust send ID tokens, and the pages cannot be opened in a plain browser "
-                f"(for public pages an Organization Policy Administrator runs `gcloud org-policies reset {refusing[0]} "
-                f"--project={project}`, then run with --access public)")
+                "refuses allUsers; the kit and Locust send ID tokens, and the pages cannot be opened in a plain "
+                "browser (for public pages an Organization Policy Administrator runs `gcloud org-policies reset "
+                f"{refusing[0]} --project={project}`, then run with --access public)")
     if unread:
-        return (f"access auto: public, since the organization policy ({' and '.join(unread)}) could not be read; if the "
-                "apply is refused allUsers, the deployment goes on authenticated and says so")
+        return (f"access auto: public, since the organization policy ({' and '.join(unread)}) could not be read; "
+                "if the apply is refused allUsers, the deployment goes on authenticated and says so")
     return (f"access auto: public, since no organization policy on project {project} refuses allUsers (the pages open "
             "in any browser)")
 
 
-def create_pubsub_agent(apis, pubsub_on, log):
+def create_pubsub_agent(apis: Apis, pubsub_on: bool, log: Callable[[str], None]) -> list[str]:
     """Pub/Sub on and its service agent created, so that the apply's dead-letter grants find it;
     a failure is a note (the apply then retries while Google creates it)."""
     from google.api_core import exceptions
@@ -297,8 +315,9 @@ def create_pubsub_agent(apis, pubsub_on, log):
     return []
 
 
-def run(project, access="public", *, credentials=None, apis=None, which=shutil.which, sleep=time.sleep, log=print,
-        before_creating=None):
+def run(project: str, access: str = "public", *, credentials: Credentials | None = None, apis: Apis | None = None,
+        which: Callable[[str], str | None] = shutil.which, sleep: Callable[[float], None] = time.sleep,
+        log: Callable[[str], None] = print, before_creating: Callable[[str], None] | None = None) -> Preflight:
     """The whole preflight; returns a Preflight or raises GcpError with one sentence. Nothing is
     created before every check passed (turning on the APIs the checks read aside);
     before_creating(access) is the caller's own last check, given the access to deploy with ("auto"
@@ -340,7 +359,7 @@ def run(project, access="public", *, credentials=None, apis=None, which=shutil.w
     return Preflight(number, notes=tuple(notes), access=access, access_reason=access_reason)
 
 
-def check_tools(which=shutil.which):
+def check_tools(which: Callable[[str], str | None] = shutil.which) -> None:
     if not which("terraform"):
         raise GcpError("terraform was not found on PATH: install Terraform 1.7 or later "
                        "(https://developer.hashicorp.com/terraform/install).")
@@ -349,7 +368,7 @@ def check_tools(which=shutil.which):
                        "(https://cloud.google.com/sdk/docs/install).")
 
 
-def describe(project, access):
+def describe(project: str, access: str) -> list[str]:
     """The preflight's checks, for --dry-run: what each reads, and that nothing is created before them."""
     lines = [
         "terraform and gcloud on PATH; application-default credentials (google-auth), every call billed to "
@@ -366,11 +385,12 @@ def describe(project, access):
                      "is then refused allUsers")
     elif access == "public":
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
-                     "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both ways "
-                     "out (--access authenticated, or a project-level reset of the constraint)")
+                     "let allUsers invoke the three HTTP functions (access \"public\"); if not, stop and name both "
+                     "ways out (--access authenticated, or a project-level reset of the constraint)")
     else:
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
-                     "read for a note only: access \"authenticated\" grants run.invoker to named accounts, never allUsers")
+                     "read for a note only: access \"authenticated\" grants run.invoker to named accounts, never "
+                     "allUsers")
     lines += [f"then {PUBSUB_API} on and Service Usage v1beta1 generateServiceIdentity: Pub/Sub's service agent exists "
               "before the apply grants it the dead-letter roles",
               "each failure is one sentence with the command that fixes it; nothing is created before every check "

@@ -15,8 +15,8 @@ users = capacity x (cycle + wait)); a request that waits longer than the queue t
   users at the first 429 = capacity x (cycle + queue timeout).
 Visits reach the topic at most as fast as the system serves pages (the bottleneck's capacity) and
 store-inc-counter drains them at its own capacity, each push delivery holding a slot for its service
-time plus the profile's push overhead (the delivery's round trip and acknowledgement); the difference piles up as backlog, and the
-counters converge (backlog / drain) after the load.
+time plus the profile's push overhead (the delivery's round trip and acknowledgement); the difference
+piles up as backlog, and the counters converge (backlog / drain) after the load.
 
 get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance, in
 the background, and answers every request from memory in the profile's cache_hit_ms.
@@ -40,10 +40,13 @@ call and the emulator's query). Where that is less than the bottleneck's capacit
 machine comes there instead (`machine_*` figures).
 """
 import math
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, asdict, dataclass, replace
+from typing import Any, Protocol, TypedDict
 
 from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, QUEUE_TIMEOUT_S, READER_FUNCTION
 from visitkit.errors import VisitkitError
+from visitkit.settings import FunctionSettings, Settings
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
@@ -54,16 +57,51 @@ MACHINE = "this machine's CPU"
 PAGE_REFRESH_SECONDS = 5.0
 
 
-def instance_rate(concurrency, service_ms, ttl_s=0, hit_ms=None):
+class LatencyProfile(Protocol):
+    """What the model reads of a latency profile: twin/profile.py's Profile, handed in (the model's room is
+    below the twin's, so it names only what it reads)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def service_ms(self) -> Mapping[str, float]: ...  # function -> service time, ms
+    @property
+    def cache_hit_ms(self) -> float: ...
+    @property
+    def push_overhead_ms(self) -> float: ...
+    @property
+    def cpu_ms(self) -> Mapping[str, float] | None: ...  # function -> CPU ms per request (None: no CPU bound)
+    @property
+    def host(self) -> Mapping[str, float] | None: ...  # cores, cpu_ms_per_page[, cpu_ms_per_counter_read]
+
+
+class LoadConvergence(TypedDict):
+    """convergence_for_load's figures."""
+    backlog_at_end: float  # visits not yet stored when the load ends
+    seconds_after_load: float  # until they are
+    extra_min_per_min: float | None  # None: a series of one moment, no load time
+
+
+class HoldPlan(TypedDict):
+    """hold_plan's answer."""
+    settings: Settings
+    prediction: "Prediction"
+    raised: dict[str, tuple[int, int]]  # function -> (max_instances now, needed)
+
+
+def instance_rate(concurrency: int, service_ms: float, ttl_s: float = 0, hit_ms: float | None = None) -> float:
     """Requests per second one instance serves at most: each request holds a slot service_ms; with a
     cache, hit_ms, since an expired total is answered at once while one read refreshes it outside
     the request (functions/get_counter.py): a read holds no request's slot. (Only a page's first
     read, or one of a page nobody asked for since TTL + a read's deadline, is waited for: none under
     load.)"""
-    return concurrency / ((hit_ms if ttl_s > 0 else service_ms) / 1000)
+    slot_ms = hit_ms if ttl_s > 0 else service_ms
+    if slot_ms is None:
+        raise ValueError("instance_rate: a function with a cache (ttl_s > 0) needs hit_ms")
+    return concurrency / (slot_ms / 1000)
 
 
-def counter_reads_per_s(settings, pages_per_s):
+def counter_reads_per_s(settings: Settings, pages_per_s: float) -> float:
     """get-counter's Firestore reads per second when the visitors view `pages_per_s` pages a second
     (one get-counter request each): one per request without a cache; with one, at most one per page
     and TTL per instance, the requests spread over all its instances."""
@@ -73,12 +111,12 @@ def counter_reads_per_s(settings, pages_per_s):
     return min(pages_per_s, settings.functions[READER_FUNCTION].max_instances * len(PAGES) / ttl)
 
 
-def reread_interval(settings):
+def reread_interval(settings: Settings) -> float:
     """Seconds between the page's reads of its count while it stays open."""
     return max(PAGE_REFRESH_SECONDS, settings.cache_ttl_seconds)
 
 
-def reads_per_visit(settings, dwell_s=0):
+def reads_per_visit(settings: Settings, dwell_s: float = 0) -> int:
     """get-counter requests one visit makes: the page's first read, then one each reread_interval while its
     reader stays dwell_s seconds."""
     if dwell_s < 0:
@@ -86,12 +124,13 @@ def reads_per_visit(settings, dwell_s=0):
     return 1 + math.floor(dwell_s / reread_interval(settings))
 
 
-def requests_per_visit(settings, dwell_s=0):
+def requests_per_visit(settings: Settings, dwell_s: float = 0) -> dict[str, int]:
     """{public function: its requests per visit}: one each, get-counter reads_per_visit."""
     return {name: reads_per_visit(settings, dwell_s) if name == READER_FUNCTION else 1 for name in PUBLIC}
 
 
-def cost_per_million(settings, prediction, prices, region):
+def cost_per_million(settings: Settings, prediction: "Prediction", prices: Mapping[str, Any],
+                     region: str) -> tuple[float, dict[str, Any]]:
     """(visits/s at the knee, cost.per_million_visits there): a million visits at the rate the deployment
     serves at most, get-counter's cache sparing reads as it does at that rate."""
     from visitkit.model import cost
@@ -103,28 +142,30 @@ def cost_per_million(settings, prediction, prices, region):
                                                 get_counter_requests_per_visit=counter_requests)
 
 
-def instances_to_hold(settings, profile, visits_per_s, dwell_s=0):
+def instances_to_hold(settings: Settings, profile: LatencyProfile, visits_per_s: float,
+                      dwell_s: float = 0) -> dict[str, int]:
     """{function: the max_instances it needs to serve visits_per_s visits a second whose reader stays dwell_s
     seconds, at its own concurrency, CPU and (get-counter) cache; never fewer than the settings give}: each
     public function gets its requests_per_visit, store-inc-counter one push delivery a visit. An instance's
     rate does not depend on how many there are, so the instances needed are the requests over it, rounded up."""
     capacity = predict(settings, profile, dwell_s=dwell_s).capacity_rps
     per_visit = {**requests_per_visit(settings, dwell_s), PUSH_FUNCTION: 1}
-    needed = {}
+    needed: dict[str, int] = {}
     for name, spec in settings.functions.items():
         per_instance = capacity[name] / spec.max_instances
         needed[name] = max(spec.max_instances, math.ceil(visits_per_s * per_visit[name] / per_instance - 1e-9))
     return needed
 
 
-def settings_to_hold(settings, profile, visits_per_s, dwell_s=0):
+def settings_to_hold(settings: Settings, profile: LatencyProfile, visits_per_s: float,
+                     dwell_s: float = 0) -> Settings:
     """The settings with each function's max_instances raised to instances_to_hold (all else as set)."""
     needed = instances_to_hold(settings, profile, visits_per_s, dwell_s)
     return replace(settings, functions={name: replace(spec, max_instances=needed[name])
                                         for name, spec in settings.functions.items()})
 
 
-def hold_plan(settings, profile, visits_per_s, dwell_s=0):
+def hold_plan(settings: Settings, profile: LatencyProfile, visits_per_s: float, dwell_s: float = 0) -> HoldPlan:
     """What holding visits_per_s takes: {"settings": settings_to_hold, "prediction": its Prediction, "raised":
     {function: (max_instances now, needed)} for those that must grow}."""
     held = settings_to_hold(settings, profile, visits_per_s, dwell_s)
@@ -133,7 +174,8 @@ def hold_plan(settings, profile, visits_per_s, dwell_s=0):
     return {"settings": held, "prediction": predict(held, profile, dwell_s=dwell_s), "raised": raised}
 
 
-def hold_lines(settings, profile, visits_per_s, dwell_s, prices, region):
+def hold_lines(settings: Settings, profile: LatencyProfile, visits_per_s: float, dwell_s: float,
+               prices: Mapping[str, Any], region: str) -> list[str]:
     """What `visitkit predict --hold V` prints: the instances V visits/s need, the knee they give, and the cost."""
     from visitkit.model import cost
 
@@ -145,7 +187,8 @@ def hold_lines(settings, profile, visits_per_s, dwell_s, prices, region):
     kept = [name for name in settings.functions if name not in plan["raised"]]
     lines = [f"to hold {visits_per_s:,.0f} visits/s{reader}: {grown}"
              + (f"; {', '.join(kept)} as set" if kept and plan["raised"] else ""),
-             f"  with them: knee {p.knee_visits_per_s:,.0f} visits/s ({p.knee_rps:,.0f} RPS), limited by {p.limited_by}; "
+             f"  with them: knee {p.knee_visits_per_s:,.0f} visits/s ({p.knee_rps:,.0f} RPS), "
+             f"limited by {p.limited_by}; "
              f"{sum(f.max_instances for f in held.functions.values())} instances, "
              f"{sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU at most"]
     for where in cost.PER_MILLION_REGIONS:
@@ -162,7 +205,7 @@ def hold_lines(settings, profile, visits_per_s, dwell_s, prices, region):
     return lines
 
 
-def cpu_rate(spec, cpu_ms):
+def cpu_rate(spec: FunctionSettings, cpu_ms: float | None) -> float:
     """Requests per second an instance's vCPUs allow (infinite when the CPU cost is not known)."""
     return float(spec.effective_cpu) * 1000 / cpu_ms if cpu_ms else float("inf")
 
@@ -170,8 +213,8 @@ def cpu_rate(spec, cpu_ms):
 @dataclass(frozen=True)
 class Prediction:
     profile: str
-    capacity_rps: dict  # function -> requests/s it serves at most
-    response_ms: dict  # public function -> mean response time without queueing
+    capacity_rps: dict[str, float]  # function -> requests/s it serves at most
+    response_ms: dict[str, float]  # public function -> mean response time without queueing
     cycle_s: float  # one page: wait plus the three response times
     rps_per_user: float
     knee_users: float
@@ -184,20 +227,22 @@ class Prediction:
     extra_min_per_min: float  # convergence time per minute of load past the knee
     load_minutes: float
     convergence_min: float  # after load_minutes past the knee
-    machine_pages_per_s: float = None  # pages/s the twin's machine serves at most (None: no host given)
-    machine_knee_users: float = None  # the knee on that machine: the platform's or its CPU's, the lower
-    machine_knee_rps: float = None
-    machine_limited_by: str = None
-    machine_first_429_users: float = None
-    knee_visits_per_s: float = None  # visits a second at the knee (knee_rps / requests per visit)
+    machine_pages_per_s: float | None = None  # pages/s the twin's machine serves at most (None: no host given)
+    machine_knee_users: float | None = None  # the knee on that machine: the platform's or its CPU's, the lower
+    machine_knee_rps: float | None = None
+    machine_limited_by: str | None = None
+    machine_first_429_users: float | None = None
+    _: KW_ONLY  # the fields below are given by name; predict always gives knee_visits_per_s: no default
+    knee_visits_per_s: float  # visits a second at the knee (knee_rps / requests per visit)
     dwell_s: float = 0.0  # a reader's dwell on each page (0: the study's visitor)
     reads_per_visit: int = 1  # get-counter requests per visit
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAULT_LOAD_MINUTES, dwell_s=0):
+def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = QUEUE_TIMEOUT_S,
+            load_minutes: float = DEFAULT_LOAD_MINUTES, dwell_s: float = 0) -> Prediction:
     """The Prediction for Settings and a Profile (service times in ms), for visits whose reader stays dwell_s
     seconds on the page (0: the study's visitor)."""
     service, hit = profile.service_ms, profile.cache_hit_ms
@@ -220,7 +265,7 @@ def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAU
     publish, drain = visits, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)
     extra = surplus / drain
-    machine = {}
+    machine: dict[str, Any] = {}
     if profile.host and not dwell_s:  # the twin's visitor reads once per page
         cpu_per_page = (profile.host["cpu_ms_per_page"]
                         + reads_per_page * profile.host.get("cpu_ms_per_counter_read", 0))
@@ -242,7 +287,7 @@ def predict(settings, profile, queue_timeout=QUEUE_TIMEOUT_S, load_minutes=DEFAU
         reads_per_visit=per_visit[READER_FUNCTION])
 
 
-def figure_to_measure(prediction, target, name):
+def figure_to_measure(prediction: Mapping[str, Any], target: str | None, name: str) -> Any:
     """A recorded prediction's figure `name` (e.g. knee_users) that a run on `target` is measured
     against: a local run meets this machine's CPU too, so its machine_ figure when there is one."""
     if target == "local" and prediction.get(f"machine_{name}") is not None:
@@ -250,7 +295,8 @@ def figure_to_measure(prediction, target, name):
     return prediction.get(name)
 
 
-def convergence_for_load(prediction, series, target="local"):
+def convergence_for_load(prediction: Mapping[str, Any], series: Sequence[tuple[float, float]],
+                         target: str | None = "local") -> LoadConvergence:
     """The model applied to the load a run actually applied: `series` is [(time, users running)].
     Each second visits reach the topic at min(users / cycle, the knee's pages/s) and the store drains
     drain_per_s of them; what is left when the load ends drains after it. The steady figure
@@ -266,12 +312,13 @@ def convergence_for_load(prediction, series, target="local"):
             "extra_min_per_min": after_s / load_s if load_s else None}
 
 
-def breakpoint_convergence(prediction, users_per_s, minutes, target="gcp"):
+def breakpoint_convergence(prediction: Mapping[str, Any], users_per_s: float, minutes: float,
+                           target: str | None = "gcp") -> LoadConvergence:
     """convergence_for_load for a breakpoint ramp: users_per_s more users each second for `minutes`."""
     return convergence_for_load(prediction, [(t, users_per_s * t) for t in range(round(minutes * 60) + 1)], target)
 
 
-def report_lines(p, settings):
+def report_lines(p: Prediction, settings: Settings) -> list[str]:
     """What `visitkit predict` prints."""
     lines = [f"capacity model, profile {p.profile}:"]
     for name, spec in settings.functions.items():

@@ -3,14 +3,18 @@ cost model say for them. The iteration's settings, the profile and the sizing be
 (the profile is the twin's, the benchmark the benchmarks'), so the command line prints these lines and
 `visitkit docs` writes them into a doc's `predict:` block from the same function.
 """
+import argparse
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.model import capacity, cost
 from visitkit.model.fleet import fleet_lines, fleet_plan
+from visitkit.settings import Settings
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The predict command's options, on an argparse parser (the command line's subcommand, or the docs')."""
     parser.add_argument("iteration", type=Path, help="an iteration folder or settings file (with --write-profile: "
                                                      "a Google Cloud run's results folder)")
@@ -48,7 +52,8 @@ def add_arguments(parser):
     parser.add_argument("--out", type=Path, help="with --write-profile: where (default: RESULTS_DIR/profile.json)")
 
 
-def lines(options, settings, profile, chosen_loadgen):
+def lines(options: argparse.Namespace, settings: Settings, profile: capacity.LatencyProfile,
+          chosen_loadgen: Callable[[str | None], tuple[Path, dict[str, Any]]]) -> Iterator[str]:
     """What predict prints for `options` (add_arguments' namespace), one printed piece at a time, so that
     a piece that fails comes after the ones before it; `chosen_loadgen(folder)`: the sizing benchmark
     --loadgen names (None: the newest) as (folder, record), read only for --fleet."""

@@ -15,11 +15,13 @@ The model's costs (per_million_visits, hourly_at) also price what every visit le
 """
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.catalogue import FIRESTORE, PAGES, READER_FUNCTION
 from visitkit.errors import VisitkitError
-from visitkit.settings import MEMORY, MEMORY_BYTES
+from visitkit.settings import MEMORY, MEMORY_BYTES, FunctionSettings, Settings
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 DEFAULT_REGION = "southamerica-east1"  # infra/variables.tf's default, the study's region
@@ -35,17 +37,19 @@ STORE_LINE_ENTRY_BYTES = 1155
 SERVICES = ("Cloud Run", "Firestore", "Pub/Sub", "Cloud Logging")
 
 
-def load_prices(path=PRICES_FILE):
+def load_prices(path: str | Path = PRICES_FILE) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
-def memory_gib(memory):
+def memory_gib(memory: str) -> float:
     """'256M' -> GiB."""
     found = MEMORY.match(memory)
+    if found is None:
+        raise ValueError(f"not a memory size such as 256M or 1Gi: {memory!r}")
     return int(memory[:found.start(1)]) * MEMORY_BYTES[found[1]] / 2**30
 
 
-def regional(prices, region):
+def regional(prices: Mapping[str, Any], region: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(Cloud Run's prices, Firestore's prices, tier) in `region`; VisitkitError for a region the
     price list does not know (better no figure than one from another region's prices)."""
     run, firestore = prices["cloud_run"], prices["firestore"]
@@ -54,17 +58,19 @@ def regional(prices, region):
         known = sorted(set(run["region_tiers"]) & set(firestore["regions"]))
         raise VisitkitError(f"scripts/visitkit/model/prices.json has no prices for region {region}: add them from the "
                             f"sources it names (it knows {', '.join(known)})")
-    return {**run["tiers"][tier], "per_million_requests": run["per_million_requests"]}, firestore["regions"][region], tier
+    return ({**run["tiers"][tier], "per_million_requests": run["per_million_requests"]}, firestore["regions"][region],
+            tier)
 
 
-def instance_rates(spec, run):
+def instance_rates(spec: FunctionSettings, run: Mapping[str, float]) -> tuple[float, float]:
     """(USD per active instance-second, USD per idle instance-second) of one function's size."""
     vcpu, gib = float(spec.effective_cpu), memory_gib(spec.memory)
     return (vcpu * run["per_vcpu_second"] + gib * run["per_gib_second"],
             vcpu * run["idle_per_vcpu_second"] + gib * run["idle_per_gib_second"])
 
 
-def estimate(usage, settings, prices, region=DEFAULT_REGION):
+def estimate(usage: Mapping[str, Any], settings: Settings, prices: Mapping[str, Any],
+             region: str = DEFAULT_REGION) -> dict[str, Any]:
     """usage: {"functions": {name: {"billable_instance_s", "requests"}}, "firestore_reads", "firestore_writes",
     "firestore_deletes", "pubsub_messages"} and, from the model, "marker_gib_months" (the markers' storage) and
     "log_entries": {"bytes", "entries"} (Cloud Logging); settings: the run's Settings (each function's CPU and
@@ -72,7 +78,7 @@ def estimate(usage, settings, prices, region=DEFAULT_REGION):
     "left_out"}: without "log_entries" (a run's own usage), Cloud Logging is named among what is left out."""
     run, firestore, tier = regional(prices, region)
     pubsub, logging = prices["pubsub"], prices["cloud_logging"]
-    lines = []
+    lines: list[tuple[str, str, float]] = []
     for name, used in usage["functions"].items():
         spec = settings.functions[name]
         seconds = used.get("billable_instance_s") or 0.0
@@ -99,27 +105,27 @@ def estimate(usage, settings, prices, region=DEFAULT_REGION):
         lines.append(("Cloud Logging", f"{logged['bytes'] / GIB:,.2f} GiB in {logged['entries']:,} entries",
                       logged["bytes"] / GIB * logging["per_gib"]))
     else:
-        left_out.insert(2, f"Cloud Logging: ${logging['per_gib']:.2f}/GiB beyond {logging['free_gib_per_project_month']} "
-                           f"GiB a month per project, not measured for a run: a request log entry of about "
-                           f"{REQUEST_LOG_ENTRY_BYTES:,} bytes per request and one of {STORE_LINE_ENTRY_BYTES:,} per push "
-                           "delivery (scripts/predict prices them)")
+        left_out.insert(2, f"Cloud Logging: ${logging['per_gib']:.2f}/GiB beyond "
+                           f"{logging['free_gib_per_project_month']} GiB a month per project, not measured for a run: "
+                           f"a request log entry of about {REQUEST_LOG_ENTRY_BYTES:,} bytes per request and one of "
+                           f"{STORE_LINE_ENTRY_BYTES:,} per push delivery (scripts/predict prices them)")
     return {"lines": lines, "total": sum(usd for _, _, usd in lines), "as_of": prices["as_of"],
             "currency": prices["currency"], "region": region, "tier": tier, "left_out": left_out}
 
 
-def log_entries(requests, deliveries):
+def log_entries(requests: float, deliveries: float) -> dict[str, float]:
     """{"bytes", "entries"} Cloud Logging ingests for `requests` requests to Cloud Run (one request log entry each,
     push deliveries included) of which `deliveries` reach store-inc-counter (one line more each)."""
     return {"bytes": requests * REQUEST_LOG_ENTRY_BYTES + deliveries * STORE_LINE_ENTRY_BYTES,
             "entries": requests + deliveries}
 
 
-def string_bytes(text):
+def string_bytes(text: str) -> int:
     """Firestore's string size: its UTF-8 bytes + 1."""
     return len(text.encode()) + 1
 
 
-def marker_bytes():
+def marker_bytes() -> int:
     """What one visit's marker (processed_messages/<64 hex digits>: visit_type, expire_at) stores, by Firestore's
     storage size rules (prices.json's firestore_storage_size source):
       document name = each collection and document ID's string size + 16;
@@ -137,13 +143,13 @@ def marker_bytes():
     return document + name_index_entry
 
 
-def marker_gib_months(settings, visits):
+def marker_gib_months(settings: Settings, visits: float) -> float:
     """The GiB-months the markers of `visits` visits are stored for, each kept marker_ttl_days."""
     return visits * marker_bytes() / GIB * settings.marker_ttl_days / DAYS_PER_MONTH
 
 
-def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, *, get_counter_reads_per_s,
-              get_counter_requests_per_visit=1):
+def hourly_at(settings: Settings, visits_per_s: float, prices: Mapping[str, Any], region: str = DEFAULT_REGION, *,
+              get_counter_reads_per_s: float, get_counter_requests_per_visit: int = 1) -> dict[str, Any]:
     """An upper bound of the cost of one hour at a steady `visits_per_s`: every instance the
     settings allow billed all hour; each visit a request to each public function (get-counter
     get_counter_requests_per_visit: the page's re-reads while it stays open) and one push delivery;
@@ -154,16 +160,18 @@ def hourly_at(settings, visits_per_s, prices, region=DEFAULT_REGION, *, get_coun
     a request log entry per request and store-inc-counter's line per delivery in Cloud Logging."""
     visits = int(visits_per_s * HOUR)
     per_function = {name: {"billable_instance_s": spec.max_instances * HOUR,
-                           "requests": int(visits_per_s * HOUR * requests_per_visit(name, get_counter_requests_per_visit))}
+                           "requests": int(visits_per_s * HOUR
+                                           * requests_per_visit(name, get_counter_requests_per_visit))}
                     for name, spec in settings.functions.items()}
     usage = {"functions": per_function, "firestore_writes": int(2 * visits_per_s * HOUR),
-             "firestore_deletes": visits, "firestore_reads": int(get_counter_reads_per_s * billed_reads_per_query(settings) * HOUR),
+             "firestore_deletes": visits,
+             "firestore_reads": int(get_counter_reads_per_s * billed_reads_per_query(settings) * HOUR),
              "pubsub_messages": int(2 * visits_per_s * HOUR), "marker_gib_months": marker_gib_months(settings, visits),
              "log_entries": log_entries(sum(used["requests"] for used in per_function.values()), visits)}
     return estimate(usage, settings, prices, region)
 
 
-def requests_per_visit(function, get_counter_requests_per_visit=1):
+def requests_per_visit(function: str, get_counter_requests_per_visit: int = 1) -> int:
     """Requests a visit makes to `function`: one each (store-inc-counter its push delivery), get-counter's as given."""
     return get_counter_requests_per_visit if function == READER_FUNCTION else 1
 
@@ -173,18 +181,20 @@ MILLION = 1_000_000
 PER_MILLION_REGIONS = ("southamerica-east1", "us-central1")
 
 
-def per_million_visits(settings, capacity_rps, counter_reads_per_visit, prices, region=DEFAULT_REGION, *,
-                       get_counter_requests_per_visit=1):
+def per_million_visits(settings: Settings, capacity_rps: Mapping[str, float], counter_reads_per_visit: float,
+                       prices: Mapping[str, Any], region: str = DEFAULT_REGION, *,
+                       get_counter_requests_per_visit: int = 1) -> dict[str, Any]:
     """What a million visits cost at list prices: each visit's requests (one to each public function, get-counter
     get_counter_requests_per_visit) and 1 push delivery, the instance time they take with every instance packed to
     its concurrency (an instance serves a function's capacity / max_instances requests a second at most: Cloud Run
     bills it while it serves, so this is a lower bound, reached at the bottleneck), 2 writes and a TTL delete, the
     marker's storage until then, get-counter's billed reads, 2 messages, and the requests' and deliveries' log
     entries. No min_instances, no free tier."""
-    per_function = {}
+    per_function: dict[str, dict[str, float]] = {}
     for name, spec in settings.functions.items():
         requests = MILLION * requests_per_visit(name, get_counter_requests_per_visit)
-        per_function[name] = {"requests": requests, "billable_instance_s": requests * spec.max_instances / capacity_rps[name]}
+        per_function[name] = {"requests": requests,
+                              "billable_instance_s": requests * spec.max_instances / capacity_rps[name]}
     usage = {"functions": per_function, "firestore_writes": 2 * MILLION, "firestore_deletes": MILLION,
              "firestore_reads": round(MILLION * counter_reads_per_visit * billed_reads_per_query(settings)),
              "pubsub_messages": 2 * MILLION, "marker_gib_months": marker_gib_months(settings, MILLION),
@@ -192,22 +202,24 @@ def per_million_visits(settings, capacity_rps, counter_reads_per_visit, prices, 
     return estimate(usage, settings, prices, region)
 
 
-def by_service(estimate_):
-    """An estimate's total split into Cloud Run, Firestore, Pub/Sub and Cloud Logging (those it has), as {service: USD}."""
-    split = {}
+def by_service(estimate_: Mapping[str, Any]) -> dict[str, float]:
+    """An estimate's total split into Cloud Run, Firestore, Pub/Sub and Cloud Logging (those it has), as
+    {service: USD}."""
+    split: dict[str, float] = {}
     for item, _, usd in estimate_["lines"]:
         service = next(name for name in SERVICES if item.startswith(name))
         split[service] = split.get(service, 0.0) + usd
     return split
 
 
-def billed_reads_per_query(settings):
+def billed_reads_per_query(settings: Settings) -> int:
     """Firestore bills an aggregation query one document read per batch of up to 1,000 index entries it
     matches (at least one): get-counter's sum over a page's shards."""
     return max(1, math.ceil(settings.shards_per_page / 1000))
 
 
-def idle_hourly(settings, prices, region=DEFAULT_REGION):
+def idle_hourly(settings: Settings, prices: Mapping[str, Any],
+                region: str = DEFAULT_REGION) -> tuple[list[tuple[str, int, float]], float]:
     """What the functions' min_instances cost an hour without a single request (Cloud Run bills a
     minimum instance at the idle rate while it waits): [(function, instances, USD)], and the total."""
     run, _, _ = regional(prices, region)

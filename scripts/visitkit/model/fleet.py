@@ -4,7 +4,9 @@ cost per hour at list prices (prices.json), and the Cloud NAT ports each VM need
 connections. Pure: the record and the prices are handed in.
 """
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.errors import GcpError, VisitkitError
 from visitkit.model import cost
@@ -20,7 +22,7 @@ NAT_HEADROOM = 1.5
 NAT_PORTS_RANGE = (1024, 65536)
 
 
-def machine(worker_type, prices=None):
+def machine(worker_type: str, prices: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The price list's entry for a machine type (vCPUs, USD per hour by region)."""
     machines = (prices or cost.load_prices())["compute_engine"]["machines"]
     if worker_type not in machines:
@@ -29,7 +31,7 @@ def machine(worker_type, prices=None):
     return machines[worker_type]
 
 
-def hourly_cost(workers, worker_type, region, prices=None):
+def hourly_cost(workers: int, worker_type: str, region: str, prices: Mapping[str, Any] | None = None) -> float:
     """USD per hour of the fleet: its VMs and its NAT gateway (data processed through NAT apart)."""
     prices = prices or cost.load_prices()
     worker, master = machine(worker_type, prices), machine(MASTER_TYPE, prices)
@@ -43,18 +45,18 @@ def hourly_cost(workers, worker_type, region, prices=None):
     return vms + nat_hourly
 
 
-def planning(record):
+def planning(record: Mapping[str, Any]) -> dict[str, Any]:
     """The scenario a fleet is sized by."""
     return next(item for item in record["scenarios"] if item["name"] == record["planning_scenario"])
 
 
-def planned_users(record):
+def planned_users(record: Mapping[str, Any]) -> float:
     """Users of the study's visitor one worker process carries at its planned load."""
     plan = planning(record)
     return plan["requests_per_core_second"] * record["planned_cpu"] * plan["users"] / plan["rps"]
 
 
-def nat_ports(processes, record):
+def nat_ports(processes: int, record: Mapping[str, Any]) -> int:
     """Cloud NAT ports per VM for `processes` Locust workers at the benchmark's planned load (a
     power of two: Google rounds the figure up to one anyway)."""
     needed = NAT_HEADROOM * processes * planned_users(record)
@@ -62,11 +64,14 @@ def nat_ports(processes, record):
     return min(high, max(low, 2 ** math.ceil(math.log2(needed))))
 
 
-def fleet_plan(visits_per_s, worker_type=DEFAULT_WORKER_TYPE, region=None, record=None, prices=None):
+def fleet_plan(visits_per_s: float, worker_type: str = DEFAULT_WORKER_TYPE, region: str | None = None,
+               record: Mapping[str, Any] | None = None, prices: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What `visits_per_s` visits a second need: Locust worker processes, worker VMs of `worker_type`
     (one process per vCPU), the fleet's cost per hour."""
     if visits_per_s <= 0:
         raise VisitkitError("--fleet needs a rate of visits above 0")
+    if record is None:
+        raise VisitkitError("--fleet needs a load-generator benchmark's record (benchmarks/loadgen-*)")
     region = region or cost.DEFAULT_REGION
     rps = visits_per_s * REQUESTS_PER_VISIT
     per_process = planning(record)["requests_per_core_second"] * record["planned_cpu"]
@@ -78,7 +83,7 @@ def fleet_plan(visits_per_s, worker_type=DEFAULT_WORKER_TYPE, region=None, recor
             "usd_per_hour": hourly_cost(vms, worker_type, region, prices)}
 
 
-def fleet_lines(plan, folder):
+def fleet_lines(plan: Mapping[str, Any], folder: str | Path) -> list[str]:
     folder = Path(folder).resolve()
     shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder  # benchmarks/... or elsewhere
     return [f"a Locust fleet for {plan['visits_per_s']:,g} visits/s ({plan['rps']:,.0f} requests/s, "

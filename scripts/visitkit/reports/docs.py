@@ -42,10 +42,13 @@ import os
 import re
 import subprocess
 import textwrap
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
+from visitkit.results.records import Summary, SummaryError
 
 END = "<!-- /figures -->"
 PROSE_WIDTH = 110  # the docs' line length, to which prose blocks are wrapped
@@ -67,10 +70,10 @@ class DocsError(VisitkitError):
 class Data:
     """JSON read by attribute or key; a missing one names its whole path."""
 
-    def __init__(self, value, path):
+    def __init__(self, value: Any, path: str) -> None:
         self.value, self.path = value, path
 
-    def get(self, key):
+    def get(self, key: str | int) -> Any:
         try:
             value = self.value[key]
         except (KeyError, IndexError, TypeError):
@@ -81,11 +84,11 @@ class Data:
 class Source:
     """One results folder a block cites."""
 
-    def __init__(self, alias, folder, doc_dir):
+    def __init__(self, alias: str, folder: Path, doc_dir: Path) -> None:
         self.alias, self.folder, self.doc_dir = alias, folder, doc_dir
-        self.read = {}  # each JSON file read once, however many placeholders cite it
+        self.read: dict[str, Data] = {}  # each JSON file read once, however many placeholders cite it
 
-    def get(self, name):
+    def get(self, name: str) -> str | Data:
         if name in ("report", "dir"):
             target = self.folder / "report.md" if name == "report" else self.folder
             return Path(os.path.relpath(target, self.doc_dir)).as_posix()
@@ -95,11 +98,17 @@ class Source:
             path = self.folder / f"{name}.json"
             if not path.is_file():
                 raise DocsError(f"{self.alias} ({self.folder.name}) has no {name}.json")
-            self.read[name] = Data(json.loads(path.read_text()), f"{self.alias}.{name}")
+            found = json.loads(path.read_text())
+            if name == "summary":  # as the record reads it: a summary.json it cannot read fails here too
+                try:
+                    found = Summary.from_json(found).to_json()
+                except SummaryError as error:
+                    raise DocsError(f"{self.alias} ({self.folder.name}): {path.name}: {error}") from None
+            self.read[name] = Data(found, f"{self.alias}.{name}")
         return self.read[name]
 
 
-def shown(path):
+def shown(path: Path) -> Path:
     """A doc's path as messages name it: from the checkout's root when it is in the checkout."""
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
 
@@ -111,45 +120,48 @@ COUNT_WORDS = ["no", "one", "two", "three", "four", "five", "six", "seven", "eig
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"]
 
 
-def times(a, b, digits=2):
+def times(a: float, b: float, digits: int = 2) -> str:
     """'1.51x': a as a multiple of b."""
     return f"{a / b:.{int(digits)}f}x"
 
 
-def compare_ratio(ratio):
+def compare_ratio(ratio: float) -> str:
     """'more than twice', 'about twice' (within ABOUT of 2, either side) or 'less than twice'."""
     if abs(ratio / 2 - 1) <= ABOUT:
         return "about twice"
     return "more than twice" if ratio > 2 else "less than twice"
 
 
-def alike(ours, theirs, tolerance=0):
+def alike(ours: Any, theirs: Any, tolerance: float = 0) -> bool:
     """Two numbers within `tolerance` (a fraction of theirs) of each other; anything else, equal."""
     if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (ours, theirs)):
         return abs(ours - theirs) <= tolerance * abs(theirs)
     return ours == theirs
 
 
-def as_in(ours, theirs, tolerance, whom):
+def as_in(ours: Any, theirs: Any, tolerance: float, whom: str) -> str:
     """'as in WHOM' when ours is theirs (numbers: within `tolerance`, a fraction, which the words then state),
     else 'unlike WHOM'."""
     if not tolerance:
         return f"as in {whom}" if alike(ours, theirs) else f"unlike {whom}"
     band = f"{tolerance * 100:g} %"
-    return f"as in {whom} (within {band})" if alike(ours, theirs, tolerance) else f"unlike {whom} (more than {band} apart)"
+    if alike(ours, theirs, tolerance):
+        return f"as in {whom} (within {band})"
+    return f"unlike {whom} (more than {band} apart)"
 
 
-def study_match(ours, study, tolerance=0):
+def study_match(ours: Any, study: Any, tolerance: float = 0) -> str:
     """'as in the study' or 'unlike the study': as_in, with the study."""
     return as_in(ours, study, tolerance, "the study")
 
 
-def goal(value, ceiling):
-    """'reached' when the value is at most the goal's ceiling (every goal the docs set is a most), else 'not reached'."""
+def goal(value: float, ceiling: float) -> str:
+    """'reached' when the value is at most the goal's ceiling (every goal the docs set is a most), else
+    'not reached'."""
     return "reached" if value <= ceiling else "not reached"
 
 
-def _positions(indices, count):
+def _positions(indices: list[int], count: int) -> str:
     """'the first three', 'the last', 'the second and fourth': where `indices` stand among `count`."""
     k = len(indices)
     number = "" if k == 1 else f" {COUNT_WORDS[k] if k < len(COUNT_WORDS) else k}"
@@ -161,7 +173,7 @@ def _positions(indices, count):
     return "the " + (named[0] if k == 1 else f"{', '.join(named[:-1])} and {named[-1]}")
 
 
-def goals(*values_and_ceilings):
+def goals(*values_and_ceilings: float) -> str:
     """goals(value, ceiling, value, ceiling, ...): which goals are reached, in order, in words: 'the first three
     goals are reached, the last is not', 'every goal is reached', 'no goal is reached'."""
     if not values_and_ceilings or len(values_and_ceilings) % 2:
@@ -179,24 +191,24 @@ def goals(*values_and_ceilings):
             f"{_positions(missed, len(pairs))} {plural[len(missed) > 1][1]} not")
 
 
-def noise(a, b, pct):
+def noise(a: float, b: float, pct: float) -> str:
     """'within this machine's noise, ±PCT %' when a is within PCT % of b, else 'beyond this machine's noise, ±PCT %'."""
     return f"{'within' if alike(a, b, pct / 100) else 'beyond'} this machine's noise, ±{pct:g} %"
 
 
-def more_than(a, b, tolerance=0):
+def more_than(a: float, b: float, tolerance: float = 0) -> str:
     """'more than', 'less than', or 'about as much as' when a is within `tolerance` (a fraction) of b."""
     if alike(a, b, tolerance):
         return "about as much as"
     return "more than" if a > b else "less than"
 
 
-def at_most(value, limit, yes, no):
+def at_most(value: float, limit: float, yes: str, no: str) -> str:
     """`yes` when the value is at most the limit, else `no`: at_most(writes, 1, "within", "above")."""
     return yes if value <= limit else no
 
 
-def later_or_earlier(ours, theirs):
+def later_or_earlier(ours: float, theirs: float) -> str:
     """'31% later than', '5% earlier than' or 'as late as' (within half a percent): ours against theirs, users
     or seconds into a ramp."""
     change = ours / theirs - 1
@@ -205,21 +217,21 @@ def later_or_earlier(ours, theirs):
     return f"{change:.0%} later than" if change > 0 else f"{-change:.0%} earlier than"
 
 
-def span(low, high):
+def span(low: float, high: float) -> str:
     """'6-7', or '8' when both round to the same whole number: a range of two figures, for '~6-7 s'."""
     low, high = sorted((low, high))
-    low, high = f"{low:,.0f}", f"{high:,.0f}"
-    return low if low == high else f"{low}-{high}"
+    low_text, high_text = f"{low:,.0f}", f"{high:,.0f}"
+    return low_text if low_text == high_text else f"{low_text}-{high_text}"
 
 
-def lost_or_counted_twice(lost, duplicated):
+def lost_or_counted_twice(lost: int, duplicated: int) -> str:
     """'none was lost or counted twice', else '2 were lost and 0 counted twice'."""
     if not lost and not duplicated:
         return "none was lost or counted twice"
     return f"{lost:,} {'was' if lost == 1 else 'were'} lost and {duplicated:,} counted twice"
 
 
-def cost_per_million(iteration, region, service="total"):
+def cost_per_million(iteration: Source, region: str, service: str = "total") -> float:
     """USD a million visits cost at an iteration's knee on Google Cloud in `region` by the capacity model with the
     `study` profile, the figure the cost-per-million table shows; with `service` (cost.SERVICES: "Cloud Run",
     "Firestore", "Pub/Sub", "Cloud Logging") that service's part. `iteration` is a source naming an iteration
@@ -243,13 +255,14 @@ FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "su
              **{word.__name__: word for word in (times, compare_ratio, study_match, as_in, goal, goals, noise,
                                                  more_than, at_most, later_or_earlier, span, lost_or_counted_twice,
                                                  cost_per_million)}}
-OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-             ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
+OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
-def evaluate(expression, sources):
+def evaluate(expression: str, sources: Mapping[str, Source]) -> Any:
     """A placeholder's value: only names of sources, attributes, keys, literals, arithmetic and FUNCTIONS."""
-    def value(node):
+    def value(node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -283,7 +296,7 @@ def evaluate(expression, sources):
         raise DocsError(f"{{{expression}}}: {type(error).__name__}: {error}") from None
 
 
-def split_spec(placeholder):
+def split_spec(placeholder: str) -> tuple[str, str]:
     """'expr:spec' -> (expr, spec), the spec after the first colon outside brackets and quotes (Python's rule)."""
     depth, quote = 0, None
     for i, char in enumerate(placeholder):
@@ -300,11 +313,11 @@ def split_spec(placeholder):
     return placeholder, ""
 
 
-def fill(line, sources):
+def fill(line: str, sources: Mapping[str, Source]) -> tuple[str, list[tuple[str, str]]]:
     """The template line with its placeholders' values, and the list of (placeholder, value)."""
     figures = []
 
-    def one(match):
+    def one(match: re.Match[str]) -> str:
         expression, spec = split_spec(match.group(1))
         value = evaluate(expression, sources)
         if isinstance(value, (Data, Source)):
@@ -322,22 +335,23 @@ def fill(line, sources):
 class Block:
     """One marked block of a doc: its sources, its template and the text the doc holds now."""
 
-    def __init__(self, doc, match):
+    def __init__(self, doc: Path, match: re.Match[str]) -> None:
         self.doc, self.match = doc, match
         text = match.string
         self.line, self.body_line = (text.count("\n", 0, match.start(group)) + 1 for group in (0, "body"))
-        self.head, self.spec, self.body = (match.group("head") or "").strip(), match.group("spec") or "", match.group("body")
+        self.head, self.spec, self.body = ((match.group("head") or "").strip(), match.group("spec") or "",
+                                           match.group("body"))
 
-    def where(self):
+    def where(self) -> str:
         return f"{shown(self.doc)}:{self.line}"
 
-    def folder(self, relative):
+    def folder(self, relative: str) -> Path:
         folder = (self.doc.parent / relative.strip()).resolve()
         if not folder.is_dir():
             raise DocsError(f"{self.where()}: no results folder {relative.strip()}")
         return folder
 
-    def template_and_sources(self):
+    def template_and_sources(self) -> tuple[str, dict[str, Source]] | tuple[None, tuple[str, Path, str]]:
         if self.head:
             kind, _, argument = self.head.partition(":")
             if kind not in WHOLE_TABLES:
@@ -356,20 +370,21 @@ class Block:
             sources[alias] = Source(alias, self.folder(relative), self.doc.parent)
         return "\n".join(lines[cut + 1:]).rstrip("\n") + "\n", sources
 
-    def folders(self):
+    def folders(self) -> list[Path]:
         """The results folders (or iteration folders) the block reads."""
-        template, sources = self.template_and_sources()
-        return [sources[1]] if template is None else [source.folder for source in sources.values()]
+        found = self.template_and_sources()
+        return [found[1][1]] if found[0] is None else [source.folder for source in found[1].values()]
 
-    def render(self):
+    def render(self) -> tuple[str, list[tuple[str, list[tuple[str, str]]]]]:
         """(the block's text from its results, [(template line, [(placeholder, value)])])."""
-        template, sources = self.template_and_sources()
-        if template is None:
-            kind, folder, title = sources
+        found = self.template_and_sources()
+        if found[0] is None:  # a whole table: (kind, folder, title)
+            kind, folder, title = found[1]
             try:
                 return WHOLE_TABLES[kind](folder, Path(os.path.relpath(folder, self.doc.parent)).as_posix(), title), []
             except DocsError as error:
                 raise DocsError(f"{self.where()}: {error}") from None
+        template, sources = found
         rendered, lines = [], []
         try:
             for line in template.split("\n"):
@@ -381,27 +396,27 @@ class Block:
         return "\n".join(rendered), lines
 
 
-def run_table(summary, link):
+def run_table(summary: Summary, link: str) -> str:
     """A run's headline as Markdown, its links relative to the doc that shows it (`link`: the results folder)."""
     from visitkit.results import folder as results
     from visitkit.results.summary import headline_table
 
     return "\n".join([
-        f"[{summary['test']} {summary['results_dir']}]({link}/{results.REPORT}) — verdict: "
-        f"**{summary['verdict']['outcome']}**", "",
-        *headline_table(summary["headline"]), "",
+        f"[{summary.test} {summary.results_dir}]({link}/{results.REPORT}) — verdict: "
+        f"**{summary.verdict['outcome'] if summary.verdict else 'n/a'}**", "",
+        *headline_table(summary.headline), "",
         f"![load]({link}/{results.PLOTS['load']})"])
 
 
-def run_headline(folder, link, _title):
-    return run_table(read_json(folder, "summary"), link) + "\n"
+def run_headline(folder: Path, link: str, _title: str) -> str:
+    return run_table(Summary.from_json(read_json(folder, "summary")), link) + "\n"
 
 
-def report_section(folder, _link, title):
+def report_section(folder: Path, _link: str, title: str) -> str:
     """One section of the run's report, as report.py renders it from summary.json, without its title."""
     from visitkit.reports import report
 
-    text = report.render(read_json(folder, "summary"))
+    text = report.render(Summary.from_json(read_json(folder, "summary")))
     for section in text.split("\n## ")[1:]:
         heading, _, body = section.partition("\n")
         if heading.strip() == title:
@@ -409,13 +424,13 @@ def report_section(folder, _link, title):
     raise DocsError(f"the report of {folder.name} has no section {title!r}")
 
 
-def benchmark_table(folder, _link, _title):
+def benchmark_table(folder: Path, _link: str, _title: str) -> str:
     from visitkit.benchmarks import registry
 
     return "\n".join(registry.render(folder)) + "\n"
 
 
-def predict_output(iteration, _link, arguments):
+def predict_output(iteration: Path, _link: str, arguments: str) -> str:
     """What `scripts/predict ITERATION ARGUMENTS` prints (visitkit.model.command, the function the command
     line prints), from the committed settings, profiles, prices and benchmarks alone, shown as a code block."""
     import argparse
@@ -444,7 +459,7 @@ def predict_output(iteration, _link, arguments):
     return "```\n" + output + "```\n"
 
 
-def cost_table(iterations_dir, _link, arguments):
+def cost_table(iterations_dir: Path, _link: str, arguments: str) -> str:
     """What a million visits cost in each iteration at its knee on Google Cloud (capacity.cost_per_million), in
     each of cost.PER_MILLION_REGIONS; arguments: the profile whose service times apply, then the iterations
     to show (default: all of them)."""
@@ -467,34 +482,36 @@ def cost_table(iterations_dir, _link, arguments):
         for region in cost.PER_MILLION_REGIONS:
             knee_visits, found = capacity.cost_per_million(settings, prediction, prices, region)
             split = cost.by_service(found)
-            cells.append(f"{found['total']:,.2f} ({' / '.join(f'{split.get(service, 0.0):,.2f}' for service in cost.SERVICES)})")
+            services = " / ".join(f"{split.get(service, 0.0):,.2f}" for service in cost.SERVICES)
+            cells.append(f"{found['total']:,.2f} ({services})")
         rows.append(f"| {iteration.name} | {knee_visits:,.0f} | " + " | ".join(cells) + " |")
     return "\n".join(header + rows) + "\n"
 
 
-def prose(text):
+def prose(text: str) -> str:
     """A paragraph the kit writes, wrapped as the docs' own prose is, ending in a newline."""
     return textwrap.fill(text, PROSE_WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"
 
 
-def largest_first(split, currency="USD"):
+def largest_first(split: Mapping[str, float], currency: str = "USD") -> str:
     """'A 1.00, B 0.50 and C 0.10 USD' from {item: USD}, the largest first."""
     ranked = [f"{item} {usd:,.2f}" for item, usd in sorted(split.items(), key=lambda pair: -pair[1])]
     return f"{', '.join(ranked[:-1])} and {ranked[-1]} {currency}" if len(ranked) > 1 else f"{ranked[0]} {currency}"
 
 
-def visit_logging_text(requests, prices):
+def visit_logging_text(requests: int, prices: dict[str, Any]) -> str:
     """What one visit's requests and its push delivery leave in Cloud Logging, and what a million visits' cost."""
     from visitkit.model import cost
 
     logged = cost.log_entries(requests, 1)
     return (f"a request log entry for each of its {requests} requests ({cost.REQUEST_LOG_ENTRY_BYTES:,} "
-            f"bytes each, measured on a recorded entry) and store-inc-counter's line ({cost.STORE_LINE_ENTRY_BYTES:,} "
-            f"bytes): {logged['bytes']:,} bytes a visit, {logged['bytes'] * cost.MILLION / cost.GIB * prices['cloud_logging']['per_gib']:,.2f} "
+            f"bytes each, measured on a recorded entry) and store-inc-counter's line "
+            f"({cost.STORE_LINE_ENTRY_BYTES:,} bytes): {logged['bytes']:,} bytes a visit, "
+            f"{logged['bytes'] * cost.MILLION / cost.GIB * prices['cloud_logging']['per_gib']:,.2f} "
             f"USD per million visits at {prices['cloud_logging']['per_gib']:.2f} USD/GiB")
 
 
-def cost_items(iterations_dir, _link, arguments):
+def cost_items(iterations_dir: Path, _link: str, arguments: str) -> str:
     """One iteration's cost per million visits at its knee (capacity.cost_per_million) item by item, largest first, in
     each of cost.PER_MILLION_REGIONS, and what a visit costs whatever the settings; arguments: PROFILE ITERATION."""
     from visitkit.model import capacity, cost
@@ -512,18 +529,19 @@ def cost_items(iterations_dir, _link, arguments):
     requests = sum(capacity.requests_per_visit(settings).values()) + 1  # and the push delivery
     storage = next(usd for item, _, usd in found["lines"] if item == "Firestore marker storage")
     return prose(f"In {name} a million visits at the knee cost, the largest first, {'; '.join(regions)}. Whatever the "
-            f"settings, a visit pays Cloud Run's fee for its {requests} requests (the page, the two API calls, the push "
-            f"delivery): {requests * prices['cloud_run']['per_million_requests']:,.2f} USD per million visits in every "
-            "region, which sharing an instance does not lower as it lowers instance time; "
-            f"Cloud Logging, {visit_logging_text(requests, prices)}; and Firestore's 2 writes and TTL delete, and the marker's "
-            f"{cost.marker_bytes()} bytes stored {settings.marker_ttl_days} days ({storage:,.3f} USD per million visits "
+            f"settings, a visit pays Cloud Run's fee for its {requests} requests (the page, the two API calls, "
+            f"the push delivery): {requests * prices['cloud_run']['per_million_requests']:,.2f} USD per million "
+            "visits in every region, which sharing an instance does not lower as it lowers instance time; "
+            f"Cloud Logging, {visit_logging_text(requests, prices)}; and Firestore's 2 writes and TTL delete, "
+            f"and the marker's {cost.marker_bytes()} bytes stored {settings.marker_ttl_days} days "
+            f"({storage:,.3f} USD per million visits "
             f"in {cost.PER_MILLION_REGIONS[-1]}).")
 
 
 CPU_SCALING_TARGET = 0.6  # Cloud Run adds instances to keep their CPU near 60 % (docs: "Instance autoscaling")
 
 
-def hold_text(iteration, _link, arguments):
+def hold_text(iteration: Path, _link: str, arguments: str) -> str:
     """What an iteration's settings hold and what VISITS visits/s take (capacity.hold_plan), in words: arguments:
     PROFILE VISITS [DWELL [REGION]]. Without a dwell, the study's visitor: each function's capacity against the
     VISITS requests/s it gets, what bounds it and how busy its CPU is then; with one, the knee the settings give,
@@ -532,22 +550,23 @@ def hold_text(iteration, _link, arguments):
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
-    profile_name, visits, *rest = arguments.split()
-    visits, dwell = float(visits), float(rest[0]) if rest else 0.0
+    profile_name, visits_text, *rest = arguments.split()
+    visits, dwell = float(visits_text), float(rest[0]) if rest else 0.0
     region = rest[1] if len(rest) > 1 else cost.DEFAULT_REGION
     settings, profile, prices = load_settings(iteration), load_profile(profile_name), cost.load_prices()
     now = capacity.predict(settings, profile, dwell_s=dwell)
     per_visit = {**capacity.requests_per_visit(settings, dwell), capacity.PUSH_FUNCTION: 1}
     if not dwell:
         parts, busy = [], []
+        cpu_ms = profile.cpu_ms or {}
         for name, spec in settings.functions.items():
             per_instance = now.capacity_rps[name] / spec.max_instances
-            cpu_bound = math.isclose(per_instance, capacity.cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
-            bound = (f"its vCPUs at {profile.cpu_ms[name]:g} ms of CPU a request" if cpu_bound
+            cpu_bound = math.isclose(per_instance, capacity.cpu_rate(spec, cpu_ms.get(name)))
+            bound = (f"its vCPUs at {cpu_ms[name]:g} ms of CPU a request" if cpu_bound
                      else f"its {spec.concurrency} requests at once per instance, each holding its slot "
                           f"{1000 * spec.concurrency / per_instance:.0f} ms")
-            parts.append(f"{name} {now.capacity_rps[name]:,.0f} ({now.capacity_rps[name] / (visits * per_visit[name]):.2f}x), "
-                         f"bound by {bound}")
+            parts.append(f"{name} {now.capacity_rps[name]:,.0f} "
+                         f"({now.capacity_rps[name] / (visits * per_visit[name]):.2f}x), bound by {bound}")
             if profile.cpu_ms and name in profile.cpu_ms:
                 busy.append((name, visits * per_visit[name] / spec.max_instances * profile.cpu_ms[name] / 1000
                              / float(spec.effective_cpu)))
@@ -556,8 +575,9 @@ def hold_text(iteration, _link, arguments):
         target = ("all below" if len(below) == len(busy) else
                   f"{', '.join(name for name, _ in busy if name not in below)} at or above") + \
             f" Cloud Run's {CPU_SCALING_TARGET:.0%} CPU scaling target"
-        return prose(f"At {visits:,.0f} visits/s each function gets {visits:,.0f} requests/s (store-inc-counter as push "
-                f"deliveries). These settings serve, a second: {'; '.join(parts)}; {min(ratios):.2f}x to "
+        return prose(f"At {visits:,.0f} visits/s each function gets {visits:,.0f} requests/s "
+                f"(store-inc-counter as push deliveries). These settings serve, a second: {'; '.join(parts)}; "
+                f"{min(ratios):.2f}x to "
                 f"{max(ratios):.2f}x of it. Their instances' CPU is then busy "
                 f"{', '.join(f'{share:.0%} ({name})' for name, share in busy)}: {target}. The study's visitor asks "
                 f"{now.rps_per_user:.3f} requests/s per user, so {visits:,.0f} visits/s is about "
@@ -576,48 +596,53 @@ def hold_text(iteration, _link, arguments):
         study_costs[where] = capacity.cost_per_million(held, study, prices, where)[1]
     first = cost.PER_MILLION_REGIONS[0]
     split = cost.by_service(costs[first])
-    largest = max(split, key=split.get)
+    largest = max(split, key=split.__getitem__)
     hour = cost.hourly_at(held, visits, prices, region,
                           get_counter_reads_per_s=capacity.counter_reads_per_s(held, visits * after.reads_per_visit),
                           get_counter_requests_per_visit=after.reads_per_visit)
     requests = sum(per_visit.values())
-    return prose(f"With a {dwell:g} s dwell a visit makes at most {now.reads_per_visit} get-counter requests (the first, then one "
-            f"every {capacity.reread_interval(settings):g} s), {requests} requests in all with the push delivery, so "
+    return prose(f"With a {dwell:g} s dwell a visit makes at most {now.reads_per_visit} get-counter requests "
+            f"(the first, then one every {capacity.reread_interval(settings):g} s), {requests} requests in all "
+            f"with the push delivery, so "
             f"these settings hold **{now.knee_visits_per_s:,.0f} visits/s**, {now.knee_visits_per_s / visits:.0%} of "
             f"{visits:,.0f}: {now.limited_by} sets it ({now.capacity_rps[now.limited_by]:,.0f} requests/s for "
             f"{per_visit[now.limited_by]} a visit), where the other public functions would hold {', '.join(others)} "
-            f"visits/s and store-inc-counter drains {now.drain_per_s:,.0f} a second. The cache spares Firestore's reads, "
-            f"not get-counter's requests. To hold {visits:,.0f} visits/s {grown or 'no function needs more instances'}, "
+            f"visits/s and store-inc-counter drains {now.drain_per_s:,.0f} a second. The cache spares Firestore's "
+            f"reads, not get-counter's requests. To hold {visits:,.0f} visits/s "
+            f"{grown or 'no function needs more instances'}, "
             f"with the same {settings.cache_ttl_seconds:g} s cache"
             + (f", and {', '.join(kept)} hold it as set" if kept and plan["raised"] else "")
             + f"; the knee is then {after.knee_visits_per_s:,.0f} "
             f"visits/s, limited by {after.limited_by}, with {sum(f.max_instances for f in held.functions.values())} "
-            f"instances ({sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU of the "
-            f"region's quota). A million such visits cost "
+            f"instances ({sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU "
+            f"of the region's quota). A million such visits cost "
             + " and ".join(f"{costs[where]['total']:,.2f} USD in {where}" for where in cost.PER_MILLION_REGIONS)
-            + f" ({costs[first]['total'] / study_costs[first]['total']:.2f}x the study visitor's {study_costs[first]['total']:,.2f} "
-            f"in {first}); the largest item is {largest}, {split[largest]:,.2f} USD in {first}"
+            + f" ({costs[first]['total'] / study_costs[first]['total']:.2f}x the study visitor's "
+            f"{study_costs[first]['total']:,.2f} in {first}); the largest item is {largest}, "
+            f"{split[largest]:,.2f} USD in {first}"
             + (f": {visit_logging_text(requests, prices)}" if largest == "Cloud Logging" else "")
             + f". An hour at {visits:,.0f} visits/s costs at most "
             f"{hour['total']:,.2f} USD in {region}, every instance billed all hour "
             f"({largest_first(cost.by_service(hour))}).")
 
 
-def cost_hour_text(iteration, _link, arguments):
+def cost_hour_text(iteration: Path, _link: str, arguments: str) -> str:
     """The largest items of an hour at VISITS visits/s (cost.hourly_at, as `scripts/predict --cost-at` prints it),
     with their share: arguments: PROFILE VISITS REGION [COUNT]."""
     from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
 
-    _profile, visits, region, *count = arguments.split()
-    visits, count, settings, prices = float(visits), int(count[0]) if count else 3, load_settings(iteration), cost.load_prices()
+    _profile, visits_text, region, *count_text = arguments.split()
+    visits, count = float(visits_text), int(count_text[0]) if count_text else 3
+    settings, prices = load_settings(iteration), cost.load_prices()
     hour = cost.hourly_at(settings, visits, prices, region,
                           get_counter_reads_per_s=capacity.counter_reads_per_s(settings, visits))
     requests = sum(int(visits * cost.HOUR * cost.requests_per_visit(name)) for name in settings.functions)
     fee = requests * prices["cloud_run"]["per_million_requests"] / 1e6
     items = {item: usd for item, _, usd in hour["lines"] if not item.startswith("Cloud Run")}
     items["Cloud Run's per-request fee"] = fee
-    items["Cloud Run's instance time"] = sum(usd for item, _, usd in hour["lines"] if item.startswith("Cloud Run")) - fee
+    items["Cloud Run's instance time"] = sum(usd for item, _, usd in hour["lines"]
+                                             if item.startswith("Cloud Run")) - fee
     ranked = sorted(items.items(), key=lambda pair: -pair[1])[:count]
     return prose("The largest items of that hour: " + "; ".join(f"{item} {usd:,.2f} USD ({usd / hour['total']:.0%})"
                                                                 for item, usd in ranked)
@@ -625,7 +650,7 @@ def cost_hour_text(iteration, _link, arguments):
                  f"{requests:,} an hour.")
 
 
-def study_convergence_table(iterations_dir, _link, arguments):
+def study_convergence_table(iterations_dir: Path, _link: str, arguments: str) -> str:
     """For each iteration whose study.json gives its breakpoint's minutes: the model (with the profile named in
     `arguments`) applied to that breakpoint's own ramp, +1 user/s (capacity.breakpoint_convergence), beside
     how long the study's counters took to converge."""
@@ -650,7 +675,7 @@ def study_convergence_table(iterations_dir, _link, arguments):
     return "\n".join(rows) + "\n"
 
 
-def read_json(folder, stem):
+def read_json(folder: Path, stem: str) -> dict[str, Any]:
     path = folder / f"{stem}.json"
     if not path.is_file():
         raise DocsError(f"{folder.name} has no {path.name}")
@@ -663,12 +688,13 @@ WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmar
                 "hold": hold_text, "cost-hour": cost_hour_text, "study-convergence": study_convergence_table}
 
 
-def differences(block, rendered, lines):
+def differences(block: Block, rendered: str, lines: list[tuple[str, list[tuple[str, str]]]]) -> list[str]:
     """What differs between a block's text and its results, one message per figure (or per stretch of lines
     added or lost), the lines aligned first so that one line more does not make all the rest differ."""
     have, want = block.body.split("\n"), rendered.split("\n")
     messages = []
-    for change, start, end, want_start, want_end in difflib.SequenceMatcher(a=have, b=want, autojunk=False).get_opcodes():
+    opcodes = difflib.SequenceMatcher(a=have, b=want, autojunk=False).get_opcodes()
+    for change, start, end, want_start, want_end in opcodes:
         where = f"{shown(block.doc)}:{block.body_line + start}"
         if change == "equal":
             continue
@@ -686,7 +712,8 @@ def differences(block, rendered, lines):
     return messages
 
 
-def line_differences(where, old, new, template_line):
+def line_differences(where: str, old: str, new: str,
+                     template_line: tuple[str, list[tuple[str, str]]] | None) -> list[str]:
     """One message per figure that differs on a line, or one for the line when its words differ too."""
     template, figures = template_line or (None, [])
     read = read_figures(template, old) if template is not None else None
@@ -695,7 +722,7 @@ def line_differences(where, old, new, template_line):
     return named or [f"{where}: the doc has {old!r}, its results give {new!r}"]
 
 
-def read_figures(template, line):
+def read_figures(template: str, line: str) -> list[str] | None:
     """The figures a doc line shows where its template has placeholders (None if the words differ)."""
     pattern = "".join(f"({'.*?'})" if i % 2 else re.escape(part)
                       for i, part in enumerate(PLACEHOLDER.split(template)))
@@ -703,7 +730,7 @@ def read_figures(template, line):
     return list(match.groups()) if match else None
 
 
-def doc_files(root=ROOT):
+def doc_files(root: Path = ROOT) -> Iterator[Path]:
     for path in sorted(root.rglob("*.md")):
         parts = path.relative_to(root).parts
         if any(part.startswith(".") or part in SKIPPED_DIRS or part.endswith(".egg-info") for part in parts):
@@ -717,18 +744,18 @@ def doc_files(root=ROOT):
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1", re.S | re.M)
 
 
-def blank(pattern, text):
+def blank(pattern: re.Pattern[str], text: str) -> str:
     """`text` with what `pattern` matches blanked, its lines kept so that line numbers still hold."""
     return pattern.sub(lambda found: "\n" * found.group().count("\n"), text)
 
 
-def blocks(doc):
+def blocks(doc: Path) -> list[Block]:
     """The doc's blocks of figures; one shown in a code fence is an example, not a block. A marker that
     opens or closes no block (a missing end, a malformed start) is an error, not text to skip."""
     text = doc.read_text()
     fenced = [found.span() for found in FENCE.finditer(text)]
 
-    def in_fence(at):
+    def in_fence(at: int) -> bool:
         return any(start <= at < end for start, end in fenced)
 
     found = [Block(doc, match) for match in BLOCK.finditer(text) if not in_fence(match.start())]
@@ -741,7 +768,7 @@ def blocks(doc):
     return found
 
 
-def broken_links(doc, tracked=None):
+def broken_links(doc: Path, tracked: Collection[Path] | None = None) -> Iterator[str]:
     # A template's links are checked once written, and a code fence holds no links.
     text = blank(FENCE, blank(COMMENT, doc.read_text()))
     for number, line in enumerate(text.split("\n"), 1):
@@ -758,10 +785,11 @@ def broken_links(doc, tracked=None):
                 yield f"{shown(doc)}:{number}: the link {target} names no heading of {found.name}"
 
 
-def anchors(doc):
+def anchors(doc: Path) -> set[str]:
     """The anchors GitHub gives a doc's headings: lower case, punctuation dropped, spaces as hyphens, and a
     repeated heading's -1, -2, ..."""
-    found, seen = set(), {}
+    found: set[str] = set()
+    seen: dict[str, int] = {}
     for heading in re.findall(r"^#+ (.+)$", blank(FENCE, doc.read_text()), re.M):
         anchor = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         found.add(anchor if anchor not in seen else f"{anchor}-{seen[anchor]}")  # a repeat: -1, -2, ...
@@ -769,7 +797,7 @@ def anchors(doc):
     return found
 
 
-def write(docs):
+def write(docs: Iterable[Path]) -> list[Path]:
     """Writes every block from its results; returns the docs that changed."""
     changed = []
     for doc in docs:
@@ -784,7 +812,7 @@ def write(docs):
     return changed
 
 
-def check(docs, tracked=None):
+def check(docs: Iterable[Path], tracked: Collection[Path] | None = None) -> tuple[list[str], int]:
     """Every figure that differs from its results, every link that leads nowhere and, in a git checkout,
     every cited folder or file git does not track (a clone would not have it), as messages."""
     tracked = tracked_files() if tracked is None else tracked
@@ -805,7 +833,7 @@ def check(docs, tracked=None):
     return messages, count
 
 
-def tracked_files(root=ROOT):
+def tracked_files(root: Path = ROOT) -> set[Path] | None:
     """The checkout's tracked files, as absolute paths, or None outside a git checkout."""
     try:
         listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
@@ -814,7 +842,7 @@ def tracked_files(root=ROOT):
     return {root / name for name in listed.decode().split("\0") if name}
 
 
-def is_tracked(path, tracked):
+def is_tracked(path: Path, tracked: Collection[Path] | None) -> bool:
     """True outside a git checkout or outside ROOT (nothing to tell), else whether git tracks the file, or
     any file in the folder."""
     if tracked is None or not path.resolve().is_relative_to(ROOT):

@@ -1,19 +1,27 @@
 """The report's PNGs: load.png (users, RPS, failures, p95), server.png (backlog, writes/s,
 queued requests and 429s per function) and, for a Google Cloud run, gcp-metrics.png (the
 platform's per-minute series from metrics/*.csv). x axis: seconds since the load started."""
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from visitkit.catalogue import FUNCTIONS, function_of_service  # noqa: E402
 from visitkit.results import analysis  # noqa: E402
-from visitkit.results.folder import PLOTS  # noqa: E402
+from visitkit.results.folder import PLOTS, ResultsFolder, RunData  # noqa: E402
+from visitkit.results.records import Breakpoint, ChaosEvent, Summary  # noqa: E402
+from visitkit.samples import Sample  # noqa: E402
 
 CODE_CLASSES = {"2xx": "tab:green", "4xx (not 429)": "tab:orange", "429": "tab:red", "5xx": "black"}
 
 
-def _mark_load(axes, load_start, load_end):
+def _mark_load(axes: Sequence[Axes], load_start: float, load_end: float | None) -> None:
     if load_end is not None:
         for ax in axes:
             ax.axvline(load_end - load_start, color="grey", linestyle="--", linewidth=1)
@@ -21,7 +29,7 @@ def _mark_load(axes, load_start, load_end):
                          xytext=(3, -12), textcoords="offset points", fontsize=8, color="grey")
 
 
-def _mark_events(axes, events, start):
+def _mark_events(axes: Sequence[Axes], events: list[ChaosEvent] | None, start: float) -> None:
     """The chaos faults, as dotted lines on every panel and their names on the first."""
     for event in events or []:
         x = event["time"] - start
@@ -31,7 +39,7 @@ def _mark_events(axes, events, start):
                          fontsize=6, color="tab:purple", va="top")
 
 
-def _finish(fig, axes, path, title):
+def _finish(fig: Figure, axes: Sequence[Axes], path: Path, title: str) -> None:
     axes[-1].set_xlabel("seconds since the load started")
     for ax in axes:
         ax.grid(True, alpha=0.3)
@@ -42,7 +50,8 @@ def _finish(fig, axes, path, title):
     plt.close(fig)
 
 
-def plot_load(history, path, title, breakpoint=None, events=None):
+def plot_load(history: list[dict[str, Any]], path: Path, title: str, breakpoint: Breakpoint | None = None,
+              events: list[ChaosEvent] | None = None) -> None:
     start, end = analysis.load_window(history)
     start = start if start is not None else (history[0]["time"] if history else 0)
     t = [s["time"] - start for s in history]
@@ -57,8 +66,10 @@ def plot_load(history, path, title, breakpoint=None, events=None):
     axes[3].plot(t, [s["p50_ms"] for s in history], color="tab:purple", alpha=0.4, label="p50")
     axes[3].set_ylabel("response time (ms)")
     axes[3].legend(loc="upper left", fontsize=8)
-    for key, colour, label in (("knee", "tab:orange", "RPS knee"), ("first_failure", "tab:red", "first failure")):
-        point = (breakpoint or {}).get(key)
+    moments: tuple[tuple[Literal["knee", "first_failure"], str, str], ...] = (
+        ("knee", "tab:orange", "RPS knee"), ("first_failure", "tab:red", "first failure"))
+    for key, colour, label in moments:
+        point = breakpoint.get(key) if breakpoint else None
         if point:
             for ax in axes:
                 ax.axvline(point["time"] - start, color=colour, linewidth=1, alpha=0.7)
@@ -70,7 +81,8 @@ def plot_load(history, path, title, breakpoint=None, events=None):
     _finish(fig, axes, path, title)
 
 
-def plot_server(samples, path, title, load_start, load_end, events=None):
+def plot_server(samples: list[Sample], path: Path, title: str, load_start: float | None,
+                load_end: float | None, events: list[ChaosEvent] | None = None) -> bool:
     if not samples:
         return False
     series = analysis.server_series(samples)
@@ -97,10 +109,11 @@ def plot_server(samples, path, title, load_start, load_end, events=None):
     return True
 
 
-def _per_minute(rows, key_of, value_of):
+def _per_minute(rows: list[dict[str, str]], key_of: Callable[[dict[str, str]], str | None],
+                value_of: Callable[[dict[str, str]], float | None]) -> dict[str, tuple[list[float], list[float]]]:
     """{key: ([times], [values])} summing the rows that share a key and a minute; rows whose key is
     None are left out."""
-    sums = {}
+    sums: dict[str, dict[float, float]] = {}
     for row in rows:
         key, value = key_of(row), value_of(row)
         if key is not None and value is not None:
@@ -109,12 +122,13 @@ def _per_minute(rows, key_of, value_of):
     return {key: (sorted(by_time), [by_time[t] for t in sorted(by_time)]) for key, by_time in sorted(sums.items())}
 
 
-def _code_class(row):
+def _code_class(row: dict[str, str]) -> str:
     code = int(row["response_code"])
     return "429" if code == 429 else "4xx (not 429)" if code // 100 == 4 else f"{code // 100}xx"
 
 
-def _draw(ax, series, start, styles=None, **common):
+def _draw(ax: Axes, series: dict[str, tuple[list[float], list[float]]], start: float,
+          styles: dict[str, dict[str, Any]] | None = None, **common: Any) -> None:
     """One line per key of a _per_minute result; 'no data' when there is none."""
     for key, (times, values) in series.items():
         ax.plot([t - start for t in times], values, marker=".", **common, **(styles or {}).get(key, {"label": key}))
@@ -124,7 +138,8 @@ def _draw(ax, series, start, styles=None, **common):
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="grey")
 
 
-def plot_gcp_metrics(metrics, path, title, load_start, load_end):
+def plot_gcp_metrics(metrics: dict[str, list[dict[str, str]]], path: Path, title: str, load_start: float | None,
+                     load_end: float | None) -> bool:
     """Cloud Monitoring's per-minute series (points at the end of their minute), one panel each:
     latency p50/p95 per function, requests by code class, instances, the subscription's backlog and
     oldest unacked message, Firestore writes. metrics: {metric name: rows}. False when there is
@@ -171,7 +186,14 @@ def plot_gcp_metrics(metrics, path, title, load_start, load_end):
     return True
 
 
-def plot_resources(samples, history, path, title, load_start, load_end):
+def _use(sample: Sample, component: str, key: Literal["cpu_percent", "rss_mb"]) -> float | None:
+    """A component's figure in a sample with resources; None when the sample has none of the component."""
+    use = sample["resources"].get(component)
+    return use.get(key) if use else None
+
+
+def plot_resources(samples: list[Sample], history: list[dict[str, Any]], path: Path, title: str,
+                   load_start: float | None, load_end: float | None) -> bool:
     """CPU % and memory per function (and platform part) over time, under the load's RPS and
     failures on the same time axis. False when no sample has resources."""
     with_resources = [s for s in samples if s.get("resources")]
@@ -189,10 +211,8 @@ def plot_resources(samples, history, path, title, load_start, load_end):
     t = [s["time"] - start for s in with_resources]
     for component in components:
         style = {"linestyle": "-" if component in FUNCTIONS else ":"}
-        axes[1].plot(t, [(s["resources"].get(component) or {}).get("cpu_percent") for s in with_resources],
-                     label=component, **style)
-        axes[2].plot(t, [(s["resources"].get(component) or {}).get("rss_mb") for s in with_resources],
-                     label=component, **style)
+        axes[1].plot(t, [_use(s, component, "cpu_percent") for s in with_resources], label=component, **style)
+        axes[2].plot(t, [_use(s, component, "rss_mb") for s in with_resources], label=component, **style)
     axes[1].set_ylabel("CPU (% of one core)")
     axes[2].set_ylabel("memory (MB)")
     axes[1].legend(loc="upper left", fontsize=7, ncol=3)
@@ -201,12 +221,12 @@ def plot_resources(samples, history, path, title, load_start, load_end):
     return True
 
 
-def write_plots(folder, data, summary):
+def write_plots(folder: ResultsFolder, data: RunData, summary: Summary) -> set[str]:
     """The run's plots beside its report; returns the PLOTS keys of those written."""
-    title = f"{summary['iteration']} {summary['test']} ({summary['target']})"
-    start, end = summary["load"]["start"], summary["load"]["end"]
-    events = (summary.get("chaos") or {}).get("events")
-    plot_load(data.history, folder / PLOTS["load"], title, summary.get("breakpoint"), events)
+    title = f"{summary.iteration} {summary.test} ({summary.target})"
+    start, end = summary.load["start"], summary.load["end"]
+    events = summary.chaos["events"] if summary.chaos else None
+    plot_load(data.history, folder / PLOTS["load"], title, summary.breakpoint, events)
     written = {"load"}
     if plot_server(data.samples, folder / PLOTS["server"], title, start, end, events):
         written.add("server")

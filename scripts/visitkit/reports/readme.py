@@ -3,16 +3,17 @@ that the runner points at each new run, and `visitkit docs` writes from that run
 from pathlib import Path
 
 from visitkit.reports import docs
+from visitkit.results.records import Summary
 
 SECTION = "## Latest local run"
 
 
-def latest_block(summary):
-    link = f"results/{summary['results_dir']}"
+def latest_block(summary: Summary) -> str:
+    link = f"results/{summary.results_dir}"
     return f"<!-- figures run: {link} -->\n{docs.run_table(summary, link)}\n{docs.END}"
 
 
-def update_readme(readme_path, block):
+def update_readme(readme_path: str | Path, block: str) -> None:
     """Points the run block under the README's SECTION at a new run (the section is added if missing)."""
     path = Path(readme_path)
     text = path.read_text() if path.exists() else ""

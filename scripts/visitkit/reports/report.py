@@ -1,16 +1,19 @@
 """A run's summary -> report.md, for a person deciding how to scale: one function per section."""
+from collections.abc import Collection, Mapping, Sequence
+
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.cloud.monitoring import MISSING, QUERIES
 from visitkit.formatting import fmt, ms, percent
 from visitkit.model.capacity import figure_to_measure
 from visitkit.results import analysis, generator
 from visitkit.results import folder as results
+from visitkit.results.records import Headline, Saturation, Store, Summary, Verdict, VisitRow
 from visitkit.results.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
 
 
-def render(summary, plots=()):
+def render(summary: Summary, plots: Collection[str] = ()) -> str:
     """The whole report; `plots`: the names of the plots written beside it (results.PLOTS' keys)."""
     sections = (title_section, headline_section, prediction_section, plots_section, percentiles_section,
                 functions_section, resources_section, generator_section, platform_section, cost_section, chaos_section,
@@ -21,44 +24,45 @@ def render(summary, plots=()):
     return "\n".join(lines) + "\n"
 
 
-def title_section(s, _plots):
-    load = s["load"]
-    return [f"# {s['iteration']}: {s['test']} test ({s['target']})", "",
-            f"Run {s['results_dir']}; {fmt(load['seconds'], 0)} s of load, up to {load['max_users']:,} users, "
+def title_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    load = s.load
+    return [f"# {s.iteration}: {s.test} test ({s.target})", "",
+            f"Run {s.results_dir}; {fmt(load['seconds'], 0)} s of load, up to {load['max_users']:,} users, "
             f"{load['requests']:,} requests, {load['failures']:,} failed ({percent(load['failure_ratio'] or 0)}).", ""]
 
 
-def verdict_lines(verdict):
+def verdict_lines(verdict: Verdict | None) -> list[str]:
     if not verdict:
         return []
     hypothesis = verdict.get("hypothesis")
     lines = [f"- **Verdict: {verdict['outcome']}**" + (f": {hypothesis}" if hypothesis else "")]
+    words: dict[bool | None, str] = {True: "holds", False: "does not hold"}
     for check in verdict["checks"]:
-        holds = {True: "holds", False: "does not hold"}.get(check["holds"], "unknown")
+        holds = words.get(check["holds"], "unknown")
         lines.append(f"  - `{check['check']}`: {holds} ({check['detail']})")
     return lines
 
 
-def headline_section(s, _plots):
+def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
     """The headline table (knee: where RPS stops growing with users; p95 ceiling: the run's highest
     p95), then what only the report says of it."""
-    bp, conv, start = s["breakpoint"], s["convergence"], s["load"]["start"]
-    visits, store = s["visits"]["total"], s["store"]
-    verdict = verdict_lines(s.get("verdict"))
-    lines = ["## Headline", "", *verdict, *([""] if verdict else []), *headline_table(s["headline"]), ""]
-    moments = (("knee", "knee"), ("first failure", "first_failure"), ("peak RPS", "peak_rps"),
-               ("p95 ceiling", "p95_ceiling"))
+    bp, conv, start = s.breakpoint, s.convergence, s.load["start"]
+    visits, store = s.visits["total"], s.store
+    verdict = verdict_lines(s.verdict)
+    lines = ["## Headline", "", *verdict, *([""] if verdict else []), *headline_table(s.headline), ""]
+    moments = (("knee", bp["knee"]), ("first failure", bp["first_failure"]), ("peak RPS", bp["peak_rps"]),
+               ("p95 ceiling", bp["p95_ceiling"]))
     lines.append("- When, into the load: " + ", ".join(
-        f"{label} {offset(bp[key]['time'], start) if bp[key] else 'not reached'}" for label, key in moments)
+        f"{label} {offset(point['time'], start) if point else 'not reached'}" for label, point in moments)
         + (f" ({bp['p95_ceiling']['users']:,} users)" if bp["p95_ceiling"] else ""))
     lines += [f"- At the {moment}: {words}" for moment in ("knee", "peak") if (words := machine_words(s, moment))]
-    early = [found for found in (s.get("load_generator") or {}).get("saturated", []) if found["before_knee"]]
+    early = [found for found in (s.load_generator["saturated"] if s.load_generator else []) if found["before_knee"]]
     if early:
         lines.append(f"- **The load generator saturated first**: {saturation_words(early[0], start)}, before "
                      "the knee: the knee may be Locust's, not the system's (see Load generator)")
     if not conv["converged"]:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    extras = visits_extras(visits, (s.get("audit") or {}).get("method") == "exact")
+    extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact")
     if extras:
         lines.append(f"- Visits: {extras}")
     if store:
@@ -68,7 +72,7 @@ def headline_section(s, _plots):
     return lines + [""]
 
 
-def visits_extras(visits, exact):
+def visits_extras(visits: VisitRow, exact: bool) -> str:
     """What the headline table's acked / stored / lost / dup leaves out: dead letters, the visits that
     gave up (beside the refused and lost ones), and what became of the visits with a 5xx or no answer."""
     landed, dead, gave_up = visits["stored_unacknowledged"], visits.get("dead_lettered"), visits.get("gave_up")
@@ -85,10 +89,10 @@ def visits_extras(visits, exact):
     return "; ".join(words)
 
 
-def machine_words(s, moment):
+def machine_words(s: Summary, moment: str) -> str:
     """What the local machine's CPU was at the knee or the peak: one it sets is the machine's, not the
     system's."""
-    m = (s.get("machine") or {}).get(moment)
+    m = (s.machine["knee"] if moment == "knee" else s.machine["peak"]) if s.machine else None
     if not m:
         return ""
     if m["cores"] is None:
@@ -104,7 +108,7 @@ def machine_words(s, moment):
 KEPT_UP_S = 10  # a backlog below this many seconds of accepted visits never made the store run flat out
 
 
-def measured_drain(store, headline):
+def measured_drain(store: Store, headline: Headline) -> str:
     """How fast the backlog drained from its peak, or why that says nothing of the store's capacity:
     a backlog smaller than KEPT_UP_S seconds of accepted visits drained as fast as visits came."""
     peak, accepted = store.get("backlog_peak"), store.get("accepted_per_s")
@@ -113,23 +117,23 @@ def measured_drain(store, headline):
     return fmt(headline.get("store.drain_per_s"))
 
 
-def prediction_section(s, _plots):
+def prediction_section(s: Summary, _plots: Collection[str]) -> list[str]:
     """The capacity model's figures (visitkit/model/capacity.py) beside the run's."""
-    p = s.get("prediction")
+    p = s.prediction
     if not p:
         return []
-    h = s["headline"]
-    knee = {key: figure_to_measure(p, s.get("target"), key)
+    h = s.headline
+    knee = {key: figure_to_measure(p, s.target, key)
             for key in ("knee_users", "knee_rps", "limited_by", "first_429_users")}
     rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
              + ("; this machine's CPU busy" if h.get("knee_machine_busy") else "")),
             ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
-            ("store drain (msg/s)", fmt(p["drain_per_s"]), measured_drain(s.get("store") or {}, h)),
+            ("store drain (msg/s)", fmt(p["drain_per_s"]), measured_drain(s.store, h)),
             ("extra min per min of load, past the knee", fmt(p["extra_min_per_min"], 2), "-"),
-            ("extra min per min of load, for this run's users", fmt((s.get("model_load") or {}).get("extra_min_per_min"), 2),
-             fmt(h.get("extra_min_per_min"), 2))]
+            ("extra min per min of load, for this run's users",
+             fmt(s.model_load["extra_min_per_min"] if s.model_load else None, 2), fmt(h.get("extra_min_per_min"), 2))]
     return ["## Predicted vs measured", "",
             f"The capacity model (`scripts/predict`, docs/local-twin.md) from the settings and the `{p['profile']}` "
             "profile's service times, before the run.", "",
@@ -137,24 +141,24 @@ def prediction_section(s, _plots):
             *(f"| {label} | {predicted} | {measured} |" for label, predicted, measured in rows), ""]
 
 
-def plots_section(_s, plots):
+def plots_section(_s: Summary, plots: Collection[str]) -> list[str]:
     captions = {"load": "users, RPS, failures, p95", "server": "backlog, visits/s, queues, 429s"}
     return [line for key in ("load", "server") if key in plots
             for line in (f"![{captions[key]}]({results.PLOTS[key]})", "")]
 
 
-def percentiles_section(s, _plots):
+def percentiles_section(s: Summary, _plots: Collection[str]) -> list[str]:
     lines = ["## Response times per endpoint (client side, ms)", "",
              "| Method | Name | # reqs | # fails | 50% | 60% | 70% | 80% | 90% | 95% |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for row in s["percentiles"]:
+    for row in s.percentiles:
         bold = "**" if row["name"] == "Aggregated" else ""
         lines.append(f"| {row['method']} | {bold}{row['name']}{bold} | {row['requests']:,} | {row['failures']:,} | "
                      + " | ".join(ms(row[p]) for p in analysis.STUDY_PERCENTILES) + " |")
     return lines + [""]
 
 
-def functions_section(s, _plots):
+def functions_section(s: Summary, _plots: Collection[str]) -> list[str]:
     lines = ["## Client side vs server side, per function", "",
              "Client: as Locust saw it (worst page's p50/p95). Server: time in the function (local: HAProxy's mean; "
              "Google Cloud: the platform's p50), and time waiting in the platform's queue for a free instance "
@@ -163,20 +167,21 @@ def functions_section(s, _plots):
              "429s | client failures |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in FUNCTIONS:
-        c, sv = s["client"].get(name, {}), s["server"].get(name, {})
-        lines.append(f"| {name} | {ms(c.get('mean_ms'))} | {ms(c.get('p50_ms'))} | {ms(c.get('p95_ms'))} | "
-                     f"{ms(sv.get('service_ms'))} | {ms(sv.get('queue_ms'))} | {fmt(sv.get('max_queued'), 0)} | "
-                     f"{fmt(sv.get('responses_429'), 0)} | {fmt(c.get('failures'), 0) if c else 'n/a'} |")
+        c, sv = s.client.get(name), s.server.get(name)
+        lines.append(f"| {name} | {ms(c['mean_ms'] if c else None)} | {ms(c['p50_ms'] if c else None)} | "
+                     f"{ms(c['p95_ms'] if c else None)} | {ms(sv['service_ms'] if sv else None)} | "
+                     f"{ms(sv['queue_ms'] if sv else None)} | {fmt(sv['max_queued'] if sv else None, 0)} | "
+                     f"{fmt(sv['responses_429'] if sv else None, 0)} | {fmt(c['failures'], 0) if c else 'n/a'} |")
     return lines + [""]
 
 
-def resources_section(s, plots):
+def resources_section(s: Summary, plots: Collection[str]) -> list[str]:
     """CPU and memory per function and platform part: what each consumed, and per request served."""
-    figures = s.get("resources") or {}
+    figures = s.resources
     if not figures:
         return []
-    per_request = s.get("cpu_ms_per_request") or {}
-    on_platform = s.get("server_source") == "gcp-monitoring"
+    per_request: dict[str, float] = s.cpu_ms_per_request
+    on_platform = s.server_source == "gcp-monitoring"
     lines = ["## Resources", "",
              ("Cloud Run's own figures over the window: CPU seconds are billed instance-seconds x vCPU x mean "
               "utilization; memory is the p95 utilization of the allocated memory." if on_platform else
@@ -192,31 +197,31 @@ def resources_section(s, plots):
                      f"{fmt(row['cpu_percent_peak'])} | {fmt(row['memory_peak_mb'], 0)} | "
                      f"{fmt(per_request.get(name), 2)} |")
     if per_request:
-        costliest = max(per_request, key=per_request.get)
+        costliest = max(per_request, key=per_request.__getitem__)
         lines += ["", f"Most CPU per request: {costliest} ({fmt(per_request[costliest], 2)} ms)."]
     if "resources" in plots:
         lines += ["", f"![CPU and memory per function over time, with the load]({results.PLOTS['resources']})"]
     return lines + [""]
 
 
-def offset(moment, load_start):
+def offset(moment: float | None, load_start: float | None) -> str:
     """Seconds into the load of a moment that came ("-" if it did not); its time unknown without the load's start."""
     if moment is None:
         return "-"
     return f"{moment - load_start:.0f} s" if load_start is not None else "time unknown"
 
 
-def saturation_words(found, load_start):
+def saturation_words(found: Saturation, load_start: float | None) -> str:
     offset = f" at {found['time'] - load_start:.0f} s" if load_start is not None else ""
     return f"{found['process']} ({found['why']}){offset}, {found['users']:,} users"
 
 
-def generator_section(s, _plots):
+def generator_section(s: Summary, _plots: Collection[str]) -> list[str]:
     """Locust's own processes: was the load generator the limit?"""
-    found = s.get("load_generator")
+    found = s.load_generator
     if not found:
         return []
-    start = s["load"]["start"]
+    start = s.load["start"]
     spread = (f"a master and {found['workers']} workers" if found["workers"] else "one process")
     lines = ["## Load generator", "",
              f"Locust ran as {spread}; each process's CPU (% of one core) and its event loop's lag (how late a "
@@ -225,15 +230,16 @@ def generator_section(s, _plots):
              f"{generator.HOLD_S} s running.", ""]
     if found["saturated"]:
         lines += [f"- **Saturated**: {saturation_words(item, start)}"
-                  + (" — before the knee" if item["before_knee"] else " — after the knee") for item in found["saturated"]]
+                  + (" — before the knee" if item["before_knee"] else " — after the knee")
+                  for item in found["saturated"]]
     else:
         lines.append("- No process saturated: the figures are the system's, not Locust's.")
-    ledger = s.get("ledger") or {}
-    if ledger.get("missing_workers"):
+    ledger = s.ledger
+    if ledger and ledger["missing_workers"]:
         lines.append(f"- **The visit ledger is incomplete**: {', '.join(ledger['missing_workers'])} sent no final "
                      "ledger (stopped or lost): their latest visits are unknown by id, and may show as stored beyond "
                      "the ids")
-    if ledger.get("untracked"):
+    if ledger and ledger["untracked"]:
         lines.append(f"- The ledger counted {ledger['untracked']:,} visits beyond Locust's `--ledger-ids` without "
                      "keeping their ids: the audit goes by the totals")
     busiest = sorted(found["per_process"].items(), key=lambda item: -item[1]["cpu_max"])[:MAX_PROCESS_ROWS]
@@ -245,11 +251,11 @@ def generator_section(s, _plots):
     return lines + [""]
 
 
-def overload_section(s, _plots):
-    found = s.get("overload")
+def overload_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    found = s.overload
     if not found:
         return []
-    visits = s["visits"]["total"]
+    visits = s.visits["total"]
     recovered = ("**had not come back** by the end of the load" if found["recovery_s"] is None else
                  f"came back {fmt(found['recovery_s'], 0)} s after the spike ended")
     return ["## Overload and recovery", "",
@@ -264,11 +270,11 @@ def overload_section(s, _plots):
                "were refused" if visits.get("gave_up") else ""), ""]
 
 
-def chaos_section(s, _plots):
-    found = s.get("chaos")
+def chaos_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    found = s.chaos
     if not found:
         return []
-    visits, start = found["visits"], s["load"]["start"] or 0
+    visits, start = found["visits"], s.load["start"] or 0
     lines = ["## Chaos", "", f"Faults during the load: {found['plan']}. Marked on the plots as dotted lines.", "",
              f"- Visits: {fmt(visits['acknowledged'], 0)} acknowledged, {fmt(visits['stored'], 0)} stored, "
              f"**{fmt(visits['lost'], 0)} lost, {fmt(visits['duplicated'], 0)} duplicated**, "
@@ -280,14 +286,15 @@ def chaos_section(s, _plots):
     for event in found["events"]:
         errors = ", ".join(f"{name} {count}" for name, count in (event.get("server_errors") or {}).items() if count)
         recovered = "not by the end" if event.get("recovery_s") is None else fmt(event["recovery_s"], 0)
-        lines.append(f"| {event['time'] - start:.0f} | {event['action']} | {event.get('target') or event.get('error')} | "
+        lines.append(f"| {event['time'] - start:.0f} | {event['action']} | "
+                     f"{event.get('target') or event.get('error')} | "
                      f"{fmt(event.get('seconds'))} | {errors or 'none'} | {recovered} |")
     return lines + ["", "Recovered: the first moment after the fault ended from which the client saw no failure "
                         "for 5 s.", ""]
 
 
-def cost_section(s, _plots):
-    estimate = s.get("cost")
+def cost_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    estimate = s.cost
     if not estimate:
         return []
     where = (f"in {estimate['region']} (Cloud Run Tier {estimate['tier']})" if estimate.get("region")
@@ -298,7 +305,7 @@ def cost_section(s, _plots):
              f"| Item | Usage | {estimate['currency']} |", "|---|---|---:|"]
     lines += [f"| {item} | {usage} | {usd:,.4f} |" for item, usage, usd in estimate["lines"]]
     lines.append(f"| **Total** | | **{estimate['total']:,.4f}** |")
-    acknowledged = s["visits"]["total"]["acknowledged"]
+    acknowledged = s.visits["total"]["acknowledged"]
     if acknowledged:  # what scripts/predict --cost-per-million models, as this run was billed
         lines.append(f"| **Per million visits** | {acknowledged:,} visits acknowledged | "
                      f"**{estimate['total'] / acknowledged * 1e6:,.2f}** |")
@@ -327,20 +334,20 @@ EMPTIED = {
 }
 
 
-def missing_lines(s):
+def missing_lines(s: Summary) -> list[str]:
     """One line per Cloud Monitoring query that could not be read: why, and what it leaves empty."""
     lines = []
-    for entry in s.get("missing_metrics") or []:
+    for entry in s.missing_metrics:
         error = " ".join(str(part) for part in (entry["error"], entry.get("code")) if part is not None)
         lines.append(f"- Missing: {entry['metric']} ({entry['metric_type']}): {error} {entry['reason']} — "
                      f"leaves empty: {EMPTIED.get(entry['metric'], 'its figures')}")
     return lines
 
 
-def platform_section(s, plots):
+def platform_section(s: Summary, plots: Collection[str]) -> list[str]:
     """The Google Cloud metrics: the plot of metrics/*.csv, the queries that could not be read, and
     the platform's figures."""
-    if not s.get("metrics_files") and not s.get("missing_metrics"):
+    if not s.metrics_files and not s.missing_metrics:
         return []
     lines = ["## Google Cloud metrics", "",
              "Cloud Monitoring's own figures, per minute, over the load and the convergence wait. Latency is "
@@ -354,14 +361,14 @@ def platform_section(s, plots):
     if missing:
         lines += [f"Queries that could not be read (listed in `metrics/{MISSING}`); the figures they "
                   "leave empty show n/a, never 0:", "", *missing, ""]
-    no_dead_letter = s.get("no_dead_letter_topic")
+    no_dead_letter = s.no_dead_letter_topic
     if no_dead_letter:
-        retention = no_dead_letter.get("message_retention_seconds")
+        retention = no_dead_letter["message_retention_seconds"]
         lines += ["- Deployed with `dead_letter: false`: no dead-letter topic: a delivery that always fails is "
                   "retried until its message expires (message_retention_seconds"
                   + (f", {retention:,} s" if retention is not None else "")
                   + ") and is not counted as dead-lettered; dead-lettered: n/a (not applicable)", ""]
-    platform = s.get("platform")
+    platform = s.platform
     if platform:
         lines += ["429s: Locust's count (the client side table above) is the reference; `request_count` counts "
                   "only requests that reached an instance, and the request logs (a log-based metric) count "
@@ -372,7 +379,7 @@ def platform_section(s, plots):
             lines.append(f"| {name} | {fmt(f['requests'], 0)} | {fmt(f['responses_429'], 0)} | "
                          f"{fmt(f.get('responses_429_logged'), 0)} | {fmt(f['responses_5xx'], 0)} | "
                          f"{ms(f['p50_ms_max'])} | {ms(f['p95_ms_max'])} | {fmt(f['instances_max'], 0)} |")
-        deliveries = platform.get("deliveries") or {}
+        deliveries = platform["deliveries"]
         lines += ["", f"- Subscription: undelivered messages peak {fmt(platform['undelivered_peak'], 0)}, "
                       f"oldest unacked message peak {fmt(platform['oldest_unacked_peak_s'], 0)} s",
                   f"- Firestore document writes: {fmt(platform['firestore_writes'], 0)} "
@@ -385,17 +392,17 @@ def platform_section(s, plots):
                   + ("no dead-letter topic (dead-lettered: n/a)" if no_dead_letter else
                      f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic"), ""]
     metric_types = {query.name: query.metric_type for query in QUERIES}
-    if s["metrics_files"]:
+    if s.metrics_files:
         lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"
-                                            for name in s["metrics_files"]))
+                                            for name in s.metrics_files))
     return lines + [""]
 
 
-def visits_section(s, _plots):
-    audit = s.get("audit") or {"method": "totals"}
-    lines = exact_visit_lines(s) if audit["method"] == "exact" else totals_visit_lines(s)
-    dead = s["visits"]["total"].get("dead_lettered")
-    if dead is not None and audit["method"] == "exact":
+def visits_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    exact = s.audit is not None and s.audit["method"] == "exact"
+    lines = exact_visit_lines(s) if exact else totals_visit_lines(s)
+    dead = s.visits["total"].get("dead_lettered")
+    if dead is not None and exact:
         lines.append(f"Dead-lettered: {dead:,} messages reached the dead-letter topic after the subscription's maximum "
                      "delivery attempts; they wait in its pull subscription. A lost visit may be among them.")
     elif dead is not None:
@@ -413,7 +420,7 @@ TOTALS_COLUMNS = (("sent", "sent"), ("acknowledged (2xx)", "acknowledged"), ("re
                   ("stored", "stored"), ("lost", "lost"), ("duplicated", "duplicated"))
 
 
-def visits_table(visits, columns):
+def visits_table(visits: Mapping[str, Mapping[str, object]], columns: Sequence[tuple[str, str]]) -> list[str]:
     """One row per page and the total: (header, key) per column."""
     return ["| Page | " + " | ".join(header for header, _ in columns) + " |",
             "|---|" + "---:|" * len(columns),
@@ -421,12 +428,13 @@ def visits_table(visits, columns):
               for page in (*PAGES, "total"))]
 
 
-def exact_visit_lines(s):
-    audit, total = s["audit"], s["visits"]["total"]
-    paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit.get("read_cost_usd") is not None else ""
+def exact_visit_lines(s: Summary) -> list[str]:
+    audit, total = s.audit, s.visits["total"]
+    assert audit is not None  # visits_section: an exact audit
+    paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit["read_cost_usd"] is not None else ""
     lines = ["## Visits: every visit's fate", "",
              f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}.", "",
-             *visits_table(s["visits"], EXACT_COLUMNS),
+             *visits_table(s.visits, EXACT_COLUMNS),
              "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
                   f"{total.get('gave_up', 0):,} gave up (a 429 at each of their tries), "
                   f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
@@ -434,18 +442,18 @@ def exact_visit_lines(s):
                   "often it was posted. Stored beyond the ids: a page's "
                   "total grown by more than its stored visit ids, a visit counted twice or one from outside the "
                   "run's ledger (a warm-up visit with a 5xx that landed late)."]
-    if total["refused_stored"]:
+    if total.get("refused_stored"):
         lines.append(f"**{total['refused_stored']:,} refused visits were stored**: a 4xx must publish nothing.")
-    if audit.get("lost_ids"):
+    if audit["lost_ids"]:
         lines.append("First lost visit ids: " + ", ".join(f"`{visit_id}`" for visit_id in audit["lost_ids"]))
     return lines
 
 
-def totals_visit_lines(s):
-    audit = s.get("audit") or {}
+def totals_visit_lines(s: Summary) -> list[str]:
+    audit = s.audit
     lines = ["## Visits: acknowledged vs stored", "",
-             f"Audited by the totals: {audit.get('why', 'the run was recorded before audits')}.", "",
-             *visits_table(s["visits"], TOTALS_COLUMNS),
+             f"Audited by the totals: {audit['why'] if audit else 'the run was recorded before audits'}.", "",
+             *visits_table(s.visits, TOTALS_COLUMNS),
              "", "Lost: acknowledged but never stored. Refused visits were never published, nor were those that "
                   "gave up (--retry-visits: a 429 at each try). Failed (5xx) and "
                   "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
@@ -453,43 +461,44 @@ def totals_visit_lines(s):
     return lines
 
 
-def errors_section(s, _plots):
-    if not s["failures"]:
+def errors_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    if not s.failures:
         return []
     return ["## Most frequent errors", "", "| Endpoint | Error | Occurrences |", "|---|---|---:|",
-            *(f"| {name} | {error} | {count:,} |" for name, error, count in s["failures"]), ""]
+            *(f"| {name} | {error} | {count:,} |" for name, error, count in s.failures), ""]
 
 
-def run_section(s, _plots):
+def run_section(s: Summary, _plots: Collection[str]) -> list[str]:
     lines = ["## Run", ""]
-    if s.get("settings_line"):
-        lines.append(f"- Settings: {s['settings_line']}")
-    if s.get("shape"):
-        lines.append(f"- Shape: {s['shape']}")
-    profile = s.get("profile")
+    if s.settings_line:
+        lines.append(f"- Settings: {s.settings_line}")
+    if s.shape:
+        lines.append(f"- Shape: {s.shape}")
+    profile = s.profile
     if profile:
         latency = ", ".join(f"{backend} +{ms:g} ms" for backend, ms in profile["latency_ms"].items())
         lines.append(f"- Latency profile: {profile['name']} ({latency} per round trip; {profile['source']})")
-    twin = s.get("twin")
+    twin = s.twin
     if twin:
-        restarts = twin.get("restarts") or {}
-        push = twin.get("push") or {}
+        restarts = twin["restarts"] or {}
+        push = twin["push"]
         lines.append(f"- Instance restarts: {sum(restarts.values())}"
                      + (" (" + ", ".join(f"{n} {c}" for n, c in restarts.items()) + ")" if restarts else ""))
         if push:
-            lines.append(f"- Push delivery: {push.get('deliveries', 0):,} requests, {push.get('retries', 0):,} retries, "
+            lines.append(f"- Push delivery: {push.get('deliveries', 0):,} requests, "
+                         f"{push.get('retries', 0):,} retries, "
                          f"{push.get('dead_lettered', 0):,} dead-lettered; window peak {push.get('window_peak')}, "
                          f"shrunk {push.get('window_shrinks', 0)} times")
-    warm = s.get("warm_up")
+    warm = s.warm_up
     if warm:
         lines.append(f"- Warm-up before the test: {warm['users']:,} users for {warm['seconds']:g} s, "
                      f"{warm['acknowledged']:,} visits acknowledged, all stored before the totals were read "
                      "(files in warm-up/)")
-    lines.append(f"- Server figures: {s.get('server_source') or 'none'}")
-    lines += [f"- {note}" for note in s["notes"]]
+    lines.append(f"- Server figures: {s.server_source or 'none'}")
+    lines += [f"- {note}" for note in s.notes]
     files = [results.STATS, f"{results.HISTORY} (full history)", results.LOCUST_HTML, results.LEDGER, results.HEALTH,
              results.PER_SECOND, results.SAMPLES, results.POLLS, results.AUDIT, results.SUMMARY, results.LOCUST_LOG]
-    if (s.get("load") or {}).get("workers"):
+    if s.load.get("workers"):
         files.append(f"{results.RUN_CONF} (the options master and workers read)")
     lines.append(f"- Files: {', '.join(files)}")
     return lines

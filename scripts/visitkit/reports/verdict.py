@@ -2,8 +2,11 @@
 evaluated against a run's headline figures (and another iteration's latest ones)."""
 import operator
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from visitkit.formatting import fmt
+from visitkit.results.records import Verdict
 
 CHECK_PATTERN = re.compile(r"\*\*Check:\*\*\s*`([^`]+)`")
 CHECK_SYNTAX = re.compile(r"\s*([\w.\-]+)\s*(<=|>=|==|!=|<|>)\s*([\w.\-]+)(?:\s*x\s*([\w\-]+))?\s*")
@@ -12,17 +15,18 @@ OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": oper
              "<": operator.lt, ">": operator.gt}
 
 
-def hypothesis_checks(readme_text):
+def hypothesis_checks(readme_text: str | None) -> list[str]:
     return CHECK_PATTERN.findall(readme_text or "")
 
 
-def hypothesis_text(readme_text):
+def hypothesis_text(readme_text: str | None) -> str | None:
     """The README's '## Hypothesis' section, first paragraph."""
     match = re.search(r"^## Hypothesis\s*\n+(.+?)(?:\n\s*\n|\Z)", readme_text or "", re.S | re.M)
     return " ".join(match.group(1).split()) if match else None
 
 
-def evaluate_check(expression, figures, other_figures):
+def evaluate_check(expression: str, figures: Mapping[str, Any],
+                   other_figures: Callable[[str], Mapping[str, Any] | None]) -> tuple[bool | None, str]:
     """'store.throughput_per_s >= 1.8 x iteration-2' -> (True/False/None, explanation).
 
     other_figures(name) gives another iteration's latest headline figures (or None)."""
@@ -49,7 +53,8 @@ def evaluate_check(expression, figures, other_figures):
     return OPERATORS[op](value, threshold), f"{metric} = {fmt(value)}, wanted {op} {right}"
 
 
-def judge(headline, readme_text, other_figures):
+def judge(headline: Mapping[str, Any], readme_text: str | None,
+          other_figures: Callable[[str], Mapping[str, Any] | None]) -> Verdict:
     """{"outcome": supported | not supported | undetermined | no check stated, "checks": [...],
     "hypothesis": the README's hypothesis}."""
     checks = [(expr, *evaluate_check(expr, headline, other_figures)) for expr in hypothesis_checks(readme_text)]

@@ -3,12 +3,29 @@
 Pure functions on plain rows/dicts, so they are tested on synthetic data.
 Times are unix seconds; durations seconds; latencies milliseconds.
 """
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
 from visitkit.catalogue import FUNCTIONS, PAGES, PUBLIC_PATHS, function_of_path
+from visitkit.results.records import (
+    Breakpoint,
+    ClientFigures,
+    Convergence,
+    Failure,
+    Percentile,
+    Point,
+    ServerFigures,
+    Store,
+)
 
-STUDY_PERCENTILES = ("50%", "60%", "70%", "80%", "90%", "95%")
+# A server sample as these figures read it, by key (fn_field, store_field): a samples.Sample, or a row shaped
+# like one.
+SampleRow = Mapping[str, Any]
+S = TypeVar("S", bound=SampleRow)
+STUDY_PERCENTILES: tuple[Percentile, ...] = ("50%", "60%", "70%", "80%", "90%", "95%")
 
 
-def number(text):
+def number(text: Any) -> float | None:
     """Locust writes 'N/A' or '' for no data."""
     try:
         return float(text)
@@ -17,9 +34,9 @@ def number(text):
 
 
 # ---- client side: Locust ------------------------------------------------------------------------
-def percentile_table(stats_rows):
+def percentile_table(stats_rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
     """The study's table: one row per endpoint and page, Aggregated last."""
-    table = []
+    table: list[dict[str, Any]] = []
     for row in stats_rows:
         table.append({
             "method": row["Type"], "name": row["Name"],
@@ -27,13 +44,14 @@ def percentile_table(stats_rows):
             "mean_ms": number(row["Average Response Time"]),
             **{p: number(row.get(p)) for p in STUDY_PERCENTILES},
         })
-    endpoints = sorted((r for r in table if r["name"] != "Aggregated"), key=lambda r: (r["name"].split("?")[0], r["name"]))
+    endpoints = sorted((r for r in table if r["name"] != "Aggregated"),
+                       key=lambda r: (r["name"].split("?")[0], r["name"]))
     return endpoints + [r for r in table if r["name"] == "Aggregated"]
 
 
-def client_by_function(table):
+def client_by_function(table: Sequence[Mapping[str, Any]]) -> dict[str, ClientFigures]:
     """Per function: requests, failures, request-weighted mean, worst page's p50 and p95."""
-    result = {}
+    result: dict[str, ClientFigures] = {}
     for name in PUBLIC_PATHS.values():
         rows = [r for r in table if function_of_path(r["name"]) == name and r["requests"]]
         if not rows:
@@ -48,7 +66,7 @@ def client_by_function(table):
     return result
 
 
-def aggregated_history(history_rows):
+def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
     """Locust's per-second history, Aggregated rows only, as dicts."""
     series = []
     for row in history_rows:
@@ -63,19 +81,19 @@ def aggregated_history(history_rows):
     return series
 
 
-def health_rows(rows):
+def health_rows(rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
     """The load generator's health.csv (locust/health.py) as dicts."""
     return [{"time": float(row["time"]), "process": row["process"], "cpu_percent": number(row["cpu_percent"]),
              "loop_lag_ms": number(row["loop_lag_ms"]), "users": int(float(row["users"] or 0))} for row in rows]
 
 
-def load_window(series):
+def load_window(series: Iterable[Mapping[str, Any]]) -> tuple[float, float] | tuple[None, None]:
     """(first second with users, last second with users), or (None, None)."""
     loaded = [s["time"] for s in series if s["users"] > 0]
     return (loaded[0], loaded[-1]) if loaded else (None, None)
 
 
-def rolling_mean(values, window):
+def rolling_mean(values: Sequence[float], window: int) -> list[float]:
     out = []
     for i in range(len(values)):
         chunk = values[max(0, i - window + 1):i + 1]
@@ -83,7 +101,7 @@ def rolling_mean(values, window):
     return out
 
 
-def without_final_stop(loaded):
+def without_final_stop(loaded: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
     """The samples before users start leaving for good at the end of the test: while they stop,
     the figures describe the stopping (requests cut short), not the load."""
     end = len(loaded)
@@ -92,7 +110,8 @@ def without_final_stop(loaded):
     return loaded[:end]
 
 
-def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, per_second=None):
+def find_breakpoint(series: Iterable[Mapping[str, Any]], min_users: int = 5, shortfall: float = 0.25,
+                    hold_s: int = 10, smooth_s: int = 5, per_second: Mapping[int, int] | None = None) -> Breakpoint:
     """Where the system stops keeping up, from the aggregated history.
 
     knee: RPS (smoothed) falls `shortfall` below users x the healthy requests per user (the 90th
@@ -105,8 +124,8 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, 
     per_second: {unix second: requests}, Locust's exact counts; RPS is read from them where given.
     """
     loaded = without_final_stop([s for s in series if s["users"] > 0])
-    result = {"knee": None, "first_failure": None, "peak_rps": None, "p95_ceiling": None,
-              "healthy_rps_per_user": None}
+    result: Breakpoint = {"knee": None, "first_failure": None, "peak_rps": None, "p95_ceiling": None,
+                          "healthy_rps_per_user": None}
     if not loaded:
         return result
     smooth = rolling_mean([s["rps"] for s in loaded], smooth_s)
@@ -126,6 +145,7 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, 
                 # raw RPS (smoothing lags), over what was seen up to the end of the hold.
                 window = range(kept_up, i + hold_s)
                 users, _ = knee_index([loaded[j]["users"] for j in window], [counted[j] for j in window])
+                assert users is not None  # the window holds hold_s seconds
                 reached = next(j for j in window if loaded[j]["users"] >= users)
                 result["knee"] = {"time": loaded[reached]["time"], "users": round(users),
                                   "rps": observed_rps(loaded, counted, window, round(users), reached)}
@@ -138,12 +158,12 @@ def find_breakpoint(series, min_users=5, shortfall=0.25, hold_s=10, smooth_s=5, 
     p95s = [s["p95_ms"] for s in loaded if s["p95_ms"] is not None]
     if p95s:
         ceiling = max(p95s)
-        reached = next(s for s in loaded if s["p95_ms"] is not None and s["p95_ms"] >= 0.95 * ceiling)
-        result["p95_ceiling"] = {**point(reached, None), "p95_ms": ceiling}
+        at_ceiling = next(s for s in loaded if s["p95_ms"] is not None and s["p95_ms"] >= 0.95 * ceiling)
+        result["p95_ceiling"] = {**point(at_ceiling, None), "p95_ms": ceiling}
     return result
 
 
-def line_fit(n, sx, sy, sxx, sxy, syy):
+def line_fit(n: float, sx: float, sy: float, sxx: float, sxy: float, syy: float) -> tuple[float, float, float]:
     """(squared error, slope, intercept) of the least-squares line through n points, from their sums;
     a flat line when every x is the same (users held constant for a while)."""
     var_x = sxx - sx * sx / n
@@ -153,7 +173,8 @@ def line_fit(n, sx, sy, sxx, sxy, syy):
     return error, slope, intercept
 
 
-def counted_rps(loaded, half_window=3, per_second=None):
+def counted_rps(loaded: Sequence[Mapping[str, Any]], half_window: int = 3,
+                per_second: Mapping[int, int] | None = None) -> list[float]:
     """Requests per second centred on each second, from Locust's exact per-second counts where
     given, else from its running total. Locust's own Requests/s is the mean of the last ~10 s, so on
     a ramp it trails the users it is read against by ~7 s (14 users at +2/s) and would date a knee
@@ -170,7 +191,8 @@ def counted_rps(loaded, half_window=3, per_second=None):
     return out
 
 
-def knee_index(users, rps, min_points=3):
+def knee_index(users: Sequence[float], rps: Sequence[float],
+               min_points: int = 3) -> tuple[float, float] | tuple[None, None]:
     """(users, rps) at the knee: the series is split into two straight lines of RPS against users,
     one while RPS followed users and one after (flat, declining or still rising slower), where the
     split leaves the least squared error; the knee is where the two lines cross between the split's
@@ -184,7 +206,7 @@ def knee_index(users, rps, min_points=3):
         c, sx, sy, sxx, sxy, syy = sums[-1]
         sums.append((c + 1, sx + x, sy + y, sxx + x * x, sxy + x * y, syy + y * y))
     total = sums[-1]
-    best = None
+    best: tuple[float, int, float, float, float, float] | None = None
     for split in range(min_points, n - min_points + 1):  # first line: points [0, split)
         before = sums[split]
         after = tuple(t - b for t, b in zip(total, before))
@@ -192,6 +214,7 @@ def knee_index(users, rps, min_points=3):
         error_after, slope_after, intercept_after = line_fit(*after)
         if best is None or error_before + error_after < best[0]:
             best = (error_before + error_after, split, slope, intercept, slope_after, intercept_after)
+    assert best is not None  # n >= 2 * min_points: one split at least
     _, split, slope, intercept, slope_after, intercept_after = best
     knee = users[split - 1]
     if slope != slope_after:
@@ -201,7 +224,8 @@ def knee_index(users, rps, min_points=3):
     return knee, intercept + slope * knee
 
 
-def observed_rps(loaded, counted, window, users, reached):
+def observed_rps(loaded: Sequence[Mapping[str, Any]], counted: Sequence[float], window: Iterable[int], users: int,
+                 reached: int) -> float:
     """The RPS observed at the knee, not the fitted line's value there (which a collapse past the
     knee can pull to ~0 or below): the mean of counted_rps (requests completed per second, centred
     on each second) over the seconds of the window whose user count is the knee's; where the ramp
@@ -210,18 +234,19 @@ def observed_rps(loaded, counted, window, users, reached):
     return sum(held) / len(held) if held else counted[reached]
 
 
-def point(sample, rps):
+def point(sample: Mapping[str, Any], rps: float | None) -> Point:
     return {"time": sample["time"], "users": sample["users"], "rps": rps if rps is not None else sample["rps"]}
 
 
-def first_failures(failure_rows):
+def first_failures(failure_rows: Iterable[Mapping[str, str]]) -> list[Failure]:
     """[(endpoint, error, occurrences)] most frequent first."""
     rows = [(r["Name"], r["Error"], int(r["Occurrences"])) for r in failure_rows]
     return sorted(rows, key=lambda r: -r[2])
 
 
 # ---- server side: the platform samples ----------------------------------------------------------
-def counter_rate(samples, get):
+def counter_rate(samples: Sequence[SampleRow],
+                 get: Callable[[SampleRow], Any]) -> list[tuple[float, float | None]]:
     """[(time, per-second rate)] of a cumulative counter, None where it is missing."""
     rates = []
     for before, after in zip(samples, samples[1:]):
@@ -231,21 +256,21 @@ def counter_rate(samples, get):
     return rates
 
 
-def fn_field(name, key):
+def fn_field(name: str, key: str) -> Callable[[SampleRow], Any]:
     return lambda sample: ((sample.get("functions") or {}).get(name) or {}).get(key)
 
 
-def store_field(key):
+def store_field(key: str) -> Callable[[SampleRow], Any]:
     return lambda sample: (sample.get("store") or {}).get(key)
 
 
-def server_series(samples):
+def server_series(samples: Sequence[SampleRow]) -> dict[str, Any]:
     """Time series for the plots and the report; every value may be None (missing on a platform)."""
-    series = {"time": [s["time"] for s in samples],
-              "backlog": [store_field("backlog")(s) for s in samples],
-              "writes_per_s": counter_rate(samples, store_field("stored")),
-              "accepted_per_s": counter_rate(samples, store_field("accepted")),
-              "functions": {}}
+    series: dict[str, Any] = {"time": [s["time"] for s in samples],
+                              "backlog": [store_field("backlog")(s) for s in samples],
+                              "writes_per_s": counter_rate(samples, store_field("stored")),
+                              "accepted_per_s": counter_rate(samples, store_field("accepted")),
+                              "functions": {}}
     for name in FUNCTIONS:
         series["functions"][name] = {
             "in_flight": [fn_field(name, "in_flight")(s) for s in samples],
@@ -256,20 +281,24 @@ def server_series(samples):
     return series
 
 
-def mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
+def mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
-def during(samples, start, end):
-    return [s for s in samples if start is None or start <= s["time"] <= end]
+def during(samples: Iterable[S], start: float | None, end: float | None) -> list[S]:
+    """The samples from start to end (every one without a start; load_window gives both ends or neither)."""
+    if start is None or end is None:
+        return list(samples)
+    return [s for s in samples if start <= s["time"] <= end]
 
 
-def server_by_function(samples, start, end):
+def server_by_function(samples: Sequence[SampleRow], start: float | None,
+                       end: float | None) -> dict[str, ServerFigures]:
     """Per function during the load: mean service and queue time, most queued, 429s (counters diffed
     against the first sample of the run)."""
     window = during(samples, start, end)
-    result = {}
+    result: dict[str, ServerFigures] = {}
     for name in FUNCTIONS:
         first = fn_field(name, "responses_429")(samples[0]) if samples else None
         last = fn_field(name, "responses_429")(samples[-1]) if samples else None
@@ -286,21 +315,24 @@ def server_by_function(samples, start, end):
     return result
 
 
-def progress_field(samples):
+def progress_field(samples: Iterable[SampleRow]) -> str:
     """The store's progress counter: `stored` (visits in Firestore) where the platform samples it,
     else `delivered` (push deliveries acknowledged, per minute on Google Cloud)."""
     return "stored" if any(store_field("stored")(s) is not None for s in samples) else "delivered"
 
 
-def store_figures(samples, load_start, load_end):
+def store_figures(samples: Sequence[SampleRow], load_start: float | None, load_end: float | None) -> Store:
     """Accept, delivery and store rates during the load, the store's throughput while it had a
     backlog, the backlog's peak and how fast it drained from there (the study's slope)."""
-    figures = {"accepted_per_s": None, "delivered_per_s": None, "writes_per_s": None, "throughput_per_s": None,
-               "throughput_of": progress_field(samples), "backlog_peak": None, "backlog_peak_time": None,
-               "drain_per_s": None}
-    in_load = lambda t: load_start is not None and load_start <= t <= load_end  # noqa: E731
-    for key, field in (("accepted_per_s", "accepted"), ("delivered_per_s", "delivered"), ("writes_per_s", "stored")):
-        figures[key] = mean(r for t, r in counter_rate(samples, store_field(field)) if in_load(t))
+    in_load = lambda t: load_start is not None and load_end is not None and load_start <= t <= load_end  # noqa: E731
+
+    def rate(field: str) -> float | None:
+        return mean(r for t, r in counter_rate(samples, store_field(field)) if in_load(t))
+
+    figures: Store = {"accepted_per_s": rate("accepted"), "delivered_per_s": rate("delivered"),
+                      "writes_per_s": rate("stored"), "throughput_per_s": None,
+                      "throughput_of": progress_field(samples), "backlog_peak": None, "backlog_peak_time": None,
+                      "drain_per_s": None}
     backlog = {s["time"]: store_field("backlog")(s) for s in samples}
     progress = counter_rate(samples, store_field(figures["throughput_of"]))
     figures["throughput_per_s"] = mean(r for t, r in progress if (backlog.get(t) or 0) > 0)
@@ -315,7 +347,8 @@ def store_figures(samples, load_start, load_end):
 
 
 # ---- convergence and the ledger -----------------------------------------------------------------
-def convergence(polls, before, acknowledged, load_start, load_end):
+def convergence(polls: Sequence[tuple[float, Mapping[str, int]]], before: Mapping[str, int],
+                acknowledged: Mapping[str, int], load_start: float | None, load_end: float | None) -> Convergence:
     """When the stored totals caught up with the acknowledged visits.
 
     polls: [(time, {page: stored total})] taken after the load. Converged at the first poll where
@@ -336,7 +369,8 @@ def convergence(polls, before, acknowledged, load_start, load_end):
     }
 
 
-def visit_accounting(ledger, before, after):
+def visit_accounting(ledger: Mapping[str, Any], before: Mapping[str, int],
+                     after: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """Per page and in total: what the client was told vs what was stored.
 
     refused (4xx, the platform's 429 included) was never published, so never stored. failed (5xx)
@@ -348,12 +382,14 @@ def visit_accounting(ledger, before, after):
     visit is called duplicated that a 5xx could explain.
     """
     split = "refused" in ledger or "failed" in ledger
-    rows = {}
+    rows: dict[str, dict[str, int]] = {}
+
+    def count(key: str, page: str) -> int:
+        return ledger.get(key, {}).get(page, 0)
+
     for page in PAGES:
-        def count(key):
-            return ledger.get(key, {}).get(page, 0)
-        sent, acked = count("sent"), count("acknowledged")
-        refused, failed = (count("refused"), count("failed")) if split else (0, count("rejected"))
+        sent, acked = count("sent", page), count("acknowledged", page)
+        refused, failed = (count("refused", page), count("failed", page)) if split else (0, count("rejected", page))
         stored = after.get(page, 0) - before.get(page, 0)
         unanswered = max(0, sent - acked - refused - failed)
         ambiguous = failed + unanswered

@@ -25,6 +25,8 @@ stored, and its store counting it twice would show as duplicated. The outcomes a
 (locust/ledger.py, one definition); a ledger of an older format lacks the newer ones (`upgraded`).
 """
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from visitkit.catalogue import PAGES
 from visitkit.model import cost
@@ -43,7 +45,7 @@ NEVER_PUBLISHED = ("refused", "gave_up")  # every answer a 4xx: nothing was publ
 STEADY_WAIT_S = 60  # beyond the wait, how long the totals may keep moving before the audit takes them as they are
 
 
-def upgraded(ledger):
+def upgraded(ledger: dict[str, Any]) -> dict[str, Any]:
     """A ledger.json as the reports read it: one written before format 4 (or none at all) has no visit
     that gave up (its visitor posted a visit again only after a 5xx or no answer, never after a 429)."""
     if ledger.get("format", 1) >= GAVE_UP_SINCE:
@@ -51,13 +53,13 @@ def upgraded(ledger):
     return {**ledger, "gave_up": {}}
 
 
-def visit_ids(ledger):
+def visit_ids(ledger: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """{visit id: (page, outcome)} of a ledger.json; empty for a ledger written before visit ids."""
     return {visit_id: (page, outcome) for page, by_outcome in ledger.get("visits", {}).items()
             for outcome, ids in by_outcome.items() for visit_id in ids}
 
 
-def choose(requested, ids, can_read, billed, untracked=0):
+def choose(requested: str, ids: int, can_read: bool, billed: bool, untracked: int = 0) -> tuple[str, str]:
     """(method, why) for `ids` visits: exact where the store's markers can be read and, on a billed
     store, the reads are few enough or were asked for; never when the ledger counted visits it kept
     no id of (`untracked`)."""
@@ -76,24 +78,28 @@ def choose(requested, ids, can_read, billed, untracked=0):
     return "exact", "asked for (--audit exact)" if requested == "exact" else "every visit id read"
 
 
-def read_cost(reads, region):
+def read_cost(reads: int, region: str) -> float:
     """USD of `reads` Firestore document reads at the region's list price (each requested document
     taken as one billed read, found or not: an estimate that errs high)."""
     _, firestore, _ = cost.regional(cost.load_prices(), region)
     return reads * firestore["per_100k_reads"] / 100_000
 
 
-def run(ledger, requested, stored_visits=None, region=None, totals=None, wait_s=0.0, interval=2.0,
-        now=time.monotonic, sleep=time.sleep):
+def run(ledger: Mapping[str, Any], requested: str, stored_visits: Callable[[set[str]], set[str]] | None = None,
+        region: str | None = None, totals: Callable[[], dict[str, int]] | None = None, wait_s: float = 0.0,
+        interval: float = 2.0, now: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep) -> dict[str, Any]:
     """The audit.json of a run: `stored_visits(ids)` returns the ids whose marker exists (None: the
     target's store cannot be read); `region` is set for a billed store (Google Cloud); `totals()`
     reads the stored totals per page."""
     ids = visit_ids(ledger)
     untracked = sum(ledger.get("untracked", {}).values())
     method, why = choose(requested, len(ids), stored_visits is not None, region is not None, untracked)
-    record = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None, "not_stored": []}
+    record: dict[str, Any] = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None,
+                              "not_stored": []}
     if method != "exact":
         return record
+    assert stored_visits is not None  # choose: exact only where the store's markers can be read
     acknowledged = {visit_id for visit_id, (_, outcome) in ids.items() if outcome == "acknowledged"}
     missing, reads, deadline = set(ids), 0, now() + wait_s
     while True:
@@ -111,7 +117,8 @@ def run(ledger, requested, stored_visits=None, region=None, totals=None, wait_s=
     return record
 
 
-def exact_accounting(ledger, audit, before, after):
+def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before: Mapping[str, int],
+                     after: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """Per page and in total, each visit's fate from its marker (see the module's docstring)."""
     not_stored = set(audit["not_stored"])
     rows = {page: {key: 0 for key in ("sent", *OUTCOMES, "retried", "stored", "acknowledged_stored", "lost",

@@ -4,22 +4,27 @@ The one place that knows its files. `ResultsFolder` saves what a run records (ru
 samples, the polls) and loads it all back as `RunData`; summary, verdict, report, plots, compare
 and the README block all read from that, so `visitkit report DIR` rebuilds a report from the
 folder alone. FORMAT_VERSION is written into run.json and summary.json; older folders are read
-through `_upgrade`.
+through `_upgrade`. summary.json is read and written as its record (results/records.py, Summary).
 """
 import csv
 import datetime
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from visitkit.cloud import monitoring
 from visitkit.errors import RunError, SettingsError
 from visitkit.results import analysis
-from visitkit.settings import parse_settings
+from visitkit.results.records import FORMAT_VERSION as FORMAT_VERSION  # written into run.json and summary.json
+from visitkit.results.records import Failure, Summary, SummaryError
+from visitkit.samples import Sample
+from visitkit.settings import Settings, parse_settings
 from visitkit.suite import OUTPUTS
 from visitkit.suite import RUN_CONF as RUN_CONF  # the results folder names it too (results.RUN_CONF)
 
-FORMAT_VERSION = 2
 RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"
 # What Locust writes, named where the fleet's master names them too (locust/node.py).
 LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = OUTPUTS["--csv"], OUTPUTS["--html"], OUTPUTS["--logfile"]
@@ -35,23 +40,25 @@ PLOTS = {"load": "load.png", "server": "server.png", "gcp": "gcp-metrics.png", "
 class RunData:
     """Everything a results folder holds, parsed."""
     name: str
-    run: dict
-    settings: object  # the run's settings.Settings, parsed from run.json; None if they do not parse
-    ledger: dict
-    stats: list  # Locust's per-endpoint rows, as analysis.percentile_table makes them
-    history: list  # Locust's per-second Aggregated history
-    failures: list  # [(endpoint, error, occurrences)]
-    samples: list  # the platform's samples, one per second locally, per minute on Google Cloud
-    polls: list  # [(time, {page: stored})] after the load
-    metrics: dict = field(default_factory=dict)  # Cloud Monitoring rows by metric name
-    missing_metrics: list = field(default_factory=list)  # Cloud Monitoring queries that failed (metrics/missing.json)
-    audit: dict = None  # the audit of every visit (visitkit.results.audit), None for a run before audits
-    health: list = field(default_factory=list)  # each Locust process's CPU and loop lag per second
-    per_second: dict = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
-    notes: list = field(default_factory=list)  # what loading had to say (an older format)
+    run: dict[str, Any]
+    settings: Settings | None  # the run's settings, parsed from run.json; None if they do not parse
+    ledger: dict[str, Any]
+    stats: list[dict[str, Any]]  # Locust's per-endpoint rows, as analysis.percentile_table makes them
+    history: list[dict[str, Any]]  # Locust's per-second Aggregated history
+    failures: list[Failure]  # [(endpoint, error, occurrences)]
+    samples: list[Sample]  # the platform's samples, one per second locally, per minute on Google Cloud
+    polls: list[tuple[float, dict[str, int]]]  # [(time, {page: stored})] after the load
+    metrics: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # Cloud Monitoring rows by metric name
+    # Cloud Monitoring queries that failed (metrics/missing.json)
+    missing_metrics: list[dict[str, Any]] = field(default_factory=list)
+    # the audit of every visit (visitkit.results.audit), None for a run before audits
+    audit: dict[str, Any] | None = None
+    health: list[dict[str, Any]] = field(default_factory=list)  # each Locust process's CPU and loop lag per second
+    per_second: dict[int, int] = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
+    notes: list[str] = field(default_factory=list)  # what loading had to say (an older format)
 
 
-def read_csv(path):
+def read_csv(path: str | Path) -> list[dict[str, str]]:
     path = Path(path)
     if not path.exists():
         return []
@@ -59,19 +66,27 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def read_jsonl(path):
+def read_jsonl(path: str | Path) -> list[Any]:
     path = Path(path)
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _read_json(path, default=None):
+def _read_json(path: str | Path, default: Any = None) -> Any:
     path = Path(path)
     return json.loads(path.read_text()) if path.exists() else default
 
 
-def _upgrade(run, samples):
+def read_summary(path: str | Path) -> Summary:
+    """A summary.json as its record; a RunError names the file it cannot read."""
+    try:
+        return Summary.from_json(json.loads(Path(path).read_text()))
+    except SummaryError as error:
+        raise RunError(f"{path}: {error}") from None
+
+
+def _upgrade(run: dict[str, Any], samples: list[dict[str, Any]]) -> list[str]:
     """Format 1 (no version) counted inc-counter's 2xx as `published`; it is `accepted` now."""
     if run.get("format_version", 1) >= FORMAT_VERSION:
         return []
@@ -84,37 +99,38 @@ def _upgrade(run, samples):
 
 
 class ResultsFolder:
-    def __init__(self, path):
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
     @classmethod
-    def new(cls, iteration_dir, test, now=datetime.datetime.now):
+    def new(cls, iteration_dir: str | Path, test: str,
+            now: Callable[[], datetime.datetime] = datetime.datetime.now) -> "ResultsFolder":
         return cls(Path(iteration_dir) / "results" / f"{test}-{now().strftime('%Y%m%d-%H%M%S')}")
 
-    def __truediv__(self, name):
+    def __truediv__(self, name: str) -> Path:
         return self.path / name
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.path.name
 
     @property
-    def iteration_dir(self):
+    def iteration_dir(self) -> Path:
         return self.path.parent.parent
 
-    def create(self):
+    def create(self) -> None:
         self.path.mkdir(parents=True)
 
-    def save_run(self, run):
+    def save_run(self, run: dict[str, Any]) -> None:
         (self / RUN).write_text(json.dumps({**run, "format_version": FORMAT_VERSION}, indent=2))
 
-    def run(self):
-        found = _read_json(self / RUN)
+    def run(self) -> dict[str, Any]:
+        found: dict[str, Any] | None = _read_json(self / RUN)
         if found is None:
             raise RunError(f"{self.path} is not a results folder: it has no {RUN}")
         return found
 
-    def load(self):
+    def load(self) -> RunData:
         run = self.run()
         samples = read_jsonl(self / SAMPLES)
         metrics_dir = self / METRICS
@@ -138,37 +154,40 @@ class ResultsFolder:
             per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},
             notes=notes)
 
-    def save_audit(self, audit):
+    def save_audit(self, audit: dict[str, Any]) -> None:
         (self / AUDIT).write_text(json.dumps(audit, indent=1))
 
-    def save_summary(self, summary):
-        (self / SUMMARY).write_text(json.dumps({**summary, "format_version": FORMAT_VERSION}, indent=2,
+    def save_summary(self, summary: Summary) -> None:
+        (self / SUMMARY).write_text(json.dumps({**summary.to_json(), "format_version": FORMAT_VERSION}, indent=2,
                                                default=str))
 
-    def summary(self):
-        return _read_json(self / SUMMARY)
+    def summary(self) -> Summary | None:
+        """The folder's summary.json as its record, None before it is written."""
+        path = self / SUMMARY
+        return read_summary(path) if path.exists() else None
 
 
-def kind(summary):
+def kind(summary: Summary) -> tuple[str, str, str | None, bool]:
     """What makes two runs comparable: target, test, latency profile, and whether faults were injected."""
-    return (summary.get("target"), summary.get("test"), (summary.get("profile") or {}).get("name"),
-            bool(summary.get("chaos")))
+    return summary.target, summary.test, summary.profile["name"] if summary.profile else None, bool(summary.chaos)
 
 
-def summaries(iteration_dir, target=None, test=None, like=None):
+def summaries(iteration_dir: str | Path, target: str | None = None, test: str | None = None,
+              like: Summary | None = None) -> list[tuple[str, "ResultsFolder", Summary]]:
     """[(started, folder, summary)] of an iteration's runs, oldest first, optionally one target's
     and one test's, or only runs of the same kind as the summary `like`."""
     found = []
     for path in Path(iteration_dir).glob(f"results/*/{SUMMARY}"):
-        summary = json.loads(path.read_text())
+        summary = read_summary(path)
         if like is not None and kind(summary) != kind(like):
             continue
-        if (target is None or summary.get("target") == target) and (test is None or summary.get("test") == test):
-            found.append((summary.get("started") or "", ResultsFolder(path.parent), summary))
+        if (target is None or summary.target == target) and (test is None or summary.test == test):
+            found.append((summary.started or "", ResultsFolder(path.parent), summary))
     return sorted(found, key=lambda item: (item[0], item[1].name))
 
 
-def latest_summary(iteration_dir, target=None, test=None, like=None):
+def latest_summary(iteration_dir: str | Path, target: str | None = None, test: str | None = None,
+                   like: Summary | None = None) -> Summary | None:
     """The newest summary of an iteration (for a target and test, or like another run), or None."""
     found = summaries(iteration_dir, target, test, like)
     return found[-1][2] if found else None
@@ -177,16 +196,14 @@ def latest_summary(iteration_dir, target=None, test=None, like=None):
 TEXT_SUFFIXES = {".json", ".jsonl", ".cfg", ".log", ".md", ".csv", ".html", ".txt", ".http"}
 
 
-def without_machine_paths(folder):
+def without_machine_paths(folder: str | Path) -> None:
     """Rewrites the folder's text files so no path of this machine stays in them (results are
     committed): a path in the checkout becomes relative to it (the checkout itself `.`), one in the
     home folder starts with `~`. Only the paths themselves: not /srv/root, not a sibling /work/main2.
     For a stack that is down only: a running one reads its state and configuration by absolute path."""
-    import re
-
     from visitkit.paths import ROOT
 
-    def whole(path):  # the path, then "/" or its end; not inside a longer path
+    def whole(path: Path) -> re.Pattern[str]:  # the path, then "/" or its end; not inside a longer path
         return re.compile(rf"(?<![\w./-]){re.escape(str(path))}(/|(?![\w.-]))")
 
     checkout, home = whole(ROOT), whole(Path.home())

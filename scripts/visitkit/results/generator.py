@@ -2,20 +2,27 @@
 limit? A process is saturated once its CPU stays at or above Locust's own warning threshold, or
 its event loop runs late by LAG_SATURATED_MS, for HOLD_S seconds running; saturation before the
 knee means the knee may be the load generator's, not the system's."""
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from visitkit.results.records import LoadGenerator, ProcessHealth, Saturation
+
 CPU_SATURATED = 90.0  # % of one core: Locust warns above it (runners.py, CPU_WARNING_THRESHOLD)
 LAG_SATURATED_MS = 100.0  # a 0.1 s sleep waking this late delays every request that much
 HOLD_S = 3
 
 
-def figures(health, knee_time=None, workers=0):
+def figures(health: Sequence[Mapping[str, Any]], knee_time: float | None = None,
+            workers: int = 0) -> LoadGenerator | None:
     """{"workers", "processes", "per_process": {name: {cpu_max, lag_max_ms, saturated_at}},
     "saturated": [{process, time, users, why, before_knee}]} from the health rows, or None without any."""
     if not health:
         return None
-    by_process = {}
+    by_process: dict[str, list[Mapping[str, Any]]] = {}
     for row in sorted(health, key=lambda r: r["time"]):
         by_process.setdefault(row["process"], []).append(row)
-    per_process, saturated = {}, []
+    per_process: dict[str, ProcessHealth] = {}
+    saturated: list[Saturation] = []
     for name, rows in sorted(by_process.items()):
         onset = saturation_onset(rows)
         per_process[name] = {"cpu_max": max((r["cpu_percent"] or 0 for r in rows), default=0),
@@ -28,9 +35,9 @@ def figures(health, knee_time=None, workers=0):
             "saturated": sorted(saturated, key=lambda s: s["time"])}
 
 
-def saturation_onset(rows):
+def saturation_onset(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The first row of the first HOLD_S-second run of saturated rows, with why; or None."""
-    run = []
+    run: list[tuple[Mapping[str, Any], str]] = []
     for row in rows:
         why = reason(row)
         run = run + [(row, why)] if why else []
@@ -40,7 +47,7 @@ def saturation_onset(rows):
     return None
 
 
-def reason(row):
+def reason(row: Mapping[str, Any]) -> str | None:
     if (row["cpu_percent"] or 0) >= CPU_SATURATED:
         return f"CPU {row['cpu_percent']:.0f} %"
     if (row["loop_lag_ms"] or 0) >= LAG_SATURATED_MS:

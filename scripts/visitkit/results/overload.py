@@ -5,13 +5,17 @@ From Locust's per-second history and failures only, so it reads the same on ever
 """
 import re
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from visitkit.results.records import Failure, Overload
 
 RECOVERY_FACTOR = 1.5  # p95 within 1.5 x the pre-spike p95 ...
 RECOVERY_HOLD_S = 5  # ... for this many seconds in a row
 TOO_MANY = re.compile(r"\b429\b")
 
 
-def spike_window(history):
+def spike_window(history: Iterable[Mapping[str, Any]]) -> tuple[float, float] | tuple[None, None]:
     """(start, end) of the spike: the seconds with the run's highest user count, or (None, None)."""
     loaded = [s for s in history if s["users"] > 0]
     if not loaded:
@@ -21,11 +25,11 @@ def spike_window(history):
     return at_peak[0], at_peak[-1]
 
 
-def figures(history, failures):
+def figures(history: Sequence[Mapping[str, Any]], failures: Iterable[Failure]) -> Overload | None:
     """{"spike_users", "spike_s", "baseline_p95_ms", "spike_p95_ms", "recovery_s", "refused_429",
     "other_errors"}; recovery_s is None when latency had not come back by the end of the load."""
     start, end = spike_window(history)
-    if start is None:
+    if start is None or end is None:  # spike_window gives both or neither
         return None
     before = [s["p95_ms"] for s in history if s["time"] < start and s["users"] > 0 and s["p95_ms"] is not None]
     during = [s["p95_ms"] for s in history if start <= s["time"] <= end and s["p95_ms"] is not None]

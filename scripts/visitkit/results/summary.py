@@ -1,17 +1,35 @@
 """RunData -> the summary of a run (summary.json): every figure the report, the verdict, the
 plots' marks and compare read. Figures, and the headline's one rendering (headline_table); the
-verdict is verdict.py's, the report's words report.py's."""
+verdict is verdict.py's, the report's words report.py's. The summary is made as summary.json's data,
+then read as its record (results/records.py, Summary), which checks its keys."""
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import Any, TypeGuard
+
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.cloud import monitoring
 from visitkit.formatting import fmt, ms
 from visitkit.model import cost
 from visitkit.model.capacity import convergence_for_load
 from visitkit.results import analysis, audit, generator, overload
-from visitkit.settings import summary_line
+from visitkit.results.folder import RunData
+from visitkit.results.records import (
+    FORMAT_VERSION,
+    Audit,
+    Breakpoint,
+    Headline,
+    LedgerFigures,
+    ModelLoad,
+    NoDeadLetterTopic,
+    Platform,
+    PlatformFunction,
+    Summary,
+)
+from visitkit.samples import Sample
+from visitkit.settings import Settings, summary_line
 from visitkit.twin import chaos, resources
 
 
-def summarize(data):
+def summarize(data: RunData) -> Summary:
     run, ledger, samples = data.run, audit.upgraded(data.ledger), data.samples
     load_start, load_end = analysis.load_window(data.history)
     aggregated = data.stats[-1] if data.stats and data.stats[-1]["name"] == "Aggregated" else None
@@ -21,14 +39,14 @@ def summarize(data):
     failures = aggregated["failures"] if aggregated else 0
     no_dead_letter = without_dead_letter_topic(run, data.settings)
     missing = data.missing_metrics  # RunData's metrics/missing.json (see folder.py)
-    summary = {
+    summary: dict[str, Any] = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
         "settings_line": summary_line(data.settings) if data.settings else None,
         "shape": run.get("shape"), "profile": run.get("profile"), "prediction": run.get("prediction"),
         "twin": run.get("twin"), "warm_up": run.get("warm_up"),
         "load": {"start": load_start, "end": load_end,
-                 "seconds": (load_end - load_start) if load_start is not None else None,
+                 "seconds": (load_end - load_start) if load_start is not None and load_end is not None else None,
                  "max_users": max((s["users"] for s in data.history), default=0),
                  "requests": requests, "failures": failures,
                  "failure_ratio": failures / requests if requests else None,
@@ -57,36 +75,42 @@ def summarize(data):
         missing={entry["metric"] for entry in missing})
     summary["machine"] = machine_figures(summary["breakpoint"], samples, (run.get("machine") or {}).get("cores"),
                                          on_platform)
-    summary["chaos"] = chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos") else None
+    summary["chaos"] = (chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos")
+                        else None)
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0))
     summary["model_load"] = model_for_load(run, data.history, load_start, load_end)
     summary["headline"] = headline(summary)
-    return summary
+    return Summary.from_json({**summary, "format_version": FORMAT_VERSION})
 
 
-def model_for_load(run, history, load_start, load_end):
+def model_for_load(run: Mapping[str, Any], history: Sequence[Mapping[str, Any]], load_start: float | None,
+                   load_end: float | None) -> ModelLoad | None:
     """The run's recorded prediction applied to the users it actually ran (predict.convergence_for_load)."""
     prediction = run.get("prediction")
-    if not prediction or load_start is None or not prediction.get("drain_per_s"):
+    # load_window gives both ends or neither
+    if not prediction or load_start is None or load_end is None or not prediction.get("drain_per_s"):
         return None
     series = [(s["time"], s["users"]) for s in history if load_start <= s["time"] <= load_end]
-    return convergence_for_load(prediction, series, run.get("target"))
+    found: ModelLoad = convergence_for_load(prediction, series, run.get("target"))
+    return found
 
 
-def machine_figures(breakpoint, samples, cores, on_platform):
+def machine_figures(breakpoint: Breakpoint, samples: Sequence[Sample], cores: int | None,
+                    on_platform: bool) -> dict[str, dict[str, Any] | None] | None:
     """The local machine's CPU at the knee and at the peak RPS ({"knee": .., "peak": ..}), or None on
     Google Cloud: where the machine was busy, the knee or the peak is the machine's, not the system's."""
     if on_platform or not samples:
         return None
-    return {moment: resources.machine_at(samples, breakpoint[key]["time"], cores) if breakpoint[key] else None
-            for moment, key in (("knee", "knee"), ("peak", "peak_rps"))}
+    knee, peak = breakpoint["knee"], breakpoint["peak_rps"]
+    return {"knee": resources.machine_at(samples, knee["time"], cores) if knee else None,
+            "peak": resources.machine_at(samples, peak["time"], cores) if peak else None}
 
 
-def served(samples, start=None, end=None):
+def served(samples: Sequence[Sample], start: float | None = None, end: float | None = None) -> dict[str, int]:
     """Requests each function served in the window (the platform's cumulative counts, differenced)."""
-    window = [s for s in samples if start is None or start <= s["time"] <= end] or samples
+    window = analysis.during(samples, start, end) or list(samples)
     counts = {}
     for name in FUNCTIONS:
         first, last = analysis.fn_field(name, "requests")(window[0]), analysis.fn_field(name, "requests")(window[-1])
@@ -101,7 +125,10 @@ MEMORY_QUERIES = {"billable_instance_time", "memory_utilizations"}
 COST_QUERIES = {"request_count", "billable_instance_time", "firestore_reads", "firestore_writes", "firestore_deletes"}
 
 
-def resource_figures(samples, settings, load_start, load_end, on_platform, region=None, missing=()):
+def resource_figures(samples: Sequence[Sample], settings: Settings | None, load_start: float | None,
+                     load_end: float | None, on_platform: bool, region: str | None = None,
+                     missing: Set[str] = frozenset()) -> tuple[dict[str, dict[str, Any]], dict[str, float],
+                                                                dict[str, Any] | None]:
     """(resources per component, CPU ms per request per function, estimated cost or None).
     Locally over the load, from the processes; on Google Cloud over the window, from Cloud Run, at
     the prices of the run's region (runs recorded before regions were: the infra's default).
@@ -134,7 +161,7 @@ def resource_figures(samples, settings, load_start, load_end, on_platform, regio
     return figures, resources.cpu_ms_per_request(figures, requests), estimate
 
 
-def ledger_figures(ledger):
+def ledger_figures(ledger: Mapping[str, Any]) -> LedgerFigures:
     """Whether the ledger holds every visit by id, and which workers' final ledgers did not arrive."""
     workers = ledger.get("workers") or {}
     return {"complete": ledger.get("complete", True), "workers": len(workers),
@@ -142,11 +169,14 @@ def ledger_figures(ledger):
             "untracked": sum((ledger.get("untracked") or {}).values())}
 
 
-def is_exact(audit_record):
-    return bool(audit_record) and audit_record["method"] == "exact"
+def is_exact(audit_record: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
+    if not audit_record:
+        return False
+    return audit_record["method"] == "exact"
 
 
-def visit_accounting(ledger, audit_record, before, after):
+def visit_accounting(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] | None, before: Mapping[str, int],
+                     after: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """Each visit's fate from the exact audit (with the totals read together with the markers), or
     the pages' totals (ambiguous 5xx and unanswered; the visits that gave up, never published, counted
     apart from the refused ones). `ledger`: as audit.upgraded reads it."""
@@ -165,7 +195,7 @@ def visit_accounting(ledger, audit_record, before, after):
     return rows
 
 
-def audit_figures(ledger, audit_record, shown=10):
+def audit_figures(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] | None, shown: int = 10) -> Audit:
     """How the visits were audited, and the first acknowledged visits not stored (to look up)."""
     if not audit_record:
         return {"method": "totals", "why": "the run was recorded before audits", "reads": 0, "read_cost_usd": None,
@@ -173,21 +203,23 @@ def audit_figures(ledger, audit_record, shown=10):
     acknowledged = {visit_id for visit_id, (_, outcome) in audit.visit_ids(ledger).items()
                     if outcome == "acknowledged"}
     lost = [visit_id for visit_id in audit_record["not_stored"] if visit_id in acknowledged]
-    return {key: audit_record[key] for key in ("method", "why", "reads", "read_cost_usd")} | {"lost_ids": lost[:shown]}
+    return {"method": audit_record["method"], "why": audit_record["why"], "reads": audit_record["reads"],
+            "read_cost_usd": audit_record["read_cost_usd"], "lost_ids": lost[:shown]}
 
 
-def dead_lettered(samples):
+def dead_lettered(samples: Sequence[Sample]) -> int | None:
     """Visits the platform moved to the dead-letter topic during the run (the last cumulative
     figure: the store's on Google Cloud, the push delivery's locally), or None if not measured."""
     for sample in reversed(samples):
-        for section in ("store", "push"):
-            value = (sample.get(section) or {}).get("dead_lettered")
+        for section in (sample.get("store"), sample.get("push")):
+            value = section.get("dead_lettered") if section else None
             if value is not None:
                 return value
     return None
 
 
-def with_dead_letters(visits, count, exact=False):
+def with_dead_letters(visits: dict[str, dict[str, Any]], count: int | None,
+                      exact: bool = False) -> dict[str, dict[str, Any]]:
     """A dead-lettered visit is neither stored nor lost: it waits in the dead-letter subscription.
     Only the total is known (the metric has no page), so only the total row changes, and from the
     pages' own lost visits: one page's duplicates must not hide another's losses. An exact audit
@@ -200,7 +232,7 @@ def with_dead_letters(visits, count, exact=False):
     return visits
 
 
-def without_dead_letter_topic(run, settings):
+def without_dead_letter_topic(run: Mapping[str, Any], settings: Settings | None) -> NoDeadLetterTopic | None:
     """For a Google Cloud run deployed with `dead_letter: false` (no dead-letter topic: a delivery that
     always fails is retried until its message expires, and nothing is counted as dead-lettered),
     {"message_retention_seconds": ..} (None if the settings did not parse); otherwise None."""
@@ -209,21 +241,26 @@ def without_dead_letter_topic(run, settings):
     return {"message_retention_seconds": settings.subscription.message_retention_seconds if settings else None}
 
 
-def platform_figures(samples, no_dead_letter=None):
+def platform_figures(samples: Sequence[Sample], no_dead_letter: NoDeadLetterTopic | None = None) -> Platform:
     """Cloud Monitoring's figures over the whole window (load and convergence): per function the
     requests, 429s and 5xx that reached it, its worst minute's p50 and p95 and its most instances;
     the subscription's and Firestore's peaks. Counters in the samples count from the window's start.
     dead_lettered is None without a dead-letter topic (no_dead_letter: without_dead_letter_topic's)."""
-    def values(get):
+    def values(get: Callable[[Sample], Any]) -> list[Any]:
         return [v for v in (get(sample) for sample in samples) if v is not None]
 
-    functions = {}
-    for name in FUNCTIONS:
-        functions[name] = {key: analysis.fn_field(name, key)(samples[-1])
-                           for key in ("requests", "responses_429", "responses_429_logged", "responses_5xx")}
-        for key, field in (("p50_ms_max", "service_ms"), ("p95_ms_max", "service_ms_p95"),
-                           ("instances_max", "instances")):
-            functions[name][key] = max(values(analysis.fn_field(name, field)), default=None)
+    def function(name: str) -> PlatformFunction:
+        last = {key: analysis.fn_field(name, key)(samples[-1])
+                for key in ("requests", "responses_429", "responses_429_logged", "responses_5xx")}
+        worst = {key: max(values(analysis.fn_field(name, field)), default=None)
+                 for key, field in (("p50_ms_max", "service_ms"), ("p95_ms_max", "service_ms_p95"),
+                                    ("instances_max", "instances"))}
+        return {"requests": last["requests"], "responses_429": last["responses_429"],
+                "responses_429_logged": last["responses_429_logged"], "responses_5xx": last["responses_5xx"],
+                "p50_ms_max": worst["p50_ms_max"], "p95_ms_max": worst["p95_ms_max"],
+                "instances_max": worst["instances_max"]}
+
+    functions = {name: function(name) for name in FUNCTIONS}
     writes = [rate for _, rate in analysis.counter_rate(samples, analysis.store_field("firestore_writes"))
               if rate is not None]
     return {"functions": functions,
@@ -236,11 +273,12 @@ def platform_figures(samples, no_dead_letter=None):
             "dead_lettered": None if no_dead_letter else analysis.store_field("dead_lettered")(samples[-1])}
 
 
-def headline(summary):
-    """The flat figures checks and comparisons use (names are stable: READMEs refer to them)."""
+def headline(summary: Mapping[str, Any]) -> Headline:
+    """The flat figures checks and comparisons use (names are stable: READMEs refer to them). `summary`:
+    summary.json's data, as summarize makes it."""
     bp, conv, visits = summary["breakpoint"], summary["convergence"], summary["visits"]["total"]
     pick = lambda d, key: d[key] if d else None  # noqa: E731
-    figures = {
+    figures: Headline = {
         "users_max": summary["load"]["max_users"], "requests": summary["load"]["requests"],
         "failure_ratio": summary["load"]["failure_ratio"],
         "rps_peak": pick(bp["peak_rps"], "rps"), "knee_users": pick(bp["knee"], "users"),
@@ -269,7 +307,7 @@ def headline(summary):
     return figures
 
 
-def headline_table(h):
+def headline_table(h: Mapping[str, Any]) -> list[str]:
     """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
     visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
     unit = lambda text, suffix: text if text == "n/a" else f"{text} {suffix}"  # noqa: E731 (no "n/a ms")
@@ -279,5 +317,5 @@ def headline_table(h):
         "|---|---|---:|---:|---|---:|---:|---|",
         f"| {fmt(h['knee_users'], 0)} / {fmt(h['knee_rps'])} | {fmt(h['first_failure_users'], 0)} / "
         f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {unit(ms(h['p95_ceiling_ms']), 'ms')} | "
-        f"{h.get('slowest_function', 'n/a')} | {unit(fmt(h['convergence_s'], 0), 's')} | {fmt(h['extra_min_per_min'], 2)} | "
-        f"{visits} |"]
+        f"{h.get('slowest_function', 'n/a')} | {unit(fmt(h['convergence_s'], 0), 's')} | "
+        f"{fmt(h['extra_min_per_min'], 2)} | {visits} |"]

@@ -3,20 +3,22 @@ the Locust side of the load (`LoadPlan`), the warm-up of a local run (`WarmUp`),
 --resume continues (`resumable`)."""
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Self
 
 from visitkit import suite
 from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.errors import RunError
-from visitkit.model.capacity import PAGE_REFRESH_SECONDS, figure_to_measure, predict
+from visitkit.model.capacity import PAGE_REFRESH_SECONDS, Prediction, figure_to_measure, predict
 from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR
 from visitkit.results import audit
 from visitkit.results import folder as results
-from visitkit.settings import check_invokers, load_settings
+from visitkit.settings import Settings, check_invokers, load_settings
 from visitkit.twin.chaos import ChaosPlan
-from visitkit.twin.profile import load_profile
+from visitkit.twin.profile import Profile, load_profile
 
 TESTS = ("breakpoint", "endurance", "load", "spike")
 NODE = LOCUST_DIR / "node.py"
@@ -38,7 +40,7 @@ WARM_UP_SPAWN_RATE = 20.0
 WARM_UP_DIR = "warm-up"
 
 
-def parse_duration(text):
+def parse_duration(text: str | float | None) -> float | None:
     """'90', '90s', '5m', '1h30m' -> seconds."""
     if text is None:
         return None
@@ -58,18 +60,19 @@ def parse_duration(text):
 class LoadPlan:
     """The Locust side of a run: the test's shape and its settings, and the Locust processes."""
     test: str
-    seconds: float = None  # a cap on the load; None: the shape's own length
+    seconds: float | None = None  # a cap on the load; None: the shape's own length
     shape_set: str = ""  # "k=v,k=v" as locust/shapes.py reads it
-    stages: str = None  # endurance stages: a CSV file or "users:hold_s,..."
-    processes: int = None  # Locust's own --processes (one command, forked workers)
+    stages: str | None = None  # endurance stages: a CSV file or "users:hold_s,..."
+    processes: int | None = None  # Locust's own --processes (one command, forked workers)
     retry_visits: int = 0  # how often a visit with a 429, a 5xx or no answer is posted again (same visit id)
-    workers: int = None  # distributed mode: a master and this many workers, each started by locust/node.py
+    workers: int | None = None  # distributed mode: a master and this many workers, each started by locust/node.py
     dwell: float = 0.0  # > 0: readers who keep each page open this many seconds (locust/locustfile.py's Reader)
     counter_ttl: float = 0.0  # with a dwell: get-counter's cache TTL, which the page's re-reads wait at least
 
     @classmethod
-    def build(cls, test, duration=None, shape_set="", stages=None, processes=None, local=True, retry_visits=0,
-              workers=None, dwell=0.0, counter_ttl=0.0):
+    def build(cls, test: str, duration: str | float | None = None, shape_set: str = "", stages: str | None = None,
+              processes: int | None = None, local: bool = True, retry_visits: int | None = 0,
+              workers: int | None = None, dwell: float | None = 0.0, counter_ttl: float | None = 0.0) -> Self:
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -101,7 +104,7 @@ class LoadPlan:
         return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers, dwell,
                    float(counter_ttl or 0) if dwell else 0.0)
 
-    def describe(self):
+    def describe(self) -> str:
         stages = ""
         if self.stages:
             stages = f", stages from {Path(self.stages).name if Path(self.stages).exists() else self.stages}"
@@ -114,10 +117,13 @@ class LoadPlan:
                    f"{PAGE_REFRESH_SECONDS:g} s refresh and the {self.counter_ttl:g} s cache TTL) plus jitter"
                    if self.dwell else ""))
 
-    def options(self, base_url, target_args=(), stages=None):
+    def options(self, base_url: str, target_args: Iterable[str] = (),
+                stages: str | None = None) -> list[tuple[str, str | int | None]]:
         """The test's Locust options as [(option, value; None for a flag)], the same for one process
         and for a distributed run's run.conf; `stages`: where the stages file is for this run."""
-        options = [("--headless", None), ("--host", base_url), ("--shape", self.test), ("--stop-timeout", STOP_TIMEOUT_S), ("--only-summary", None), ("--exit-code-on-error", 0)]
+        options: list[tuple[str, str | int | None]] = [
+            ("--headless", None), ("--host", base_url), ("--shape", self.test), ("--stop-timeout", STOP_TIMEOUT_S),
+            ("--only-summary", None), ("--exit-code-on-error", 0)]
         if self.shape_set:
             options.append(("--shape-set", self.shape_set))
         if self.stages:
@@ -129,11 +135,12 @@ class LoadPlan:
         target_args = list(target_args)
         for i, arg in enumerate(target_args):
             if arg.startswith("--"):
-                value = target_args[i + 1] if i + 1 < len(target_args) and not target_args[i + 1].startswith("--") else None
+                value = (target_args[i + 1] if i + 1 < len(target_args) and not target_args[i + 1].startswith("--")
+                         else None)
                 options.append((arg, value))
         return options
 
-    def locust_command(self, base_url, folder, target_args=()):
+    def locust_command(self, base_url: str, folder: Path, target_args: Iterable[str] = ()) -> list[str]:
         """One Locust command (with --processes, one that forks its workers); target_args: what the
         target needs Locust to send (ID tokens on an authenticated deployment)."""
         command = [sys.executable, "-m", "locust", "-f", str(suite.LOCUSTFILE)]
@@ -146,7 +153,7 @@ class LoadPlan:
             command += ["--processes", str(self.processes), "--master-port", port, "--master-bind-port", port]
         return command
 
-    def planned_seconds(self):
+    def planned_seconds(self) -> float | None:
         """How long the load lasts: --duration, or the shape's own length, asked of locust/shapes.py in
         a process of its own (importing Locust here would patch this process's threads with gevent)."""
         if self.seconds is not None:
@@ -159,7 +166,7 @@ class LoadPlan:
             raise RunError(f"the shape's settings are not valid: {found.stderr.strip().splitlines()[-1]}")
         return None if found.stdout.strip() == "None" else float(found.stdout)
 
-    def run_conf(self, base_url, target_args=(), stages=None):
+    def run_conf(self, base_url: str, target_args: Iterable[str] = (), stages: str | None = None) -> str:
         """The options as a Locust configuration file, which a distributed run's master and workers
         all read (locust/node.py)."""
         lines = ["# The run's Locust options (scripts/run-iteration wrote them; locust/node.py reads them)."]
@@ -167,8 +174,9 @@ class LoadPlan:
             lines.append(f"{option[2:]} = {'true' if value is None else value}")
         return "\n".join(lines) + "\n"
 
-    def node_commands(self, conf, out, port, master_host="127.0.0.1", processes=None, expect_workers=None,
-                      wait_s=LOCAL_WAIT_WORKERS_S):
+    def node_commands(self, conf: str | Path, out: str | Path, port: int | str, master_host: str = "127.0.0.1",
+                      processes: int | None = None, expect_workers: int | None = None,
+                      wait_s: float | None = LOCAL_WAIT_WORKERS_S) -> tuple[list[str], list[str]]:
         """(master, worker) command lines of locust/node.py: the master, and one machine's workers."""
         processes = processes or self.workers
         master = [sys.executable, str(NODE), "master", "--config", str(conf), "--out", str(out),
@@ -187,12 +195,12 @@ class WarmUp:
     users: int
     seconds: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.users < 1 or self.seconds <= 0:
             raise RunError("a warm-up needs 1 user or more and a duration above 0 (--warm-up 0 skips it)")
 
     @classmethod
-    def build(cls, duration, users, prediction):
+    def build(cls, duration: str | float | None, users: int | None, prediction: Prediction) -> Self | None:
         """From --warm-up and --warm-up-users (None: the defaults); None when the duration is 0."""
         seconds = WARM_UP_S if duration is None else parse_duration(duration)
         if not seconds:
@@ -201,13 +209,13 @@ class WarmUp:
             users = max(1, round(WARM_UP_SHARE * figure_to_measure(prediction.as_dict(), "local", "knee_users")))
         return cls(users, seconds)
 
-    def load(self):
+    def load(self) -> LoadPlan:
         return LoadPlan("endurance", None, f"spawn_rate={WARM_UP_SPAWN_RATE:g}", f"{self.users}:{self.seconds:g}")
 
-    def describe(self):
+    def describe(self) -> str:
         return f"{self.users} users (reached at +{WARM_UP_SPAWN_RATE:g}/s) for {self.seconds:g} s"
 
-    def timeout(self):
+    def timeout(self) -> float:
         return self.users / WARM_UP_SPAWN_RATE + self.seconds + STOP_TIMEOUT_S + 120
 
 
@@ -215,32 +223,36 @@ class WarmUp:
 class RunConfig:
     """What to run, checked once: the iteration and its settings, the load, the target."""
     iteration_dir: Path
-    settings: object  # settings.Settings
+    settings: Settings
     load: LoadPlan
     target: str = "local"  # local, gcp, or a base URL
-    convergence_timeout: float = None
+    convergence_timeout: float | None = None
     queue_timeout: float = QUEUE_TIMEOUT_S
     keep_up: bool = False
-    project: str = None
-    region: str = None
+    project: str | None = None
+    region: str | None = None
     destroy: bool = False
-    access: str = None  # gcp: "auto", "public" or "authenticated", over the settings file's
-    invokers: tuple = ()  # gcp, authenticated: who gets run.invoker (default: the credentials' account)
-    impersonate: str = None  # gcp, authenticated: mint ID tokens as this service account
-    profile: object = None  # profile.Profile: the local twin's latencies, and the capacity model's service times
-    chaos: object = None  # chaos.ChaosPlan: faults during the load (local only)
-    warm_up: WarmUp = None  # visits before the test (local only)
+    access: str | None = None  # gcp: "auto", "public" or "authenticated", over the settings file's
+    invokers: tuple[str, ...] = ()  # gcp, authenticated: who gets run.invoker (default: the credentials' account)
+    impersonate: str | None = None  # gcp, authenticated: mint ID tokens as this service account
+    profile: Profile | None = None  # the local twin's latencies, and the capacity model's service times
+    chaos: ChaosPlan | None = None  # faults during the load (local only)
+    warm_up: WarmUp | None = None  # visits before the test (local only)
     audit: str = "auto"  # how every visit is audited after convergence: visitkit.results.audit.METHODS
-    worker_type: str = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
+    worker_type: str | None = None  # a fleet's worker VMs' machine type (--workers with gcp or a URL)
     keep_fleet: bool = False  # leave the fleet up after the run, to look inside its VMs
     update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
-    resume: Path = None  # gcp: a failed run's results folder, continued after its last finished step
-    prediction: object = None  # predict.Prediction from the settings and the profile, made once here
+    resume: Path | None = None  # gcp: a failed run's results folder, continued after its last finished step
+    prediction: Prediction | None = None  # from the settings and the profile, made once here (build)
 
     @classmethod
-    def build(cls, iteration_dir, test, *, target="local", duration=None, shape_set="", stages=None,
-              processes=None, workers=None, worker_type=None, profile=None, chaos=None, warm_up=None,
-              warm_up_users=None, retry_visits=0, dwell=0.0, **options):
+    def build(cls, iteration_dir: str | Path, test: str, *, target: str = "local", duration: str | float | None = None,
+              shape_set: str = "", stages: str | None = None, processes: int | None = None,
+              workers: int | None = None, worker_type: str | None = None, profile: str | None = None,
+              chaos: str | None = None, warm_up: str | float | None = None, warm_up_users: int | None = None,
+              retry_visits: int | None = 0, dwell: float | None = 0.0, **options: Any) -> Self:
+        """`profile`: a latency profile's name or file (local only); `chaos`: a chaos plan's text; `options`:
+        the other fields by name (convergence_timeout, project, access, invokers, resume, ...)."""
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
@@ -271,28 +283,28 @@ class RunConfig:
         options["worker_type"] = worker_type
         if options.get("keep_fleet") and not (workers is not None and target != "local"):
             raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
-        settings, profile = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        settings, latencies = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
         if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do
             load = replace(load, counter_ttl=float(settings.cache_ttl_seconds))
         queue_timeout = options.get("queue_timeout", cls.queue_timeout)
         # The run's readers (the study's visitor, or readers who stay `dwell` s); the warm-up's are visitors.
-        options["prediction"] = predict(settings, profile, queue_timeout, dwell_s=load.dwell)
+        options["prediction"] = predict(settings, latencies, queue_timeout, dwell_s=load.dwell)
         if target == "local":
-            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, predict(settings, profile, queue_timeout)
+            options["warm_up"] = WarmUp.build(warm_up, warm_up_users, predict(settings, latencies, queue_timeout)
                                               if load.dwell else options["prediction"])
-        return cls(iteration_dir, settings, load, target, profile=profile, **options)
+        return cls(iteration_dir, settings, load, target, profile=latencies, **options)
 
     @property
-    def target_kind(self):
+    def target_kind(self) -> str:
         return self.target if self.target in ("local", "gcp") else "url"
 
     @property
-    def on_fleet(self):
+    def on_fleet(self) -> bool:
         """Locust runs on a fleet of VMs in Google Cloud (infra/loadgen)."""
         return bool(self.load.workers) and self.target != "local"
 
 
-def resumable(results_dir, iteration_dir, test):
+def resumable(results_dir: str | Path, iteration_dir: Path, test: str) -> Path:
     """A results folder --resume can continue: a run of the same iteration and test."""
     folder = results.ResultsFolder(Path(results_dir).resolve())
     record = folder.run()  # RunError where it is not a results folder

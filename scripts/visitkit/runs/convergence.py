@@ -2,18 +2,26 @@
 convergence wait), then the audit of every visit against the store."""
 import json
 import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from visitkit.results import analysis, audit
 from visitkit.results import folder as results
 from visitkit.results.summary import model_for_load
+from visitkit.runs.config import RunConfig
 from visitkit.runs.load import Sampler
 from visitkit.runs.progress import Progress
+from visitkit.runs.targets import Target
+
+# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
+# imported (an import back would be a cycle), so it goes as Any.
 
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
 MIN_CONVERGENCE_WAIT_S = 120
 
 
-def convergence_wait(config, target, load_seconds, model_seconds=0):
+def convergence_wait(config: RunConfig, target: Target, load_seconds: float, model_seconds: float = 0) -> float:
     """--convergence-timeout, else the longest of a floor, 3 x the load, twice what the model says the
     store needs after this load (a run the model describes never times out; one it does not still ends)
     and the target's own minimum."""
@@ -22,16 +30,17 @@ def convergence_wait(config, target, load_seconds, model_seconds=0):
     return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, 2 * model_seconds, target.min_convergence_wait)
 
 
-def state_convergence_wait(state):
+def state_convergence_wait(state: Any) -> float:
     """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded."""
     history = analysis.aggregated_history(results.read_csv(state.folder / results.HISTORY))
-    model = model_for_load(state.record, history, *analysis.load_window(history)) or {}
-    return convergence_wait(state.config, state.target, state.load_ended - state.load_started,
-                            model.get("seconds_after_load") or 0)
+    model = model_for_load(state.record, history, *analysis.load_window(history))
+    after_load = model.get("seconds_after_load") if model else None
+    return convergence_wait(state.config, state.target, state.load_ended - state.load_started, after_load or 0)
 
 
-def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1.0, progress=None,
-                         backlog=lambda: None):
+def wait_for_convergence(target: Target, before: Mapping[str, int], acknowledged: Mapping[str, int],
+                         path: str | Path, timeout: float, interval: float = 1.0, progress: Progress | None = None,
+                         backlog: Callable[[], float | None] = lambda: None) -> bool:
     """Polls stored totals into a JSONL file until every page holds before + acknowledged (then a few
     more polls, so late duplicates show) or the timeout passes. True when it converged."""
     expected = {page: before.get(page, 0) + count for page, count in acknowledged.items()}
@@ -56,7 +65,7 @@ def wait_for_convergence(target, before, acknowledged, path, timeout, interval=1
             time.sleep(interval)
 
 
-def converge(state):
+def converge(state: Any) -> None:
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     wait = state_convergence_wait(state)
     if state.sampler is None:  # a resumed run whose load had finished
@@ -81,7 +90,7 @@ def converge(state):
     state.folder.save_run(state.record)
 
 
-def audit_visits(state):
+def audit_visits(state: Any) -> None:
     """Reads the store's marker of every visit id in the ledger (or, per visitkit.results.audit, falls back
     to the totals), into audit.json."""
     ledger = json.loads((state.folder / results.LEDGER).read_text())
@@ -99,7 +108,7 @@ def audit_visits(state):
         state.log(f"audit: by the totals ({record['why']})")
 
 
-def audit_words(requested, target):
+def audit_words(requested: str, target: Target) -> str:
     if requested == "totals" or not target.reads_visits:
         return "compare each page's stored total with the visits' outcomes (5xx and unanswered stay ambiguous)"
     words = "read the store's marker of every visit id in the ledger, in batches: each visit's fate is known"

@@ -5,16 +5,24 @@ import shlex
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from visitkit.errors import RunError
 from visitkit.results import folder as results
-from visitkit.runs.config import STOP_TIMEOUT_S
+from visitkit.runs.config import STOP_TIMEOUT_S, LoadPlan, RunConfig
 from visitkit.runs.load import Sampler
+from visitkit.runs.targets import Target
 from visitkit.settings import DEPLOYED_ACCESS_MODES
 from visitkit.steps import Step
 
+if TYPE_CHECKING:
+    from visitkit.cloud.fleet import Fleet
 
-def make_fleet(config, folder):
+# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
+# imported (an import back would be a cycle), so it goes as Any.
+
+
+def make_fleet(config: RunConfig, folder: results.ResultsFolder) -> "Fleet | None":
     """The run's Locust fleet on Google Cloud, or None; builds it without contacting anything."""
     if not config.on_fleet:
         return None
@@ -22,11 +30,12 @@ def make_fleet(config, folder):
     from visitkit.cloud.fleet import Fleet
 
     access = config.access or config.settings.access if config.target == "gcp" else "public"
+    assert config.load.workers is not None  # on_fleet: the workers were asked for
     return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name,
                  loadgen_record=loadgen.latest()[1])
 
 
-def fleet_steps(config, folder, target, fleet):
+def fleet_steps(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet: "Fleet") -> list[Step]:
     load = config.load
     commands = fleet.commands()
     master, worker = fleet.node_lines(load)
@@ -64,13 +73,13 @@ def fleet_steps(config, folder, target, fleet):
     ]
 
 
-def _retry_policy():
+def _retry_policy() -> str:
     from visitkit.cloud.firstrun import retry_policy_text
 
     return retry_policy_text()
 
 
-def provision_fleet(state):
+def provision_fleet(state: Any) -> None:
     fleet, target = state.fleet, state.target
     fleet.region = target.deployed_region or fleet.region  # beside the functions
     if target.access in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
@@ -82,7 +91,7 @@ def provision_fleet(state):
     fleet.provision()
 
 
-def run_on_fleet(state):
+def run_on_fleet(state: Any) -> None:
     """The fleet's master has started once its workers connected: wait for its results, copy them."""
     config, folder, fleet = state.config, state.folder, state.fleet
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
@@ -101,7 +110,8 @@ def run_on_fleet(state):
     if code != 0:
         state.record["notes"].append(f"Locust on the fleet exited with code {code}: see {results.LOCUST_LOG}")
     if results.LEDGER not in copied:
-        raise RunError(f"the fleet's master uploaded no {results.LEDGER} (it uploaded: {', '.join(copied) or 'nothing'})")
+        raise RunError(f"the fleet's master uploaded no {results.LEDGER} "
+                       f"(it uploaded: {', '.join(copied) or 'nothing'})")
     seconds = sorted(int(row["time"]) for row in results.read_csv(folder / results.PER_SECOND))
     # the load's own window, from the master's clock, rather than the wait's (VMs booting first)
     state.load_started = float(seconds[0]) if seconds else waited_from
@@ -110,7 +120,7 @@ def run_on_fleet(state):
     state.folder.save_run(state.record)
 
 
-def destroy_fleet(state):
+def destroy_fleet(state: Any) -> None:
     fleet = state.fleet
     if fleet is None or not fleet.provisioning:  # nothing was created
         if fleet is not None and fleet.stage_dir.parent.exists():
@@ -120,7 +130,7 @@ def destroy_fleet(state):
     shutil.rmtree(fleet.stage_dir.parent)
 
 
-def fleet_timeout(load):
+def fleet_timeout(load: LoadPlan) -> float:
     """How long the kit waits for a fleet's results: its VMs' start, the load, its end."""
     from visitkit.cloud.fleet import BOOT_ALLOWANCE_S
 

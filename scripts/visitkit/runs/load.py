@@ -12,29 +12,35 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, Literal, Self
 
 from visitkit import settle
 from visitkit.errors import RunError
 from visitkit.net import free_port
 from visitkit.paths import ROOT
 from visitkit.results import folder as results
-from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR
+from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR, RunConfig
 from visitkit.runs.progress import Progress
+from visitkit.runs.targets import Target
 from visitkit.twin.chaos import Chaos
+
+# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
+# imported (an import back would be a cycle), so it goes as Any.
 
 
 class Sampler(threading.Thread):
     """Appends target.sample() to a JSONL file once per second until stopped; keeps the first and the
     latest."""
 
-    def __init__(self, target, path, interval=1.0):
+    def __init__(self, target: Target, path: Path, interval: float = 1.0):
         super().__init__(daemon=True)
         self.target, self.path, self.interval = target, path, interval
         self.stopping = threading.Event()
         self.errors = 0
-        self.first, self.latest = {}, {}
+        self.first: dict[str, Any] = {}
+        self.latest: dict[str, Any] = {}
 
-    def run(self):
+    def run(self) -> None:
         with open(self.path, "a") as out:
             while not self.stopping.is_set():
                 started = time.monotonic()
@@ -49,11 +55,11 @@ class Sampler(threading.Thread):
                         print(f"server sample failed: {error!r}", file=sys.stderr)
                 self.stopping.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=30)
 
-    def figure(self, section, key, since_first=False):
+    def figure(self, section: str, key: str, since_first: bool = False) -> float | None:
         """The latest sample's figure, summed over functions for a per-function key; with since_first,
         a counter's growth since the first sample (the stack may have counted before the test, e.g.
         during a warm-up)."""
@@ -63,14 +69,14 @@ class Sampler(threading.Thread):
         return latest - (self._read(self.first, section, key) or 0)
 
     @staticmethod
-    def _read(sample, section, key):
+    def _read(sample: dict[str, Any], section: str, key: str) -> float | None:
         if section == "store":
             return (sample.get("store") or {}).get(key)
         values = [f.get(key) for f in (sample.get("functions") or {}).values() if f.get(key) is not None]
         return sum(values) if values else None
 
 
-def last_aggregated(history_path):
+def last_aggregated(history_path: str | Path) -> dict[str, str] | None:
     """Locust's latest per-second Aggregated row (users, RPS, failures), read from the end of its
     history CSV, or None before there is one."""
     try:
@@ -81,12 +87,14 @@ def last_aggregated(history_path):
             tail = f.read().splitlines()
     except OSError:
         return None
-    rows = [row for row in csv.reader(tail[1:]) if header and len(row) == len(header)]
+    if not header:
+        return None
+    rows = [row for row in csv.reader(tail[1:]) if len(row) == len(header)]
     aggregated = [dict(zip(header, row)) for row in rows if "Aggregated" in row]
     return aggregated[-1] if aggregated else None
 
 
-def planned_seconds(config, log_path):
+def planned_seconds(config: RunConfig, log_path: str | Path) -> float | None:
     """The shape's planned length: --duration, or what the Locust file logged at start."""
     if config.load.seconds is not None:
         return config.load.seconds
@@ -97,7 +105,7 @@ def planned_seconds(config, log_path):
     return float(found[1]) if found else None
 
 
-def warm_up_stack(state):
+def warm_up_stack(state: Any) -> None:
     """Runs the warm-up's Locust to its end, then waits until the store holds every visit it had
     acknowledged, so they count in the totals read before the test, not in the test."""
     warm, target = state.config.warm_up, state.target
@@ -111,7 +119,7 @@ def warm_up_stack(state):
             locust.wait(warm.timeout())
         except subprocess.TimeoutExpired:
             stop_locust(locust)
-            raise RunError(f"the warm-up's Locust did not end within {warm.timeout():.0f} s")
+            raise RunError(f"the warm-up's Locust did not end within {warm.timeout():.0f} s") from None
         except BaseException:
             stop_locust(locust)
             raise
@@ -124,7 +132,7 @@ def warm_up_stack(state):
     state.folder.save_run(state.record)
 
 
-def run_load(state):
+def run_load(state: Any) -> None:
     config, folder = state.config, state.folder
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
     state.sampler.start()
@@ -164,7 +172,7 @@ def run_load(state):
         state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
 
 
-def locust_commands(state):
+def locust_commands(state: Any) -> list[list[str]]:
     """The run's Locust command lines: one command; or, with --workers, a master and its workers
     (locust/node.py), whose options go into the results folder's run.conf."""
     config, folder, target = state.config, state.folder, state.target
@@ -179,7 +187,7 @@ def locust_commands(state):
     return list(commands)
 
 
-def locust_lines(config, folder, target):
+def locust_lines(config: RunConfig, folder: results.ResultsFolder, target: Target) -> list[str]:
     """The Locust step's command lines, as a dry run shows them."""
     target_args = target.locust_args
     if not config.load.workers:
@@ -197,33 +205,33 @@ class LocustProcesses:
     """Locust's processes for one test, each in a process group of its own (so that stopping one
     reaches the workers it forked); the first is the one whose end ends the test."""
 
-    def __init__(self, commands, stop_grace_s=10):
+    def __init__(self, commands: list[list[str]], stop_grace_s: float = 10):
         self.commands, self.stop_grace_s = commands, stop_grace_s
         self.wait_workers_s = LOCAL_WAIT_WORKERS_S if len(commands) > 1 else 0
-        self.processes = []
+        self.processes: list[subprocess.Popen[bytes]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         for command in self.commands:
             self.processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                                    cwd=ROOT, start_new_session=True))
         return self
 
     @property
-    def pid(self):
+    def pid(self) -> int:
         return self.processes[0].pid
 
     @property
-    def returncode(self):
+    def returncode(self) -> int | None:
         return self.processes[0].returncode
 
-    def poll(self):
+    def poll(self) -> int | None:
         return self.processes[0].poll()
 
-    def stop(self):
+    def stop(self) -> None:
         for process in self.processes:
             stop_locust(process, self.stop_grace_s)
 
-    def __exit__(self, *_exc):
+    def __exit__(self, *_exc: object) -> Literal[False]:
         # the workers quit when their master does; give them the time to, then stop whatever is left
         for process in self.processes[1:]:
             try:
@@ -236,7 +244,7 @@ class LocustProcesses:
         return False
 
 
-def stop_locust(locust, grace_s=10):
+def stop_locust(locust: subprocess.Popen[bytes], grace_s: float = 10) -> None:
     """SIGTERM to Locust's process group (the master and its --processes workers), then SIGKILL to
     whatever is left of the group once the master has ended or grace_s has passed."""
     try:

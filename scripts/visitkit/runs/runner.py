@@ -11,12 +11,16 @@ import json
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from visitkit import settle
+from visitkit.errors import RunError
 from visitkit.formatting import percent
 from visitkit.paths import INFRA_DIR
 from visitkit.results import folder as results
+from visitkit.results.records import Summary
 from visitkit.results.summary import headline_table
 from visitkit.runs.config import WARM_UP_DIR, RunConfig
 from visitkit.runs.convergence import MIN_CONVERGENCE_WAIT_S, audit_visits, audit_words, converge
@@ -25,8 +29,11 @@ from visitkit.runs.load import Sampler, locust_lines, run_load, warm_up_stack
 from visitkit.runs.targets import Target
 from visitkit.steps import Step, plan_lines, run_steps
 
+if TYPE_CHECKING:
+    from visitkit.cloud.fleet import Fleet
 
-def make_target(config, folder):
+
+def make_target(config: RunConfig, folder: results.ResultsFolder) -> Target:
     """The target object for a config; builds it without starting or contacting anything."""
     if config.target == "local":
         from visitkit.runs.targets import LocalTarget
@@ -49,19 +56,20 @@ class RunState:
     config: RunConfig
     folder: results.ResultsFolder
     target: Target
-    log: object = print
-    record: dict = field(default_factory=dict)
-    sampler: Sampler = None
-    load_started: float = None
-    load_ended: float = None
+    log: Callable[[str], None] = print
+    record: dict[str, Any] = field(default_factory=dict)
+    sampler: Sampler | None = None
+    load_started: float | None = None
+    load_ended: float | None = None
     converged: bool = False
-    summary: dict = None
-    fleet: object = None  # fleet.Fleet when Locust runs on VMs in Google Cloud
-    publish: object = None  # publish(folder, update_readme=...) -> summary, for the report step (cli hands it in)
+    summary: Summary | None = None
+    fleet: "Fleet | None" = None  # when Locust runs on VMs in Google Cloud
+    # publish(folder, update_readme=...) -> summary, for the report step (cli hands it in)
+    publish: Callable[..., Summary] | None = None
 
 
 # ---- the steps' actions --------------------------------------------------------------------------
-def read_totals_before(state):
+def read_totals_before(state: RunState) -> None:
     state.record["base_url"] = state.target.base_url
     if state.target.access:
         state.record["access"] = state.target.access  # as deployed ("auto" decided by the preflight)
@@ -73,9 +81,10 @@ def read_totals_before(state):
     state.folder.save_run(state.record)
 
 
-def read_window(state):
+def read_window(state: RunState) -> None:
     """The platform's figures for the load and the convergence wait (so the backlog's drain is in
     them) replace the live samples."""
+    assert state.load_started is not None  # the load step ran (or a resumed run read its window)
     try:
         samples = state.target.window_samples(state.load_started, time.time(), state.folder.path)
     except Exception as error:  # e.g. no monitoring.viewer role: keep the client-side report
@@ -86,7 +95,8 @@ def read_window(state):
     state.folder.save_run(state.record)
 
 
-def write_report(state):
+def write_report(state: RunState) -> None:
+    assert state.publish is not None  # run() hands it in
     if not state.config.keep_up:  # the stack is down: its files may lose this machine's paths
         results.without_machine_paths(state.folder.path)
     # A run with injected faults is cited on its own, never as the iteration's latest run.
@@ -94,7 +104,7 @@ def write_report(state):
 
 
 # ---- the plan ------------------------------------------------------------------------------------
-def plan(config, folder, target, fleet=None):
+def plan(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet: "Fleet | None" = None) -> list[Step]:
     """The run's steps, in order; the same list is run or printed."""
     load, shown_url = config.load, target.base_url
     convergence = (f"up to {config.convergence_timeout:g} s" if config.convergence_timeout is not None else
@@ -135,12 +145,12 @@ def plan(config, folder, target, fleet=None):
     return steps
 
 
-def readme_updated(config, target):
+def readme_updated(config: RunConfig, target: Target) -> bool:
     """Only when asked: a run that rewrote a tracked doc would leave every clone's tree changed."""
     return config.update_readme and target.updates_readme and not config.chaos
 
 
-def dry_run(config):
+def dry_run(config: RunConfig) -> list[str]:
     """The plan as lines to print; starts, writes and contacts nothing."""
     if config.resume:
         folder = results.ResultsFolder(config.resume)
@@ -154,7 +164,8 @@ def dry_run(config):
     return [*head, *plan_lines(plan(config, folder, target, make_fleet(config, folder)))]
 
 
-def run(config, log=print, *, publish):
+def run(config: RunConfig, log: Callable[[str], None] = print, *,
+        publish: Callable[..., Summary]) -> tuple[results.ResultsFolder, Summary]:
     """Runs the plan (or, with config.resume, what a failed run left); returns (ResultsFolder, summary).
     `publish(folder, update_readme=...)` writes the report and returns the summary (the command line hands
     in visitkit.reports.publish.publish: the reports sit above the runs)."""
@@ -170,6 +181,7 @@ def run(config, log=print, *, publish):
     target = make_target(config, folder)
     if record:
         target.resume(record.get("decisions") or {})
+    assert config.profile is not None and config.prediction is not None  # RunConfig.build sets both
     record = record or {
         "iteration": config.iteration_dir.name, "test": config.load.test, "target": config.target_kind,
         "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
@@ -187,22 +199,26 @@ def run(config, log=print, *, publish):
     steps = plan(config, folder, target, state.fleet)
     run_steps(steps, state, log, done=set(record.get("steps_done") or ()), on_done=lambda step: finished(state, step),
               on_failure=lambda step, error: failed(state, step, error))
-    return folder, state.summary
+    # a resumed run whose report was written before reads the summary that report was written from
+    summary = state.summary or folder.summary()
+    if summary is None:
+        raise RunError(f"{folder.path}: the run ended without a summary.json")
+    return folder, summary
 
 
-def finished(state, step):
+def finished(state: RunState, step: Step) -> None:
     """Records a finished step in run.json, for --resume; a tear-down forgets the deployment's."""
     if state.target.decisions is not None:
         state.record["decisions"] = state.target.decisions
     done = state.record.setdefault("steps_done", [])
-    if state.target.destroy and step.name == state.target.stop_step().name:
+    if state.target.destroy and (stop := state.target.stop_step()) is not None and step.name == stop.name:
         done.clear()  # the deployment is gone: a resumed run deploys again
     elif step.name not in done:
         done.append(step.name)
     state.folder.save_run(state.record)
 
 
-def failed(state, step, error):
+def failed(state: RunState, step: Step, error: BaseException) -> None:
     """A failed Google Cloud step leaves failure.json (ids replaced by placeholders) and says how to
     send it home, where the catalogue of first-run errors learns from it."""
     state.record["failed_step"] = step.name
@@ -221,11 +237,11 @@ def failed(state, step, error):
     state.log(f"to continue after the last finished step: the same command with --resume {state.folder.path}")
 
 
-def headline_lines(folder, summary):
-    h, verdict = summary["headline"], summary.get("verdict", {})
+def headline_lines(folder: results.ResultsFolder, summary: Summary) -> list[str]:
+    h, verdict = summary.headline, summary.verdict
     return [
         f"report: {folder / results.REPORT}",
-        f"  verdict: {verdict.get('outcome', 'n/a')}",
+        f"  verdict: {verdict['outcome'] if verdict else 'n/a'}",
         f"  users max {h['users_max']}, requests {h['requests']}, failure ratio {percent(h['failure_ratio'] or 0)}",
         *(f"  {line}" for line in headline_table(h)),
     ]

@@ -8,13 +8,20 @@ the cloud). A member that has nothing to do for a target says so (None, False, a
 import json
 import time
 import urllib.request
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, stored_visits
 from visitkit.errors import RunError
+from visitkit.samples import Sample
+from visitkit.settings import Settings
 from visitkit.steps import Step
 from visitkit.twin import push, resources
+from visitkit.twin.profile import Profile
+
+if TYPE_CHECKING:
+    from google.cloud.firestore import Client
 
 LOCAL_NOTE = ("Local figures: Locust, the emulators, HAProxy and every function instance share one small "
               "machine (2 cores here), and the emulators are not Firestore/Pub/Sub: absolute RPS and "
@@ -62,12 +69,12 @@ class Target(Protocol):
     def deployed_region(self) -> str | None: ...
 
     @property
-    def decisions(self) -> dict | None: ...  # what run.json keeps for --resume
+    def decisions(self) -> dict[str, Any] | None: ...  # what run.json keeps for --resume
 
     @property
     def destroy(self) -> bool: ...  # its stop step tears the deployment down (a resumed run deploys again)
 
-    def resume(self, decisions: dict) -> None: ...  # deploy as the failed run decided
+    def resume(self, decisions: dict[str, Any]) -> None: ...  # deploy as the failed run decided
 
     def start_steps(self) -> list[Step]: ...  # named steps the runner runs and --dry-run prints
 
@@ -75,11 +82,11 @@ class Target(Protocol):
 
     def window_step(self) -> Step | None: ...  # the platform's figures, read after the run; None: none
 
-    def window_samples(self, start: float, end: float, results_dir) -> list[dict]: ...  # with a window step
+    def window_samples(self, start: float, end: float, results_dir: Path) -> list[Sample]: ...  # with a window step
 
     def totals(self) -> dict[str, int]: ...  # {page: stored visits}, once started
 
-    def stored_visits(self, visit_ids) -> set: ...  # the ids whose marker the store holds, where reads_visits
+    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]: ...  # the ids whose marker the store holds
 
     def sample(self) -> dict: ...  # the platform's figures now, once a second during the load
 
@@ -87,7 +94,7 @@ class Target(Protocol):
 
     def mark_start(self) -> None: ...  # the test begins after a warm-up: its counters count from here
 
-    def twin_figures(self) -> dict | None: ...  # the twin's own figures at the end; None off the twin
+    def twin_figures(self) -> dict[str, Any] | None: ...  # the twin's own figures at the end; None off the twin
 
 
 class NotDeployed:
@@ -96,13 +103,13 @@ class NotDeployed:
     destroy = False
     locust_args = ()
 
-    def resume(self, decisions):
+    def resume(self, decisions: dict[str, Any]) -> None:
         """Nothing to resume: RunConfig takes --resume for Google Cloud runs only."""
 
-    def window_step(self):
+    def window_step(self) -> None:
         return None  # no platform's figures to read after the run: the live samples are the figures
 
-    def window_samples(self, start, end, results_dir):
+    def window_samples(self, start: float, end: float, results_dir: Path) -> list[Sample]:
         return []
 
 
@@ -114,7 +121,8 @@ class LocalTarget(NotDeployed):
     updates_readme = True
     reads_visits = True
 
-    def __init__(self, settings, state_dir, queue_timeout=QUEUE_TIMEOUT_S, keep_up=False, profile=None):
+    def __init__(self, settings: Settings, state_dir: Path, queue_timeout: float = QUEUE_TIMEOUT_S,
+                 keep_up: bool = False, profile: Profile | None = None):
         from visitkit.twin.profile import load_profile
         from visitkit.twin.stack import LocalStack  # only the local target needs the emulators
 
@@ -123,10 +131,11 @@ class LocalTarget(NotDeployed):
         self.stack = LocalStack(state_dir)  # inside the results folder: its logs stay with the run
         self.base_url = "<base_url>"  # a free port, known once started
         self.notes = [LOCAL_NOTE]
-        self._client = self._sample_client = None
-        self._push_start = {}  # the push relay's counters when the test began (after a warm-up)
+        self._client: Client | None = None
+        self._sample_client: Client | None = None
+        self._push_start: dict[str, Any] = {}  # the push relay's counters when the test began (after a warm-up)
 
-    def start_steps(self):
+    def start_steps(self) -> list[Step]:
         from visitkit.settings import summary_line
 
         return [Step("start the local stack", [
@@ -137,38 +146,39 @@ class LocalTarget(NotDeployed):
             "push relay (pulls from the emulator, pushes like Pub/Sub); a supervisor restarts crashed instances",
             "<base_url> is its HAProxy on a free port"], self._start)]
 
-    def _start(self, _run):
+    def _start(self, _run: object) -> None:
         self.base_url = self.stack.up(self.settings, port=0, queue_timeout=self.queue_timeout,
                                       profile=self.profile).rstrip("/")
         self._client = self.stack.firestore()
         self._sample_client = self.stack.firestore()  # the sampler thread has its own
         self._resources = resources.ProcessSampler(self._process_groups)
 
-    def _process_groups(self):
+    def _process_groups(self) -> dict[str, list[int]]:
         """{component: process group ids} of what the stack runs now (restarted instances included)."""
-        groups = {}
+        groups: dict[str, list[int]] = {}
         for process in (self.stack.state() or {}).get("processes", []):
             groups.setdefault(resources.component_of(process["name"]), []).append(process["pid"])
         return groups
 
-    def watch(self, component, pid):
+    def watch(self, component: str, pid: int) -> None:
         """Also sample a process the run starts itself (Locust), with its children."""
         self._resources.watch(component, pid)
 
-    def totals(self):
+    def totals(self) -> dict[str, int]:
         return self.stack.totals(self._client)
 
-    def stored_visits(self, visit_ids):
+    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]:
+        assert self._client is not None  # start() made it
         return stored_visits(self._client, visit_ids)
 
-    def sample(self):
+    def sample(self) -> dict[str, Any]:
         sample = self.stack.sample(self._sample_client)
         return {**sample, "push": self._since_start(sample.get("push")), "resources": self._resources.sample()}
 
-    def mark_start(self):
+    def mark_start(self) -> None:
         """The test begins: from here the push relay's counters count from zero (a warm-up's deliveries
         are not the test's). HAProxy's counters are read against the test's first sample already."""
-        figures = self.stack.sample(self._sample_client).get("push") or {}
+        figures: Mapping[str, object] = self.stack.sample(self._sample_client).get("push") or {}
         self._push_start = {key: value for key, value in figures.items() if key in push.COUNTERS}
 
     def _since_start(self, figures):
@@ -177,12 +187,12 @@ class LocalTarget(NotDeployed):
         return {key: value - self._push_start.get(key, 0) if key in push.COUNTERS else value
                 for key, value in figures.items()}
 
-    def twin_figures(self):
+    def twin_figures(self) -> dict[str, Any]:
         """The twin's own figures at the end: instance restarts and the push relay's counters."""
         return {"restarts": self.stack.restarts(),
                 "push": self._since_start(self.stack.sample(self._sample_client).get("push"))}
 
-    def stop_step(self):
+    def stop_step(self) -> Step:
         if self.keep_up:
             return Step("leave the local stack running", [
                 f"stop it later: scripts/local down --state-dir {self.stack.state_dir}"], None, always=True)
@@ -197,7 +207,7 @@ class UrlTarget(NotDeployed):
     updates_readme = False
     reads_visits = False  # the kit has no way into its store
 
-    def __init__(self, base_url, settings):
+    def __init__(self, base_url: str, settings: Settings):
         self.base_url = base_url.rstrip("/")
         self.totals_source = (f"{self.base_url}{CATALOGUE[READER_FUNCTION].path} (its cache delays them by up to "
                               f"one TTL)")
@@ -205,10 +215,10 @@ class UrlTarget(NotDeployed):
                       "TTL, per instance) delays convergence by up to one TTL and can show different totals per "
                       "instance."]
 
-    def start_steps(self):
+    def start_steps(self) -> list[Step]:
         return [Step("use the deployed system", [f"at {self.base_url}"], None)]
 
-    def totals(self):
+    def totals(self) -> dict[str, int]:
         totals = {}
         for page in PAGES:
             url = f"{self.base_url}{CATALOGUE[READER_FUNCTION].path}?visit_type={page}"
@@ -216,20 +226,20 @@ class UrlTarget(NotDeployed):
                 totals[page] = int(json.load(reply)["count"])
         return totals
 
-    def stored_visits(self, visit_ids):
+    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]:
         raise RunError("the kit cannot read the store of a deployment known only by its URL")
 
-    def sample(self):
+    def sample(self) -> dict[str, Any]:
         return {"time": time.time(), "source": "url", "functions": {}, "store": {}}
 
-    def watch(self, component, pid):
+    def watch(self, component: str, pid: int) -> None:
         pass  # no process of its own to sample
 
-    def mark_start(self):
+    def mark_start(self) -> None:
         pass  # no warm-up: its counters are read as they are
 
-    def twin_figures(self):
+    def twin_figures(self) -> None:
         return None
 
-    def stop_step(self):
+    def stop_step(self) -> None:
         return None

@@ -1,1 +1,2 @@
-"""The local twin: the processes that stand in for Google Cloud (HAProxy, Toxiproxy, the push relay, supervised instances), their latency profiles, chaos and resource sampling."""
+"""The local twin: the processes that stand in for Google Cloud (HAProxy, Toxiproxy, the push relay,
+supervised instances), their latency profiles, chaos and resource sampling."""

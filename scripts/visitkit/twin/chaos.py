@@ -12,15 +12,24 @@ once. By default, every 20 s, one of:
 Every event is recorded with its time; `figures` turns them and the run's series into the report's
 Chaos section. A plan is text: `every=20,seed=7,actions=kill-instance+freeze-firestore`.
 """
+from __future__ import annotations
+
 import os
 import random
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
 
 from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import RunError
+from visitkit.samples import Sample
+
+if TYPE_CHECKING:
+    from visitkit.settings import Settings
+    from visitkit.twin.stack import LocalStack
 
 ACTIONS = ("kill-instance", "freeze-firestore", "freeze-pubsub", "kill-push", "pause-instance")
 PUSH_RELAY = "push-relay"
@@ -31,14 +40,14 @@ RECOVERED_AFTER_S = 5  # this many seconds in a row without a client failure: re
 @dataclass(frozen=True)
 class ChaosPlan:
     every_s: float = 20.0
-    actions: tuple = ACTIONS
+    actions: tuple[str, ...] = ACTIONS
     seed: int = 1
-    stall_s: tuple = (5.0, 15.0)  # how long a freeze or a pause lasts: uniform in this range
+    stall_s: tuple[float, ...] = (5.0, 15.0)  # how long a freeze or a pause lasts: uniform in this range
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text: str | None) -> Self:
         """'' or 'default' -> the default plan; else 'every=20,seed=7,actions=a+b,stall=5-15'."""
-        values = {}
+        values: dict[str, str] = {}
         for item in filter(None, (part.strip() for part in (text or "").split(","))):
             key, sep, value = item.partition("=")
             if not sep and key == "default":
@@ -52,7 +61,8 @@ class ChaosPlan:
         try:
             plan = cls(every_s=float(values.get("every", cls.every_s)), seed=int(values.get("seed", cls.seed)),
                        actions=tuple(values["actions"].split("+")) if "actions" in values else ACTIONS,
-                       stall_s=tuple(float(v) for v in values["stall"].split("-")) if "stall" in values else cls.stall_s)
+                       stall_s=(tuple(float(v) for v in values["stall"].split("-")) if "stall" in values
+                                else cls.stall_s))
         except ValueError as error:
             raise RunError(f"cannot read the chaos plan {text!r}: {error}") from None
         wrong = set(plan.actions) - set(ACTIONS)
@@ -62,7 +72,7 @@ class ChaosPlan:
             raise RunError("chaos: every must be >= 1 s and stall a range like 5-15 (seconds)")
         return plan
 
-    def describe(self):
+    def describe(self) -> str:
         return (f"every {self.every_s:g} s one of {', '.join(self.actions)} (seed {self.seed}; freezes and pauses "
                 f"last {self.stall_s[0]:g}-{self.stall_s[1]:g} s)")
 
@@ -71,15 +81,16 @@ class Chaos(threading.Thread):
     """Runs a plan against a LocalStack (its instances by their settings) until stopped; `events`
     is what it did, in order."""
 
-    def __init__(self, plan, stack, settings):
+    def __init__(self, plan: ChaosPlan, stack: LocalStack, settings: Settings):
         super().__init__(daemon=True)
         self.plan, self.stack, self.settings = plan, stack, settings
-        self.events = []
+        self.events: list[dict[str, Any]] = []
         self.random = random.Random(self.plan.seed)
         self.stopping = threading.Event()
-        self._stalled = []  # (resume time, pid or -pgid, event) still stopped
+        # (resume time, what resumes it, event) still stopped
+        self._stalled: list[tuple[float, Callable[[], None], dict[str, Any]]] = []
 
-    def run(self):
+    def run(self) -> None:
         while not self.stopping.wait(self._next_wait()):
             action = self.random.choice(self.plan.actions)
             try:
@@ -88,7 +99,7 @@ class Chaos(threading.Thread):
                 self.events.append({"time": time.time(), "action": action, "target": None, "error": str(error)})
         self._resume_all()
 
-    def _next_wait(self):
+    def _next_wait(self) -> float:
         """Until the next event, resuming stalled processes on time on the way."""
         deadline = time.monotonic() + self.plan.every_s
         while self._stalled:
@@ -100,17 +111,17 @@ class Chaos(threading.Thread):
             self._resume_due()
         return max(0.0, deadline - time.monotonic())
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=30)
         self._resume_all()
 
     # ---- the actions ----
-    def _instance(self):
+    def _instance(self) -> str:
         function = self.random.choice(FUNCTIONS)
         return f"{function}-{self.random.randrange(self.settings.functions[function].max_instances)}"
 
-    def _event(self, action, target, seconds=None):
+    def _event(self, action: str, target: str, seconds: float | None = None) -> dict[str, Any]:
         return {"time": time.time(), "action": action, "target": target, "seconds": seconds}
 
     def _kill_instance(self):
@@ -122,7 +133,7 @@ class Chaos(threading.Thread):
         os.kill(self.stack.instance_pid(PUSH_RELAY), signal.SIGKILL)
         return self._event("kill-push", PUSH_RELAY)
 
-    def _stall(self, action, target, stop, resume):
+    def _stall(self, action: str, target: str, stop: Callable[[], None], resume: Callable[[], None]) -> dict[str, Any]:
         seconds = round(self.random.uniform(*self.plan.stall_s), 1)
         stop()
         event = self._event(action, target, seconds)
@@ -131,7 +142,8 @@ class Chaos(threading.Thread):
 
     def _freeze_emulator(self, action, name):
         pgid = next(p["pid"] for p in self.stack.state()["processes"] if p["name"] == name)
-        return self._stall(action, name, lambda: os.killpg(pgid, signal.SIGSTOP), lambda: os.killpg(pgid, signal.SIGCONT))
+        return self._stall(action, name, lambda: os.killpg(pgid, signal.SIGSTOP),
+                           lambda: os.killpg(pgid, signal.SIGCONT))
 
     def _freeze_firestore(self):
         return self._freeze_emulator("freeze-firestore", FIRESTORE)
@@ -162,7 +174,7 @@ class Chaos(threading.Thread):
 
 
 # ---- the report's figures ------------------------------------------------------------------------
-def recovery_seconds(history, after):
+def recovery_seconds(history: Sequence[Mapping[str, Any]], after: float) -> float | None:
     """Seconds from `after` until the client saw no failure for RECOVERED_AFTER_S seconds in a row
     (0 when it never failed), or None when it had not recovered by the end of the load."""
     calm_since = None
@@ -176,18 +188,19 @@ def recovery_seconds(history, after):
     return None
 
 
-def server_errors_around(samples, start, end):
+def server_errors_around(samples: Sequence[Sample], start: float, end: float) -> dict[str, int]:
     """{function: 5xx answered in [start, end]}, from the platform's cumulative counters."""
     window = [s for s in samples if start <= s["time"] <= end]
     errors = {}
     for name in FUNCTIONS:
-        values = [((s.get("functions") or {}).get(name) or {}).get("responses_5xx") for s in window]
-        values = [v for v in values if v is not None]
+        found = [figures.get("responses_5xx") for s in window if (figures := (s.get("functions") or {}).get(name))]
+        values = [v for v in found if v is not None]
         errors[name] = values[-1] - values[0] if len(values) > 1 else 0
     return errors
 
 
-def figures(chaos_record, history, samples, visits):
+def figures(chaos_record: Mapping[str, Any], history: Sequence[Mapping[str, Any]], samples: Sequence[Sample],
+            visits: Mapping[str, Any]) -> dict[str, Any]:
     """The Chaos section's figures: per event its 5xx by function and recovery time; the visits."""
     events = []
     for event in chaos_record.get("events", []):
@@ -195,11 +208,12 @@ def figures(chaos_record, history, samples, visits):
         events.append({**event, "server_errors": server_errors_around(samples, event["time"] - 1, ends + 10),
                        "recovery_s": recovery_seconds(history, ends)})
     total = visits["total"]
-    last_push = next((s["push"] for s in reversed(samples) if s.get("push")), {}) or {}
-    last_store = next((s["store"] for s in reversed(samples) if s.get("store")), {}) or {}
+    last_push: Mapping[str, Any] = next((found for s in reversed(samples) if (found := s.get("push"))), {}) or {}
+    last_store: Mapping[str, Any] = next((s["store"] for s in reversed(samples) if s.get("store")), {}) or {}
     delivered, stored = last_store.get("delivered"), last_store.get("stored")
     return {"plan": chaos_record.get("plan"), "events": events,
-            "visits": {key: total.get(key) for key in ("acknowledged", "stored", "lost", "duplicated", "dead_lettered")},
+            "visits": {key: total.get(key)
+                       for key in ("acknowledged", "stored", "lost", "duplicated", "dead_lettered")},
             "redeliveries": last_push.get("retries"),
             "deliveries_already_counted": (delivered - stored) if delivered is not None and stored is not None
             and delivered >= stored else None}

@@ -6,8 +6,12 @@ import csv
 import io
 import re
 import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION
+from visitkit.samples import FunctionFigures
+from visitkit.settings import Settings
 
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
@@ -28,8 +32,8 @@ ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
                   "    http-response sc-inc-gpc0(0) if { status 202 }"]
 
 
-def render_config(*, public_port, push_port, stats_address, errorfile_path, instances, settings,
-                  queue_timeout):
+def render_config(*, public_port: int, push_port: int, stats_address: str, errorfile_path: str | Path,
+                  instances: Mapping[str, list[int]], settings: Settings, queue_timeout: float) -> str:
     """instances: function -> [port of each functions-framework process]."""
     lines = [
         "global",
@@ -76,7 +80,7 @@ def render_config(*, public_port, push_port, stats_address, errorfile_path, inst
     return "\n".join(lines) + "\n"
 
 
-def _ask(stats_address, command):
+def _ask(stats_address: str, command: str) -> str:
     """One command on HAProxy's stats socket at "host:port"; its whole answer."""
     host, port = stats_address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
@@ -88,31 +92,31 @@ def _ask(stats_address, command):
     return b"".join(chunks).decode()
 
 
-def show_stat(stats_address):
+def show_stat(stats_address: str) -> list[dict[str, str]]:
     """HAProxy's `show stat` CSV as a list of dicts."""
     return list(csv.DictReader(io.StringIO(_ask(stats_address, "show stat").lstrip("# "))))
 
 
-def accepted_count(stats_address):
+def accepted_count(stats_address: str) -> int:
     """How many 202s inc-counter has answered (its stick table's one counter)."""
     return parse_accepted(_ask(stats_address, f"show table {ACCEPTED_TABLE}"))
 
 
-def parse_accepted(table_text):
+def parse_accepted(table_text: str) -> int:
     found = re.search(r"\bgpc0=(\d+)", table_text)
     return int(found[1]) if found else 0
 
 
-def _int(value):
+def _int(value: str | None) -> int:
     return int(value) if value not in (None, "") else 0
 
 
-def is_server(row):
+def is_server(row: Mapping[str, str]) -> bool:
     """A `show stat` row of one server (an instance), not a proxy's FRONTEND or BACKEND summary."""
     return row["svname"] not in ("BACKEND", "FRONTEND")
 
 
-def servers_not_up(rows):
+def servers_not_up(rows: Iterable[Mapping[str, str]]) -> list[str]:
     """"backend/server" of every server `show stat` rows do not report UP. A server HAProxy checked
     before its instance listened is DOWN until two checks pass (1 s apart), and meanwhile HAProxy
     refuses its requests (its 503 error file: a 429) if the function has no other server UP."""
@@ -120,7 +124,7 @@ def servers_not_up(rows):
             if is_server(r) and not r["status"].startswith("UP")]
 
 
-def function_figures(rows, functions):
+def function_figures(rows: list[dict[str, str]], functions: Iterable[str]) -> dict[str, FunctionFigures]:
     """Per function: in flight, queued and cumulative response counts, from `show stat` rows.
 
     HAProxy counts the 429s it sends as 503s (they are its 503 error file) under hrsp_5xx; the
@@ -128,7 +132,7 @@ def function_figures(rows, functions):
     never sent to a server: cumulative 429s = responses HAProxy made itself (hrsp_5xx minus the
     5xx the instances sent).
     """
-    figures = {}
+    figures: dict[str, FunctionFigures] = {}
     for function in functions:
         backend = next((r for r in rows if r["pxname"] == function and r["svname"] == "BACKEND"), None)
         servers = [r for r in rows if r["pxname"] == function and is_server(r)]

@@ -16,8 +16,10 @@ A profile file (JSON):
 """
 import csv
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION, READER_FUNCTION
 from visitkit.errors import SettingsError
@@ -33,36 +35,37 @@ BACKEND_OF = {READER_FUNCTION: "firestore", PUBLISHER_FUNCTION: "pubsub", PUSH_F
 @dataclass(frozen=True)
 class Profile:
     name: str
-    latency_ms: dict  # backend -> added round trip, ms
-    service_ms: dict  # function -> its service time with this profile, ms
+    latency_ms: dict[str, float]  # backend -> added round trip, ms
+    service_ms: dict[str, float]  # function -> its service time with this profile, ms
     cache_hit_ms: float = 2.0  # get-counter answering from its cache
-    derivation: tuple = ()
+    derivation: tuple[str, ...] = ()
     source: str = ""
-    cpu_ms: dict = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound in the model)
-    host: dict = None  # the machine the twin runs on: cores, cpu_ms_per_page[, cpu_ms_per_counter_read] (None: unbounded)
+    cpu_ms: dict[str, float] | None = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound)
+    # the machine the twin runs on: cores, cpu_ms_per_page[, cpu_ms_per_counter_read] (None: unbounded)
+    host: dict[str, float] | None = None
 
     @property
-    def push_overhead_ms(self):
+    def push_overhead_ms(self) -> float:
         """What a push delivery holds a store slot beyond the function's service time."""
         return self.latency_ms.get("push", 0)
 
     @property
-    def needs_proxy(self):
+    def needs_proxy(self) -> bool:
         return any(self.latency_ms.get(backend, 0) > 0 for backend in BACKENDS)
 
-    def record(self):
+    def record(self) -> dict[str, Any]:
         """What run.json and the report keep of it."""
         return {"name": self.name, "source": self.source,
                 "latency_ms": {b: self.latency_ms.get(b, 0) for b in BACKENDS}}
 
-    def describe(self):
+    def describe(self) -> str:
         latencies = ", ".join(f"{b} +{self.latency_ms.get(b, 0):g} ms" for b in BACKENDS)
         return f"{self.name} ({latencies} per round trip)"
 
 
-def parse_profile(raw, source):
+def parse_profile(raw: object, source: str | Path) -> Profile:
     """A Profile from a profile file's JSON; SettingsError names the first problem."""
-    def fail(message):
+    def fail(message: str) -> NoReturn:
         raise SettingsError(f"{source}: {message}")
 
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
@@ -96,11 +99,11 @@ def parse_profile(raw, source):
                    dict(host) if host else None)
 
 
-def builtin_names():
+def builtin_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.json"))
 
 
-def load_profile(name_or_file=DEFAULT):
+def load_profile(name_or_file: str | Path | None = DEFAULT) -> Profile:
     """A built-in profile by name (`none`, `study`) or a profile file by path."""
     name_or_file = str(name_or_file or DEFAULT)
     path = PROFILES_DIR / f"{name_or_file}.json"
@@ -118,13 +121,13 @@ def load_profile(name_or_file=DEFAULT):
 
 
 # ---- a profile from a Google Cloud run --------------------------------------------------------------
-def measured_service_ms(rows):
+def measured_service_ms(rows: Iterable[Mapping[str, str]]) -> dict[str, float]:
     """{function: ms} from request_latencies.csv rows (time, service_name, count, p50, ...): each
     function's per-minute p50s weighted by their request counts."""
     by_service = {f.service: name for name, f in CATALOGUE.items()}
-    weighted = {}
+    weighted: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
-        name = by_service.get(row.get("service_name"))
+        name = by_service.get(row.get("service_name", ""))
         count, p50 = _number(row.get("count")), _number(row.get("p50"))
         if name and count and p50 is not None:
             weighted.setdefault(name, []).append((p50, count))
@@ -138,7 +141,8 @@ def _number(text):
         return None
 
 
-def profile_from_measurements(measured, local, name="measured", source=""):
+def profile_from_measurements(measured: Mapping[str, float], local: Profile, name: str = "measured",
+                              source: str = "") -> dict[str, Any]:
     """A profile whose backend latencies make the local functions as slow as measured ones.
 
     measured: {function: ms} on Google Cloud; local: the `none` profile (this machine's service
@@ -150,7 +154,7 @@ def profile_from_measurements(measured, local, name="measured", source=""):
     if missing:
         raise SettingsError(f"{source or 'the run'} has no request latencies for {', '.join(missing)}")
 
-    def added(function):
+    def added(function: str) -> float:
         return round(max(0.0, measured[function] - local.service_ms[function]), 1)
 
     latency = {"firestore": added(PUSH_FUNCTION), "pubsub": added(PUBLISHER_FUNCTION), "frontend": 0}
@@ -159,13 +163,14 @@ def profile_from_measurements(measured, local, name="measured", source=""):
     derivation += [f"{f}: {measured[f]:.0f} ms measured, {local.service_ms[f]:g} ms locally without latency"
                    for f in FUNCTIONS]
     derivation += [f"firestore +{latency['firestore']:g} ms = {PUSH_FUNCTION} measured - local (one batch commit "
-                   "per request)", f"pubsub +{latency['pubsub']:g} ms = {PUBLISHER_FUNCTION} measured - local (one publish)"]
+                   "per request)",
+                   f"pubsub +{latency['pubsub']:g} ms = {PUBLISHER_FUNCTION} measured - local (one publish)"]
     return {"name": name, "latency_ms": latency,
             "service_ms": {f: round(measured[f], 1) for f in FUNCTIONS},
             "cache_hit_ms": local.cache_hit_ms, "derivation": derivation}
 
 
-def profile_from_results(results_dir, name=None):
+def profile_from_results(results_dir: str | Path, name: str | None = None) -> dict[str, Any]:
     """The profile (as JSON-ready dict) a Google Cloud run's metrics/request_latencies.csv gives."""
     path = Path(results_dir) / "metrics" / "request_latencies.csv"
     if not path.exists():
@@ -176,7 +181,7 @@ def profile_from_results(results_dir, name=None):
                                      name or f"cloud-{Path(results_dir).name}", source=str(results_dir))
 
 
-def write_profile(results_dir, out=None):
+def write_profile(results_dir: str | Path, out: str | Path | None = None) -> Path:
     """Writes the run's profile to `out` (default: RESULTS_DIR/profile.json); returns the path."""
     profile = profile_from_results(results_dir)
     out = Path(out) if out else Path(results_dir) / "profile.json"

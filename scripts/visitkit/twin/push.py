@@ -21,6 +21,8 @@ stack started: their ids are written to the config's settled_file before their a
 out, so the count survives a restart of the relay and a message delivered again is not counted twice.
 The stack's backlog is inc-counter's 202s minus it (LocalStack.sample).
 """
+from __future__ import annotations
+
 import argparse
 import base64
 import datetime
@@ -32,9 +34,17 @@ import sys
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from visitkit.samples import PushFigures
+
+if TYPE_CHECKING:  # the relay's own process needs none of the kit's settings
+    from visitkit.settings import SubscriptionSettings
 
 INITIAL_WINDOW = 3  # "a small single-digit window"
 MAX_WINDOW = 400  # threads are cheap here; Google's own cap is far above what 2 cores serve
@@ -54,12 +64,14 @@ class RelayConfig:
     ack_deadline_seconds: int
     minimum_backoff_seconds: int
     maximum_backoff_seconds: int
-    max_delivery_attempts: int  # None: no dead-letter topic (dead_letter false), retried until it expires
+    max_delivery_attempts: int | None  # None: no dead-letter topic (dead_letter false), retried until it expires
     port: int  # where GET / answers the figures
-    settled_file: str = None  # the ids of the messages acknowledged so far, one a line (None: kept in memory only)
+    # the ids of the messages acknowledged so far, one a line (None: kept in memory only)
+    settled_file: str | None = None
 
     @classmethod
-    def from_settings(cls, subscription_settings, dead_letter=True, **values):
+    def from_settings(cls, subscription_settings: SubscriptionSettings, dead_letter: bool = True,
+                      **values: Any) -> Self:
         s = subscription_settings
         return cls(ack_deadline_seconds=s.ack_deadline_seconds, minimum_backoff_seconds=s.minimum_backoff_seconds,
                    maximum_backoff_seconds=s.maximum_backoff_seconds,
@@ -69,25 +81,25 @@ class RelayConfig:
 class Window:
     """The push window: grows by one per success up to `largest`, halves on a failure."""
 
-    def __init__(self, initial=INITIAL_WINDOW, largest=MAX_WINDOW):
+    def __init__(self, initial: int = INITIAL_WINDOW, largest: int = MAX_WINDOW):
         self.size, self.largest, self.peak, self.shrinks = initial, largest, initial, 0
 
-    def success(self):
+    def success(self) -> None:
         self.size = min(self.largest, self.size + 1)
         self.peak = max(self.peak, self.size)
 
-    def failure(self):
+    def failure(self) -> None:
         smaller = max(1, self.size // 2)
         self.shrinks += smaller < self.size
         self.size = smaller
 
 
-def backoff_seconds(attempt, minimum, maximum):
+def backoff_seconds(attempt: int, minimum: float, maximum: float) -> float:
     """The delay before a message's next attempt after its `attempt`-th failed one."""
     return min(maximum, minimum * 2 ** (attempt - 1))
 
 
-def envelope(subscription_path, message):
+def envelope(subscription_path: str, message: Any) -> dict[str, Any]:
     """The JSON body Pub/Sub POSTs to a push endpoint for one message (the wrapped format)."""
     published = message.publish_time
     if isinstance(published, datetime.datetime):
@@ -107,17 +119,19 @@ class Acker:
     the message back, and store-inc-counter counts it once. `record`, if given, is handed a batch's
     message ids before its acknowledgement goes out."""
 
-    def __init__(self, acknowledge, every_s=ACK_EVERY_S, most=MAX_ACK_IDS, record=None):
+    def __init__(self, acknowledge: Callable[[list[str]], object], every_s: float = ACK_EVERY_S,
+                 most: int = MAX_ACK_IDS, record: Callable[[list[str]], object] | None = None):
         self.acknowledge, self.every_s, self.most, self.record = acknowledge, every_s, most, record
-        self.pending, self.lock, self.stopping = [], threading.Lock(), threading.Event()
+        self.pending: list[tuple[str, str | None]] = []
+        self.lock, self.stopping = threading.Lock(), threading.Event()
         self.thread = threading.Thread(target=self._run, name="acker", daemon=True)
         self.thread.start()
 
-    def add(self, ack_id, message_id=None):
+    def add(self, ack_id: str, message_id: str | None = None) -> None:
         with self.lock:
             self.pending.append((ack_id, message_id))
 
-    def flush(self):
+    def flush(self) -> int:
         with self.lock:
             batch, self.pending = self.pending[:self.most], self.pending[self.most:]
         if batch:
@@ -129,12 +143,12 @@ class Acker:
                 pass
         return len(batch)
 
-    def _run(self):
+    def _run(self) -> None:
         while not self.stopping.wait(self.every_s):
             while self.flush() == self.most:
                 pass
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
         self.thread.join()
         while self.flush():
@@ -146,16 +160,18 @@ class PushClient:
     connection per message cost the relay and HAProxy more than the POST). Returns the status; raises
     OSError when there is no answer within the timeout."""
 
-    def __init__(self, url, timeout):
+    def __init__(self, url: str, timeout: float):
         parts = urllib.parse.urlsplit(url)
+        if not parts.hostname:
+            raise ValueError(f"the push URL {url!r} names no host")
         self.host, self.port, self.path, self.timeout = parts.hostname, parts.port, parts.path or "/", timeout
         self.local = threading.local()
 
-    def post(self, body):
+    def post(self, body: bytes) -> int:
         for attempt in (1, 2):
-            connection = getattr(self.local, "connection", None)
+            connection: http.client.HTTPConnection | None = getattr(self.local, "connection", None)
             fresh = connection is None
-            if fresh:
+            if connection is None:
                 connection = self.local.connection = http.client.HTTPConnection(self.host, self.port,
                                                                                  timeout=self.timeout)
             try:
@@ -172,8 +188,9 @@ class PushClient:
             except BaseException:
                 self._drop()
                 raise
+        raise AssertionError("not reached: the second attempt returns or raises")
 
-    def _drop(self):
+    def _drop(self) -> None:
         connection = getattr(self.local, "connection", None)
         self.local.connection = None
         if connection is not None:
@@ -181,8 +198,8 @@ class PushClient:
 
 
 class Relay:
-    def __init__(self, config, subscriber=None, publisher=None):
-        from google.cloud import pubsub_v1
+    def __init__(self, config: RelayConfig, subscriber: Any = None, publisher: Any = None):
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # google-cloud-pubsub has no py.typed
 
         self.config = config
         self.subscriber = subscriber or pubsub_v1.SubscriberClient()
@@ -192,7 +209,7 @@ class Relay:
         self.window = Window()
         self.lock = threading.Condition()
         self.in_flight = 0
-        self.attempts = {}  # message id -> failed attempts so far (the emulator does not count them)
+        self.attempts: dict[str, int] = {}  # message id -> failed attempts so far (the emulator does not count them)
         self.figures = dict.fromkeys(COUNTERS, 0)
         self.settled = read_settled(config.settled_file)  # ids of the messages acknowledged, before a restart too
         self.stopping = threading.Event()
@@ -202,15 +219,19 @@ class Relay:
         self.client = PushClient(config.push_url, config.ack_deadline_seconds)
 
     # ---- figures ------------------------------------------------------------------------------
-    def stats(self):
+    def stats(self) -> PushFigures:
         with self.lock:
+            f = self.figures  # each of COUNTERS by name, so that mypy holds them to the schema
             return {"window": self.window.size, "window_peak": self.window.peak, "window_shrinks": self.window.shrinks,
-                    "in_flight": self.in_flight, "settled": len(self.settled), **self.figures}
+                    "in_flight": self.in_flight, "settled": len(self.settled), "deliveries": f["deliveries"],
+                    "acked": f["acked"], "retries": f["retries"], "failures": f["failures"],
+                    "responses_429": f["responses_429"], "responses_5xx": f["responses_5xx"], "timeouts": f["timeouts"],
+                    "dead_lettered": f["dead_lettered"], "pull_errors": f["pull_errors"], "errors": f["errors"]}
 
-    def _count(self, key):
+    def _count(self, key: str) -> None:
         self.figures[key] += 1
 
-    def _settle(self, message_ids):
+    def _settle(self, message_ids: list[str]) -> None:
         """Notes messages as acknowledged, on disk first (the Acker calls this before it acknowledges
         them: a relay killed in between sees them again, and counts them once)."""
         with self.lock:
@@ -225,7 +246,7 @@ class Relay:
             self.settled.update(new)
 
     # ---- the loop -----------------------------------------------------------------------------
-    def run(self):
+    def run(self) -> None:
         while not self.stopping.is_set():
             with self.lock:
                 while self.in_flight >= self.window.size and not self.stopping.is_set():
@@ -316,7 +337,7 @@ class Relay:
             self._count("dead_lettered")
 
 
-def read_settled(path):
+def read_settled(path: str | None) -> set[str]:
     """The message ids a settled_file holds (a line cut short, were a disk full, is no id: it comes back)."""
     if not path or not os.path.exists(path):
         return set()
@@ -324,9 +345,9 @@ def read_settled(path):
         return {line[:-1] for line in f if line.endswith("\n")}
 
 
-def serve_stats(relay, port):
+def serve_stats(relay: Relay, port: int) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the http.server interface
+        def do_GET(self) -> None:  # noqa: N802 - the http.server interface
             body = json.dumps(relay.stats()).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -334,7 +355,7 @@ def serve_stats(relay, port):
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *_):
+        def log_message(self, *_: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
@@ -342,7 +363,7 @@ def serve_stats(relay, port):
     return server
 
 
-def read_stats(port, timeout=2):
+def read_stats(port: int, timeout: float = 2) -> PushFigures | None:
     """The relay's figures, or None when it does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=timeout) as reply:
@@ -351,7 +372,7 @@ def read_stats(port, timeout=2):
         return None
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="visitkit.twin.push", description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the RelayConfig as a JSON file")
     args = parser.parse_args(argv)
@@ -360,7 +381,7 @@ def main(argv=None):
     os.environ["PUBSUB_EMULATOR_HOST"] = config.pubsub_host  # read by the clients when built
     relay = Relay(config)
 
-    def stop(*_):
+    def stop(*_: Any) -> None:
         # A pull can block for seconds: stop at once after a short grace. Nothing is lost: whatever was
         # pulled and not acknowledged comes back after its ack deadline, as after any relay crash.
         relay.stopping.set()
@@ -374,7 +395,7 @@ def main(argv=None):
     return 0
 
 
-def write_config(config, path):
+def write_config(config: RelayConfig, path: Path) -> Path:
     path.write_text(json.dumps(asdict(config), indent=2))
     return path
 

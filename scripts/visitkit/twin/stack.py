@@ -8,6 +8,8 @@ each store-inc-counter instance).
 Every process runs in its own process group (the emulators are wrapper scripts that start java),
 is recorded in the state folder, and is stopped by group.
 """
+from __future__ import annotations
+
 import contextlib
 import json
 import os
@@ -19,16 +21,22 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, QUEUE_TIMEOUT_S, stored_totals
 from visitkit.errors import StackError
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
-from visitkit.settings import function_environment
+from visitkit.samples import Sample
+from visitkit.settings import Settings, function_environment
 from visitkit.twin import haproxy, push, toxiproxy
-from visitkit.twin.profile import load_profile
+from visitkit.twin.profile import Profile, load_profile
 from visitkit.twin.resources import component_of
+
+if TYPE_CHECKING:  # imported when a client is made, not with the stack
+    from google.cloud.firestore import Client as FirestoreClient
 
 FUNCTIONS_SOURCE = FUNCTIONS_DIR / "main.py"
 PROJECT = "demo-visit-counter"  # "demo-" ids never reach Google
@@ -48,13 +56,13 @@ HAPROXY_MISSING = "HAProxy was not found: install it (Debian: apt-get install ha
 _environment_lock = threading.Lock()
 
 
-def function_command(function, port):
+def function_command(function: str, port: int) -> list[str]:
     """One functions-framework server of a function (an instance, as Cloud Run runs it)."""
     return [sys.executable, "-m", "functions_framework", "--target", CATALOGUE[function].entry_point,
             "--source", str(FUNCTIONS_SOURCE), "--host", "127.0.0.1", "--port", str(port)]
 
 
-def sdk_root():
+def sdk_root() -> Path | None:
     for candidate in (os.environ.get("CLOUDSDK_ROOT"), "/usr/lib/google-cloud-sdk"):
         if candidate and Path(candidate, "platform").is_dir():
             return Path(candidate)
@@ -67,53 +75,54 @@ def sdk_root():
     return None
 
 
-def supervised(name, command, restarts_file):
+def supervised(name: str, command: list[str], restarts_file: str | Path) -> list[str]:
     """An instance's command under the supervisor that restarts it after a crash."""
     return [sys.executable, "-m", "visitkit.twin.supervisor", "--name", name, "--restarts", str(restarts_file),
             "--delay", str(RESTART_DELAY_SECONDS), "--", *command]
 
 
-def emulator_commands(firestore_port, pubsub_port):
+def emulator_commands(firestore_port: int, pubsub_port: int) -> tuple[list[str], list[str]]:
     root = sdk_root()
     firestore = root and root / "platform" / "cloud-firestore-emulator" / "cloud_firestore_emulator"
     pubsub = root and root / "platform" / "pubsub-emulator" / "bin" / "cloud-pubsub-emulator"
-    if not (firestore and firestore.exists() and pubsub.exists()):
+    if not (firestore and pubsub and firestore.exists() and pubsub.exists()):
         raise StackError(EMULATORS_MISSING)
     return ([str(firestore), "start", "--host=127.0.0.1", f"--port={firestore_port}"],
             [str(pubsub), "--host=127.0.0.1", f"--port={pubsub_port}"])
 
 
 class LocalStack:
-    def __init__(self, state_dir=LOCAL_STATE_DIR):
+    def __init__(self, state_dir: str | Path = LOCAL_STATE_DIR):
         self.state_dir = Path(state_dir).resolve()
         self.state_file = self.state_dir / "state.json"
         self.logs = self.state_dir / "logs"
-        self._client = None  # a Firestore client for totals(), made once the stack is up
+        self._client: FirestoreClient | None = None  # a Firestore client for totals(), made once the stack is up
 
     # ---- state -------------------------------------------------------------------------
-    def state(self):
+    def state(self) -> dict[str, Any] | None:
         if not self.state_file.exists():
             return None
         return json.loads(self.state_file.read_text())
 
-    def _save(self, state):
+    def _save(self, state: dict[str, Any]) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.state_file)
 
     @property
-    def base_url(self):
+    def base_url(self) -> str:
         return self._require()["base_url"]
 
-    def _require(self):
+    def _require(self) -> dict[str, Any]:
         state = self.state()
         if not state:
             raise StackError(f"the local stack is not up (no {self.state_file})")
         return state
 
     # ---- processes -----------------------------------------------------------------------
-    def _start(self, state, name, command, env=None, port=None):
+    def _start(self, state: dict[str, Any], name: str, command: list[str], env: dict[str, str] | None = None,
+               port: int | None = None) -> subprocess.Popen[bytes]:
         self.logs.mkdir(parents=True, exist_ok=True)
         log = open(self.logs / f"{name}.log", "ab")
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -124,12 +133,12 @@ class LocalStack:
         self._save(state)  # recorded at once, so `down` can stop it even if `up` fails later
         return process
 
-    def status(self):
+    def status(self) -> list[tuple[str, int, int | None, bool]]:
         """[(name, pid, port, alive)] of every process the stack started."""
         state = self.state() or {"processes": []}
         return [(p["name"], p["pid"], p["port"], group_alive(p["pid"])) for p in state["processes"]]
 
-    def down(self, timeout=10):
+    def down(self, timeout: float = 10) -> list[str]:
         state = self.state()
         if not state:
             return []
@@ -151,12 +160,14 @@ class LocalStack:
             while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
         self.state_file.unlink(missing_ok=True)
-        (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)  # debris once the relay is gone (a run's state folder is in its results)
+        # debris once the relay is gone (a run's state folder is in its results)
+        (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)
         self._client = None
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
-    def up(self, settings, port=8080, queue_timeout=QUEUE_TIMEOUT_S, profile=None):
+    def up(self, settings: Settings, port: int = 8080, queue_timeout: float = QUEUE_TIMEOUT_S,
+           profile: Profile | None = None) -> str:
         """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
         returns the base URL once every part answers."""
         profile = profile or load_profile()
@@ -173,7 +184,7 @@ class LocalStack:
         firestore_command, pubsub_command = emulator_commands(firestore_port, pubsub_port)
         if profile.needs_proxy:
             toxiproxy.binary()  # fails now, with how to build it, rather than half-way up
-        state = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
+        state: dict[str, Any] = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
                  "dead_letter_topic": DEAD_LETTER_TOPIC, "profile": profile.record(),
                  "base_url": f"http://127.0.0.1:{port}", "push_url": f"http://127.0.0.1:{push_port}",
                  "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
@@ -318,26 +329,26 @@ class LocalStack:
                 "messageRetentionDuration": f"{settings.subscription.message_retention_seconds}s"})
 
     # ---- reading the stack -----------------------------------------------------------------
-    def firestore(self):
+    def firestore(self) -> FirestoreClient:
         state = self._require()
         from google.cloud import firestore
 
         with _environment_lock, _environment(FIRESTORE_EMULATOR_HOST=state["firestore"]):
             return firestore.Client(project=state["project"])
 
-    def totals(self, client=None):
+    def totals(self, client: FirestoreClient | None = None) -> dict[str, int]:
         """Stored visits per page, summed straight from the shards in the Firestore emulator."""
         if client is None:
             self._client = self._client or self.firestore()
             client = self._client
         return stored_totals(client)
 
-    def reset_counts(self):
+    def reset_counts(self) -> None:
         """Deletes every document in the Firestore emulator (counters and dedup markers)."""
         state = self._require()
         delete_all_documents(state["firestore"], state["project"])
 
-    def sample(self, client=None):
+    def sample(self, client: FirestoreClient | None = None) -> Sample:
         """One server-side sample: per function figures from HAProxy, the store's progress.
         accepted: inc-counter's 202s (messages Pub/Sub accepted); delivered: store-inc-counter's 2xx
         (push deliveries acknowledged, redeliveries included); stored: visits in Firestore; backlog:
@@ -347,11 +358,12 @@ class LocalStack:
         stored visit. A message that reached the topic without a 202 (published straight into it,
         or a publish that landed after its 503) makes it lower by one."""
         stats = self._require()["haproxy_stats"]
-        relay = push.read_stats(self._require()["push_stats_port"])  # before accepted: nothing settled is missing from it
+        # before accepted: nothing settled is missing from it
+        relay = push.read_stats(self._require()["push_stats_port"])
         figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
         accepted = haproxy.accepted_count(stats)
         stored = sum(self.totals(client).values())
-        settled = (relay or {}).get("settled")
+        settled = relay.get("settled") if relay else None
         restarts = self.restarts()
         for name, row in figures.items():
             row["restarts"] = restarts.get(name, 0)
@@ -360,28 +372,28 @@ class LocalStack:
                           "stored": stored, "backlog": accepted - settled if settled is not None else None},
                 "push": relay}
 
-    def restarts(self):
+    def restarts(self) -> dict[str, int]:
         """{function or "push-relay": restarts so far}, from the supervisors' restarts file."""
         path = Path(self._require()["restarts"])
-        counts = {}
+        counts: dict[str, int] = {}
         for line in (path.read_text().splitlines() if path.exists() else []):
             part = component_of(json.loads(line)["instance"])  # a function, or the push relay
             counts[part] = counts.get(part, 0) + 1
         return counts
 
-    def instance_pid(self, name):
+    def instance_pid(self, name: str) -> int:
         """The pid of an instance's functions-framework server itself (its supervisor's child):
         killing it is a crash the supervisor answers with a restart."""
         return int((Path(self._require()["restarts"]).parent / f"{name}.pid").read_text())
 
 
-def delete_all_documents(firestore_host, project, timeout=60):
+def delete_all_documents(firestore_host: str, project: str, timeout: float = 60) -> None:
     """Empties a Firestore emulator's database through its own endpoint."""
     url = f"http://{firestore_host}/emulator/v1/projects/{project}/databases/(default)/documents"
     urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=timeout).close()
 
 
-def group_alive(pgid):
+def group_alive(pgid: int) -> bool:
     """Whether any process of the group still runs (a zombie whose parent never reaps it does not)."""
     try:
         os.killpg(pgid, 0)
@@ -400,7 +412,7 @@ def group_alive(pgid):
     return False
 
 
-def _put_json(url, body):
+def _put_json(url: str, body: dict[str, Any]) -> None:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="PUT",
                                      headers={"Content-Type": "application/json"})
     try:
@@ -411,7 +423,7 @@ def _put_json(url, body):
 
 
 @contextlib.contextmanager
-def _environment(**values):
+def _environment(**values: str) -> Iterator[None]:
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:

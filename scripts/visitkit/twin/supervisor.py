@@ -16,13 +16,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STABLE_SECONDS = 10
 MAX_DELAY = 30.0
 
 
-def supervise(name, command, restarts_file, delay=1.0, stopping=None, clock=time.monotonic):
+def supervise(name: str, command: list[str], restarts_file: str | Path, delay: float = 1.0,
+              stopping: threading.Event | None = None, clock: Callable[[], float] = time.monotonic) -> None:
     stopping = stopping or threading.Event()
     restarts_file = Path(restarts_file)
     pid_file = restarts_file.parent / f"{name}.pid"
@@ -48,7 +50,7 @@ def supervise(name, command, restarts_file, delay=1.0, stopping=None, clock=time
                                   "after_s": wait}) + "\n")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="visitkit.twin.supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--restarts", required=True, type=Path)
