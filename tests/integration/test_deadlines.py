@@ -225,6 +225,7 @@ def test_a_cached_page_answers_at_once_while_firestore_is_frozen_marked_stale_pa
     assert STALE_HEADER not in get(counter, "about")[2]
 
 
+@pytest.mark.slow
 def test_reads_that_keep_failing_are_tried_less_and_less_often(backends, counter):
     """No total known and Firestore frozen: a request waits for the page's read, which its deadline
     ends, and the failure is remembered, 2 s, then 4 s, then 8 s as reads keep failing; meanwhile

@@ -53,6 +53,7 @@ def knee(tmp_path_factory):
         yield stack, prediction.knee_users
 
 
+@pytest.mark.slow
 def test_at_twice_the_knee_visits_refused_for_now_are_posted_again_and_stored_once(knee, tmp_path):
     stack, knee_users = knee
     spike = round(2 * knee_users)
