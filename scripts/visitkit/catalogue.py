@@ -3,14 +3,13 @@
 Read from functions/catalogue.json, the one file the functions, Terraform (infra/main.tf) and
 this kit all read, so that adding a page or a function is one edit.
 """
-import importlib.util
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from visitkit.paths import CATALOGUE_FILE, FUNCTIONS_DIR
+from visitkit.paths import CATALOGUE_FILE, FUNCTIONS_DIR, flat_module
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client as FirestoreClient
@@ -58,13 +57,7 @@ def roles(functions: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
 
 def _functions_module(name: str) -> ModuleType:
     """A dependency-free module of functions/, loaded from the checkout as deployed."""
-    path = FUNCTIONS_DIR / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"visitkit_functions_{name}", path)
-    if spec is None or spec.loader is None:  # never for a .py path: its loader is a SourceFileLoader
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return flat_module(FUNCTIONS_DIR / f"{name}.py", "visitkit_functions")
 
 
 visits = _functions_module("visits")  # the visit id's form and its marker's name, as the functions know them
