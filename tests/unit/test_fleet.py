@@ -4,17 +4,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fakes import FakeClock
 
 from visitkit.benchmarks import loadgen
 from visitkit.cloud import fleet as fleets
-from visitkit.runs import fleetrun, runner
-from visitkit.runs.config import LoadPlan, RunConfig
 from visitkit.errors import GcpError
 from visitkit.model.fleet import hourly_cost, nat_ports
 from visitkit.results.folder import ResultsFolder
-from visitkit.steps import run_steps
+from visitkit.runs import fleetrun
+from visitkit.runs.config import LoadPlan, RunConfig
+from visitkit.runs.state import RunState
 from visitkit.runs.targets import UrlTarget
-from fakes import FakeClock
+from visitkit.steps import run_steps
 
 LOADGEN = loadgen.latest()[1]  # the newest committed sizing benchmark, as the runner hands it in
 
@@ -143,7 +144,7 @@ def test_the_fleet_is_destroyed_after_a_failed_run_too(tmp_path, monkeypatch):
     folder = ResultsFolder(tmp_path / "results" / "breakpoint-1")
     folder.create()
     target = UrlTarget("https://system", config.settings)
-    state = runner.RunState(config, folder, target, lambda *_: None, {"notes": []}, fleet=fleet)
+    state = RunState(config, folder, target, lambda *_: None, {"notes": []}, fleet=fleet)
     steps = fleetrun.fleet_steps(config, folder, target, fleet)
     monkeypatch.setattr(fleetrun, "fleet_timeout", lambda load: 30)  # the master never answers: fail fast
     try:
@@ -168,7 +169,7 @@ def test_a_staging_that_fails_leaves_nothing_to_destroy(tmp_path, monkeypatch):
     run = FakeRun()
     fleet = make_fleet(tmp_path, run=run)
     monkeypatch.setattr(fleets, "suite_pins", lambda: (_ for _ in ()).throw(GcpError("no pins")))
-    state = runner.RunState(None, None, type("T", (), {"base_url": "https://s"})(), lambda *_: None, {"notes": []},
+    state = RunState(None, None, type("T", (), {"base_url": "https://s"})(), lambda *_: None, {"notes": []},
                             fleet=fleet)
     with pytest.raises(GcpError):
         fleet.stage(LoadPlan("breakpoint"), "https://s")

@@ -2,7 +2,7 @@
 import json
 import time
 
-from visitkit.runs.load import Sampler
+from visitkit.runs.state import Sampler
 
 
 class CountingTarget:

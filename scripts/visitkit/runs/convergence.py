@@ -4,18 +4,14 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from visitkit.results import analysis, audit
 from visitkit.results import folder as results
 from visitkit.results.summary import model_for_load
 from visitkit.runs.config import RunConfig
-from visitkit.runs.load import Sampler
 from visitkit.runs.progress import Progress
+from visitkit.runs.state import RunState, Sampler
 from visitkit.runs.targets import Target
-
-# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
-# imported (an import back would be a cycle), so it goes as Any.
 
 SETTLE_POLLS = 5  # after converging, keep polling this many seconds to see duplicates arrive
 MIN_CONVERGENCE_WAIT_S = 120
@@ -30,11 +26,12 @@ def convergence_wait(config: RunConfig, target: Target, load_seconds: float, mod
     return max(MIN_CONVERGENCE_WAIT_S, 3 * load_seconds, 2 * model_seconds, target.min_convergence_wait)
 
 
-def state_convergence_wait(state: Any) -> float:
+def state_convergence_wait(state: RunState) -> float:
     """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded."""
     history = analysis.aggregated_history(results.read_csv(state.folder / results.HISTORY))
     model = model_for_load(state.record, history, *analysis.load_window(history))
     after_load = model.get("seconds_after_load") if model else None
+    assert state.load_started is not None and state.load_ended is not None  # the load's step has run
     return convergence_wait(state.config, state.target, state.load_ended - state.load_started, after_load or 0)
 
 
@@ -65,32 +62,33 @@ def wait_for_convergence(target: Target, before: Mapping[str, int], acknowledged
             time.sleep(interval)
 
 
-def converge(state: Any) -> None:
+def converge(state: RunState) -> None:
     ledger = json.loads((state.folder / results.LEDGER).read_text())
     wait = state_convergence_wait(state)
-    if state.sampler is None:  # a resumed run whose load had finished
-        state.sampler = Sampler(state.target, state.folder / results.SAMPLES)
-        state.sampler.start()
+    sampler = state.sampler
+    if sampler is None:  # a resumed run whose load had finished
+        sampler = state.sampler = Sampler(state.target, state.folder / results.SAMPLES)
+        sampler.start()
     progress = Progress("convergence")
     try:
         converged = wait_for_convergence(state.target, state.record["before"], ledger.get("acknowledged", {}),
                                          state.folder / results.POLLS, wait, progress=progress,
-                                         backlog=lambda: state.sampler.figure("store", "backlog"))
+                                         backlog=lambda: sampler.figure("store", "backlog"))
     finally:
         progress.close()
-        state.sampler.stop()
+        sampler.stop()
     twin = state.target.twin_figures()
     if twin is not None:
         state.record["twin"] = twin
     state.converged = state.record["converged"] = converged
     if not converged:
         state.record["notes"].append(f"Counters had not converged {wait:.0f} s after the load (--convergence-timeout).")
-    if state.sampler.errors:
-        state.record["notes"].append(f"{state.sampler.errors} server samples failed (gaps in {results.SAMPLES}).")
+    if sampler.errors:
+        state.record["notes"].append(f"{sampler.errors} server samples failed (gaps in {results.SAMPLES}).")
     state.folder.save_run(state.record)
 
 
-def audit_visits(state: Any) -> None:
+def audit_visits(state: RunState) -> None:
     """Reads the store's marker of every visit id in the ledger (or, per visitkit.results.audit, falls back
     to the totals), into audit.json."""
     ledger = json.loads((state.folder / results.LEDGER).read_text())

@@ -5,21 +5,18 @@ import shlex
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from visitkit.errors import RunError
 from visitkit.results import folder as results
 from visitkit.runs.config import STOP_TIMEOUT_S, LoadPlan, RunConfig
-from visitkit.runs.load import Sampler
+from visitkit.runs.state import RunState, Sampler
 from visitkit.runs.targets import Target
 from visitkit.settings import DEPLOYED_ACCESS_MODES
 from visitkit.steps import Step
 
 if TYPE_CHECKING:
     from visitkit.cloud.fleet import Fleet
-
-# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
-# imported (an import back would be a cycle), so it goes as Any.
 
 
 def make_fleet(config: RunConfig, folder: results.ResultsFolder) -> "Fleet | None":
@@ -79,8 +76,9 @@ def _retry_policy() -> str:
     return retry_policy_text()
 
 
-def provision_fleet(state: Any) -> None:
+def provision_fleet(state: RunState) -> None:
     fleet, target = state.fleet, state.target
+    assert fleet is not None  # the plan has the fleet's steps only with a fleet
     fleet.region = target.deployed_region or fleet.region  # beside the functions
     if target.access in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
         fleet.access = target.access
@@ -91,9 +89,10 @@ def provision_fleet(state: Any) -> None:
     fleet.provision()
 
 
-def run_on_fleet(state: Any) -> None:
+def run_on_fleet(state: RunState) -> None:
     """The fleet's master has started once its workers connected: wait for its results, copy them."""
     config, folder, fleet = state.config, state.folder, state.fleet
+    assert fleet is not None  # the plan has the fleet's steps only with a fleet
     state.sampler = Sampler(state.target, folder / results.SAMPLES)
     state.sampler.start()
     (folder / results.RUN_CONF).write_text((fleet.stage_dir / results.RUN_CONF).read_text())
@@ -120,7 +119,7 @@ def run_on_fleet(state: Any) -> None:
     state.folder.save_run(state.record)
 
 
-def destroy_fleet(state: Any) -> None:
+def destroy_fleet(state: RunState) -> None:
     fleet = state.fleet
     if fleet is None or not fleet.provisioning:  # nothing was created
         if fleet is not None and fleet.stage_dir.parent.exists():

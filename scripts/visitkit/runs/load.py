@@ -8,11 +8,9 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Literal, Self
 
 from visitkit import settle
 from visitkit.errors import RunError
@@ -21,59 +19,9 @@ from visitkit.paths import ROOT
 from visitkit.results import folder as results
 from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR, RunConfig
 from visitkit.runs.progress import Progress
-from visitkit.runs.targets import Target
+from visitkit.runs.state import RunState, Sampler
+from visitkit.runs.targets import LocalTarget, Target
 from visitkit.twin.chaos import Chaos
-
-# A step's `state` is the runner's RunState (runs/runner.py), which imports this module: it is named, not
-# imported (an import back would be a cycle), so it goes as Any.
-
-
-class Sampler(threading.Thread):
-    """Appends target.sample() to a JSONL file once per second until stopped; keeps the first and the
-    latest."""
-
-    def __init__(self, target: Target, path: Path, interval: float = 1.0):
-        super().__init__(daemon=True)
-        self.target, self.path, self.interval = target, path, interval
-        self.stopping = threading.Event()
-        self.errors = 0
-        self.first: dict[str, Any] = {}
-        self.latest: dict[str, Any] = {}
-
-    def run(self) -> None:
-        with open(self.path, "a") as out:
-            while not self.stopping.is_set():
-                started = time.monotonic()
-                try:
-                    self.latest = self.target.sample()
-                    self.first = self.first or self.latest
-                    out.write(json.dumps(self.latest) + "\n")
-                    out.flush()
-                except Exception as error:  # a missed sample must not end the run
-                    self.errors += 1
-                    if self.errors <= 3:
-                        print(f"server sample failed: {error!r}", file=sys.stderr)
-                self.stopping.wait(max(0.0, self.interval - (time.monotonic() - started)))
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=30)
-
-    def figure(self, section: str, key: str, since_first: bool = False) -> float | None:
-        """The latest sample's figure, summed over functions for a per-function key; with since_first,
-        a counter's growth since the first sample (the stack may have counted before the test, e.g.
-        during a warm-up)."""
-        latest = self._read(self.latest, section, key)
-        if not since_first or latest is None:
-            return latest
-        return latest - (self._read(self.first, section, key) or 0)
-
-    @staticmethod
-    def _read(sample: dict[str, Any], section: str, key: str) -> float | None:
-        if section == "store":
-            return (sample.get("store") or {}).get(key)
-        values = [f.get(key) for f in (sample.get("functions") or {}).values() if f.get(key) is not None]
-        return sum(values) if values else None
 
 
 def last_aggregated(history_path: str | Path) -> dict[str, str] | None:
@@ -105,10 +53,11 @@ def planned_seconds(config: RunConfig, log_path: str | Path) -> float | None:
     return float(found[1]) if found else None
 
 
-def warm_up_stack(state: Any) -> None:
+def warm_up_stack(state: RunState) -> None:
     """Runs the warm-up's Locust to its end, then waits until the store holds every visit it had
     acknowledged, so they count in the totals read before the test, not in the test."""
     warm, target = state.config.warm_up, state.target
+    assert warm is not None  # the plan has this step only with a warm-up
     folder = state.folder.path / WARM_UP_DIR
     folder.mkdir(exist_ok=True)
     baseline = target.totals()
@@ -132,10 +81,10 @@ def warm_up_stack(state: Any) -> None:
     state.folder.save_run(state.record)
 
 
-def run_load(state: Any) -> None:
+def run_load(state: RunState) -> None:
     config, folder = state.config, state.folder
-    state.sampler = Sampler(state.target, folder / results.SAMPLES)
-    state.sampler.start()
+    sampler = state.sampler = Sampler(state.target, folder / results.SAMPLES)
+    sampler.start()
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
     progress, faults = Progress("load"), None
@@ -143,8 +92,9 @@ def run_load(state: Any) -> None:
         with LocustProcesses(locust_commands(state)) as locust:
             try:
                 state.target.watch("locust", locust.pid)
-                faults = Chaos(config.chaos, state.target.stack, config.settings) if config.chaos else None
-                if faults:
+                if config.chaos:  # RunConfig allows chaos with the local target only
+                    assert isinstance(state.target, LocalTarget)
+                    faults = Chaos(config.chaos, state.target.stack, config.settings)
                     faults.start()
                 while locust.poll() is None:
                     elapsed = time.time() - state.load_started
@@ -154,15 +104,15 @@ def run_load(state: Any) -> None:
                     progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
                                     users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
                                     failures=row.get("Total Failure Count"),
-                                    responses_429=state.sampler.figure("functions", "responses_429", since_first=True),
-                                    backlog=state.sampler.figure("store", "backlog"))
+                                    responses_429=sampler.figure("functions", "responses_429", since_first=True),
+                                    backlog=sampler.figure("store", "backlog"))
                     time.sleep(1)
             except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
                 locust.stop()
                 raise
     finally:
         progress.close()
-        if faults:
+        if faults and config.chaos:
             faults.stop()  # before the convergence wait: nothing stays frozen
             state.record["chaos"] = {"plan": config.chaos.describe(), "events": faults.events}
     state.load_ended = time.time()
@@ -172,7 +122,7 @@ def run_load(state: Any) -> None:
         state.record["notes"].append(f"Locust exited with code {locust.returncode}: see {results.LOCUST_LOG}")
 
 
-def locust_commands(state: Any) -> list[list[str]]:
+def locust_commands(state: RunState) -> list[list[str]]:
     """The run's Locust command lines: one command; or, with --workers, a master and its workers
     (locust/node.py), whose options go into the results folder's run.conf."""
     config, folder, target = state.config, state.folder, state.target

@@ -12,8 +12,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from visitkit import settle
 from visitkit.errors import RunError
@@ -25,7 +24,8 @@ from visitkit.results.summary import headline_table
 from visitkit.runs.config import WARM_UP_DIR, RunConfig
 from visitkit.runs.convergence import MIN_CONVERGENCE_WAIT_S, audit_visits, audit_words, converge
 from visitkit.runs.fleetrun import fleet_steps, make_fleet
-from visitkit.runs.load import Sampler, locust_lines, run_load, warm_up_stack
+from visitkit.runs.load import locust_lines, run_load, warm_up_stack
+from visitkit.runs.state import RunState
 from visitkit.runs.targets import Target
 from visitkit.steps import Step, plan_lines, run_steps
 
@@ -48,24 +48,6 @@ def make_target(config: RunConfig, folder: results.ResultsFolder) -> Target:
     from visitkit.runs.targets import UrlTarget
 
     return UrlTarget(config.target, config.settings)
-
-
-@dataclass
-class RunState:
-    """What the steps share while a run goes on; `record` becomes run.json."""
-    config: RunConfig
-    folder: results.ResultsFolder
-    target: Target
-    log: Callable[[str], None] = print
-    record: dict[str, Any] = field(default_factory=dict)
-    sampler: Sampler | None = None
-    load_started: float | None = None
-    load_ended: float | None = None
-    converged: bool = False
-    summary: Summary | None = None
-    fleet: "Fleet | None" = None  # when Locust runs on VMs in Google Cloud
-    # publish(folder, update_readme=...) -> summary, for the report step (cli hands it in)
-    publish: Callable[..., Summary] | None = None
 
 
 # ---- the steps' actions --------------------------------------------------------------------------
