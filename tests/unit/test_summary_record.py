@@ -16,9 +16,8 @@ COMMITTED = sorted(ROOT.glob(f"iterations/*/results/*/{results.SUMMARY}"))
 NEWEST = ROOT / "iterations/iteration-1/results/breakpoint-20261125-191233" / results.SUMMARY
 
 
-def test_there_are_committed_summaries_of_several_shapes():
-    shapes = {frozenset(json.loads(path.read_text())) for path in COMMITTED}
-    assert len(COMMITTED) >= 20 and len(shapes) >= 3  # keys added since the first runs: some lack them
+def test_there_are_committed_summaries_to_read():
+    assert len(COMMITTED) >= 20  # every one rebuilt by `visitkit report` (older shapes: the missing-key tests)
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda path: f"{path.parents[2].name}/{path.parent.name}")
@@ -93,7 +92,7 @@ def test_the_report_reads_the_record():
     # the knee at 1795634210, the first failure at 1795634351, the load from 1795634155
     assert when == ("- When, into the load: knee 55 s, first failure 196 s, peak RPS 237 s, p95 ceiling 193 s "
                     "(770 users)")
-    assert "| 218 / 163.5 | 783 / 169.3 | 203.1 | 10,000 ms | inc-counter | 1,048 s | 4.19 |" in "\n".join(lines)
+    assert "| 218 / 160.0 | 783 / 169.3 | 203.1 | 10,000 ms | inc-counter | 1,048 s | 4.19 |" in "\n".join(lines)
     later = dataclasses.replace(summary, load={**summary.load, "start": summary.load["start"] + 5})
     assert next(line for line in report.headline_section(later, ()) if line.startswith("- When")).startswith(
         "- When, into the load: knee 50 s,")
