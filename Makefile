@@ -2,7 +2,7 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 
-.PHONY: run test test-fast infra-then-unit lint-then-docs lint setup setup-cloud up down clean
+.PHONY: run test test-all infra-then-unit lint-then-docs lint setup setup-cloud up down clean
 
 # A short breakpoint test of iteration 0 on the twin, after the runner's warm-up. On the study profile
 # (the default) the platform's latency sets the knee where the study's was (~60 users) and the ramp goes
@@ -14,17 +14,17 @@ RUN_SHAPE_none := --duration 150s --shape-set spawn_rate=8
 run: setup
 	scripts/run-iteration iterations/iteration-0 --test breakpoint --profile $(PROFILE) $(or $(RUN_SHAPE_$(PROFILE)),$(RUN_SHAPE_study))
 
-# What CI runs on every stop. The checks that time nothing run two at a time (Terraform, then the unit
-# tests, which read its stand-in provider; beside them ruff, mypy and the docs' figures); the integration
-# tests, which measure time and load the machine, then run alone. `make test-fast` leaves out the tests
-# marked slow (tests/README.md says which run where).
+# What CI runs on every stop: everything but the tests marked slow (the long load runs and waits, which
+# `make test-all` adds; tests/README.md says which run where). The checks that time nothing run two at a
+# time (Terraform, then the unit tests, which read its stand-in provider; beside them ruff, mypy and the
+# docs' figures); the integration tests, which measure time and load the machine, then run alone.
 test: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
-	$(PYTHON) -m pytest tests/integration
-
-test-fast: setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
 	$(PYTHON) -m pytest tests/integration -m "not slow"
+
+test-all: setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
+	$(PYTHON) -m pytest tests/integration
 
 infra-then-unit: setup
 	scripts/check-infra
