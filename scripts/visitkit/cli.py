@@ -3,6 +3,7 @@
   visitkit local up|down|status|stats|totals   the local stack (scripts/local)
   visitkit run ITERATION --test T ...          one iteration's load test and report (scripts/run-iteration)
   visitkit compare [PATH ...]                  latest reports side by side (scripts/compare-iterations)
+  visitkit compare --baseline RUN RUN2         the figures that moved beyond their noise band (exit 3)
   visitkit report RESULTS_DIR                  rebuild a report from a results folder alone
   visitkit bench store-path [SETTINGS ...]     the local store path's drain rate (scripts/benchmark-store-path)
   visitkit bench hot-path                      the whole stack vs a no-op function, flat out
@@ -13,11 +14,14 @@
                                                  (scripts/benchmark-loadgen)
   visitkit bench cold-start                    each function's cold start vs a no-op function's
                                                  (scripts/benchmark-cold-start)
+  visitkit bench noise --run "ITERATION ..."   how far a run's headline figures move when nothing changed
+                                                 (scripts/benchmark-noise; --from RESULTS_DIR ... reads runs)
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
   visitkit predict ITERATION --dwell S --hold V  readers who stay S s (re-reading the count), and V visits/s
   visitkit fixture FAILURE_JSON                a failed cloud run's error text as a test of the retry catalogue
+  visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
 """
 import argparse
 import json
@@ -26,10 +30,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from visitkit.errors import VisitkitError
+from visitkit.errors import GATES_FAILED, VisitkitError
 from visitkit.paths import ITERATIONS_DIR, LOCAL_STATE_DIR, SETTINGS_FILE
+
+if TYPE_CHECKING:
+    from visitkit.results.records import Summary
 
 DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 RAW = argparse.RawDescriptionHelpFormatter
@@ -84,7 +91,10 @@ def run_command(args: argparse.Namespace) -> int:
         chaos=args.chaos, warm_up=args.warm_up, warm_up_users=args.warm_up_users,
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
         impersonate=args.impersonate, retry_visits=args.retry_visits, dwell=args.dwell, audit=args.audit,
-        resume=args.resume)
+        arrival_rate=args.arrival_rate, arrival_ramp=args.arrival_ramp, arrival_start=args.arrival_start,
+        resume=args.resume, thresholds=args.threshold or (), expect=args.expect, abort_on_fail=args.abort_on_fail)
+    if args.junit and not (config.thresholds or config.expect):
+        raise VisitkitError("--junit writes the run's thresholds and expected verdict: give --threshold or --expect")
     if args.dry_run:
         print("\n".join(runner.dry_run(config)))
         return 0
@@ -95,12 +105,27 @@ def run_command(args: argparse.Namespace) -> int:
     found = study.load(folder.iteration_dir)
     if found:
         print(study.comparison_line(found, summary))
-    return 0
+    return gates_status(summary, args.junit)
+
+
+def gates_status(summary: "Summary", junit: Path | None) -> int:
+    """The exit status of a run or a rebuilt report: GATES_FAILED when a threshold or the expected verdict
+    fails, else 0; with --junit, writes them there first."""
+    if junit is not None:
+        from visitkit.reports.junit import write_junit
+
+        write_junit(junit, summary)
+        print(f"JUnit XML: {junit}")
+    return GATES_FAILED if summary.gates and not summary.gates["passed"] else 0
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from visitkit.reports.compare import compare_table
+    from visitkit.reports.compare import baseline_lines, compare_table
 
+    if args.baseline is not None:
+        lines, moved = baseline_lines(args.baseline, args.paths, args.band, args.target, args.test)
+        print("\n".join(lines))
+        return GATES_FAILED if moved else 0
     print(compare_table(args.paths or sorted(ITERATIONS_DIR.glob("iteration-*")), args.target, args.test))
     return 0
 
@@ -113,7 +138,7 @@ def report_command(args: argparse.Namespace) -> int:
     folder = results.ResultsFolder(args.results_dir)
     summary = publish.publish(folder, update_readme=args.update_readme)
     print("\n".join(runner.headline_lines(folder, summary)))
-    return 0
+    return gates_status(summary, args.junit)
 
 
 def given(**options: Any) -> dict[str, Any]:
@@ -145,6 +170,16 @@ def bench_command(args: argparse.Namespace) -> int:
         folder, record = coldstart.benchmark(**given(repetitions=args.repetitions, requests=args.requests,
                                                      threads=args.threads))
         summary_lines = coldstart.summary_lines
+    elif args.benchmark == "noise":
+        import shlex
+
+        from visitkit.benchmarks import noise
+
+        if args.from_dirs and args.repeats:
+            raise VisitkitError("--repeats runs the repeats, --from reads runs made earlier: give one of the two")
+        folder, record = noise.benchmark(**given(from_dirs=args.from_dirs, repeats=args.repeats,
+                                                 run_arguments=shlex.split(args.run or "")))
+        summary_lines = noise.summary_lines
     else:
         from visitkit.benchmarks import storepath
         from visitkit.twin.profile import load_profile
@@ -176,6 +211,12 @@ def docs_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def study_command(args: argparse.Namespace) -> int:
+    from visitkit.studies import run as studies
+
+    return studies.command(args)
+
+
 def predict_command(args: argparse.Namespace) -> int:
     from visitkit.model import command
     from visitkit.settings import load_settings
@@ -196,10 +237,11 @@ def predict_command(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen
+    from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, noise
     from visitkit.benchmarks import storepath as store_path
     from visitkit.catalogue import QUEUE_TIMEOUT_S
     from visitkit.model import command
+    from visitkit.results.thresholds import EXPECTATIONS
     from visitkit.runs.config import TESTS
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
@@ -225,7 +267,10 @@ def parser() -> argparse.ArgumentParser:
         "  visitkit run iterations/iteration-1 --test breakpoint --target gcp --project P [--region R] [--destroy]\n"
         "      [--access auto|public|authenticated [--impersonate SERVICE_ACCOUNT] [--invoker MEMBER]]\n"
         "      [--resume RESULTS_DIR]   continue a failed Google Cloud run after its last finished step\n"
-        "  add --dry-run to print the steps (commands included) without starting or contacting anything"))
+        "  visitkit run iterations/iteration-1 --test breakpoint --threshold 'visits.lost==0' --expect supported \\\n"
+        "      [--abort-on-fail] [--junit FILE]   gates for CI\n"
+        "  add --dry-run to print the steps (commands included) without starting or contacting anything\n"
+        "Exit status: 0; 3 when a --threshold or --expect fails; 2 when the kit could not run (its error on stderr)"))
     run.add_argument("iteration", type=Path, help="an iteration folder, e.g. iterations/iteration-0")
     run.add_argument("--test", required=True, choices=TESTS)
     run.add_argument("--duration", help="cap on the load, e.g. 60s, 5m (breakpoint default: 5m)")
@@ -283,12 +328,34 @@ def parser() -> argparse.ArgumentParser:
         "readers who keep each page open this long after its visit, re-reading its count as the page does "
         "(every max(its 5 s refresh, the cache TTL), with jitter), then the next page (default 0: the study's "
         "visitor, 3-5 s between pages)"))
+    run.add_argument("--arrival-rate", type=float, metavar="VISITS_PER_S", help=(
+        "with --test load: the open model, R visits/s arriving whatever the latency, paced (evenly spaced), held for "
+        "--duration; users are added as needed, up to --shape-set arrival_users_max (default 5000); an arrival no "
+        "user is free for is not started, and counted (locust/README.md, Arrival rate)"))
+    run.add_argument("--arrival-ramp", type=float, metavar="VISITS_PER_S", help=(
+        "with --test breakpoint: the open model, the rate raised by R visits/s every second from --arrival-start"))
+    run.add_argument("--arrival-start", type=float, metavar="VISITS_PER_S",
+                     help="with --arrival-ramp: the rate it starts from (default 1)")
     run.add_argument("--audit", choices=["auto", "exact", "totals"], default="auto", help=(
         "after convergence, read the store's marker of every visit id (exact), or compare the totals (totals); "
         "auto: exact, except on Google Cloud above 1,000,000 visits (one billed read each)"))
     run.add_argument("--resume", type=Path, metavar="RESULTS_DIR", help=(
         "gcp: continue a failed run in its results folder after the last step that finished (no second apply "
         "when the apply had finished); give the same iteration, --test and --project"))
+    run.add_argument("--threshold", action="append", metavar="'FIGURE OP VALUE'", help=(
+        "a gate on a headline figure of summary.json, in the syntax of the hypotheses' **Check:** lines, e.g. "
+        "'knee_users>=200', 'visits.lost==0', 'p95_ms.inc-counter<100', 'extra_min_per_min<=1' (OP: < <= == != "
+        ">= >; repeatable). The run exits 3 if one fails; a figure the run did not measure fails; an unknown "
+        "name is refused before the run"))
+    run.add_argument("--expect", choices=list(EXPECTATIONS), help=(
+        "the verdict the hypothesis' checks must reach; the run exits 3 otherwise (undetermined fails an "
+        "expectation of supported or not-supported)"))
+    run.add_argument("--abort-on-fail", action="store_true", help=(
+        "stop the load early when a threshold judged during it fails (<, <= or == on failure_ratio, p50_ms.*, "
+        "p95_ms.*, failures.*, responses_429.*); the counters still converge and every visit is audited, and the "
+        "report says when the load stopped"))
+    run.add_argument("--junit", type=Path, metavar="FILE", help=(
+        "write the thresholds and the expected verdict as JUnit XML (one testcase each), for CI systems"))
     run.add_argument("--dry-run", action="store_true", help="print the steps, and do nothing")
     run.set_defaults(handler=run_command)
 
@@ -300,12 +367,20 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("paths", nargs="*", type=Path, help="iteration folders or results folders")
     compare.add_argument("--target", default="local", help="local, gcp or url (default: local)")
     compare.add_argument("--test", choices=TESTS, help="only this test")
+    compare.add_argument("--baseline", type=Path, metavar="RUN", help=(
+        "a results folder (or an iteration: its latest run): flag each headline figure of the one PATH that moved "
+        "beyond its noise band from this run's; exit 3 when one did, 0 when none did"))
+    compare.add_argument("--band", type=Path, metavar="FILE", help=(
+        "with --baseline: the noise band, a noise benchmark's folder or its benchmark.json (default: the newest "
+        "in benchmarks/, scripts/benchmark-noise)"))
     compare.set_defaults(handler=compare_command)
 
     report = commands.add_parser("report", help="rebuild a report from a results folder alone")
     report.add_argument("results_dir", type=Path, help="e.g. iterations/iteration-0/results/breakpoint-<timestamp>")
     report.add_argument("--update-readme", action="store_true",
                         help="also point the iteration README's latest-results block at this run")
+    report.add_argument("--junit", type=Path, metavar="FILE",
+                        help="write the run's thresholds and expected verdict, judged again, as JUnit XML")
     report.set_defaults(handler=report_command)
 
     bench = commands.add_parser("bench", help="benchmarks of the local stack", description=(
@@ -314,9 +389,11 @@ def parser() -> argparse.ArgumentParser:
         "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
         "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
         "predict --fleet). cold-start: each function's time from process start to its first 2xx, and its memory, "
-        "beside a no-op function's. Each writes a results folder benchmarks/<benchmark>-<timestamp>/ "
-        "(benchmarks/README.md)."))
-    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen", "cold-start"])
+        "beside a no-op function's. noise: how far a run's headline figures move when nothing changed, over "
+        "repeats of one command (compare --baseline judges by it). Each writes a results folder "
+        "benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
+    bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen", "cold-start",
+                                             "noise"])
     bench.add_argument("--users", type=int,
                        help=f"hot-path: Locust users, no think time (default {hotpath.DEFAULT_USERS})")
     bench.add_argument("--seconds", type=int, help=f"hot-path, loadgen: seconds of load (default "
@@ -337,6 +414,13 @@ def parser() -> argparse.ArgumentParser:
                        help="cold-start: each started instance's threads, the requests it serves at once "
                             f"(default {coldstart.DEFAULT_THREADS}, iteration 4's concurrency)")
     bench.add_argument("--profile", default="none", help=PROFILE_HELP)
+    bench.add_argument("--run", metavar="'ITERATION --test T ...'", help=(
+        "noise: the run to repeat, scripts/run-iteration's arguments in one string; with --from, the command "
+        "those runs were made with (recorded, and checked against their iteration and test)"))
+    bench.add_argument("--repeats", type=int,
+                       help=f"noise: runs of --run, one after the other (default {noise.DEFAULT_REPEATS})")
+    bench.add_argument("--from", dest="from_dirs", nargs="+", type=Path, metavar="RESULTS_DIR",
+                       help="noise: read these runs' results folders (repeats of one command) instead of running")
     bench.set_defaults(handler=bench_command)
     from visitkit.cloud import failures
 
@@ -358,6 +442,17 @@ def parser() -> argparse.ArgumentParser:
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
     command.add_arguments(predict)
     predict.set_defaults(handler=predict_command)
+    from visitkit.studies import run as studies
+
+    study = commands.add_parser("study", help="the whole study: its plan, its runs and one report",
+                                formatter_class=RAW, description=(
+        "Runs iterations 0-3 (--iterations) one after the other through the runner, and writes one report beside "
+        "the study's figures in studies/<target>-<protocol>-<timestamp>/ (report.md, study.json).\n"
+        "  visitkit study --dry-run                          the plan: every step, minutes, US dollars\n"
+        "  visitkit study --target gcp --project P [--budget USD] [--keep]\n"
+        "  visitkit study --resume studies/gcp-fast-<timestamp>   go on from the first run that did not finish"))
+    studies.add_arguments(study)
+    study.set_defaults(handler=study_command)
     return top
 
 

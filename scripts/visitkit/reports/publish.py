@@ -1,12 +1,13 @@
 """Everything a results folder shows, rebuilt from the folder alone: summary.json with its
-verdict, the plots, then report.md (which links them), and optionally the iteration README's
-latest-results block."""
+verdict (and the gates a CI run was given, judged again), the plots, then report.md (which links
+them), and optionally the iteration README's latest-results block."""
 from pathlib import Path
 from typing import Any
 
 from visitkit.reports import plots, readme, report, verdict
 from visitkit.results import folder as results
 from visitkit.results import summary as summaries
+from visitkit.results import thresholds
 from visitkit.results.records import Summary
 
 
@@ -24,6 +25,7 @@ def publish(folder: results.ResultsFolder | str | Path, update_readme: bool = Fa
         return found.headline if found else None
 
     summary.verdict = verdict.judge(summary.headline, readme_text, other_figures)
+    summary.gates = thresholds.judge_gates(data.run, summary.headline, summary.verdict["outcome"], other_figures)
     folder.save_summary(summary)
     written = plots.write_plots(folder, data, summary)
     (folder / results.REPORT).write_text(report.render(summary, written))

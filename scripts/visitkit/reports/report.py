@@ -3,11 +3,12 @@ from collections.abc import Collection, Mapping, Sequence
 
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.cloud.monitoring import MISSING, QUERIES
+from visitkit.errors import GATES_FAILED
 from visitkit.formatting import fmt, ms, percent
-from visitkit.model.capacity import figure_to_measure
-from visitkit.results import analysis, generator
+from visitkit.model.capacity import figure_to_measure, first_429_visits_per_s
+from visitkit.results import analysis, generator, thresholds
 from visitkit.results import folder as results
-from visitkit.results.records import Headline, Saturation, Store, Summary, Verdict, VisitRow
+from visitkit.results.records import ArrivalRate, Headline, Saturation, Store, Summary, Verdict, VisitRow
 from visitkit.results.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
@@ -15,9 +16,9 @@ MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
 
 def render(summary: Summary, plots: Collection[str] = ()) -> str:
     """The whole report; `plots`: the names of the plots written beside it (results.PLOTS' keys)."""
-    sections = (title_section, headline_section, prediction_section, plots_section, percentiles_section,
-                functions_section, resources_section, generator_section, platform_section, cost_section, chaos_section,
-                overload_section, visits_section, errors_section, run_section)
+    sections = (title_section, headline_section, thresholds_section, prediction_section, plots_section,
+                percentiles_section, functions_section, resources_section, generator_section, platform_section,
+                cost_section, chaos_section, overload_section, visits_section, errors_section, run_section)
     lines = []
     for section in sections:
         lines += section(summary, plots)
@@ -50,6 +51,8 @@ def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
     visits, store = s.visits["total"], s.store
     verdict = verdict_lines(s.verdict)
     lines = ["## Headline", "", *verdict, *([""] if verdict else []), *headline_table(s.headline), ""]
+    if "arrival_rate" in s.load:
+        lines.append(f"- Open model: {arrival_words(s.load['arrival_rate'])}")
     moments = (("knee", bp["knee"]), ("first failure", bp["first_failure"]), ("peak RPS", bp["peak_rps"]),
                ("p95 ceiling", bp["p95_ceiling"]))
     lines.append("- When, into the load: " + ", ".join(
@@ -70,6 +73,31 @@ def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
                      f"during the load; {fmt(store['throughput_per_s'])}/s {store['throughput_of']} while backlogged; "
                      f"backlog peak {fmt(store['backlog_peak'], 0)}, drained at {fmt(store['drain_per_s'])} msg/s")
     return lines + [""]
+
+
+def thresholds_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    """The gates a CI run was given (--threshold, --expect), each with its figure, and whether the load was
+    stopped early (--abort-on-fail)."""
+    if not s.gates:
+        return []
+    passed = "all hold" if s.gates["passed"] else f"**one or more fail** (exit status {GATES_FAILED})"
+    return ["## Thresholds", "", f"The gates this run was given: {passed}.", "", *thresholds.gate_lines(s.gates), ""]
+
+
+def arrival_words(arrival: ArrivalRate) -> str:
+    """An open-model run's target against what it achieved (results/arrivals.py defines the steady window),
+    and the arrivals the generator could not start."""
+    seconds, ramp = arrival["seconds"], arrival["ramp_per_s"]
+    target, achieved = fmt(arrival["target"], 2), fmt(arrival["achieved"], 2)
+    if ramp is not None:
+        asked = (f"a ramp of +{fmt(ramp, 2)} visits/s each second, up to {target} visits/s; over its {seconds} full "
+                 f"seconds {achieved} visits/s started against {fmt(arrival['window_target'], 2)} targeted")
+    else:
+        asked = (f"target {target} visits/s, achieved {achieved} visits/s started over the steady window ({seconds} "
+                 "full seconds at the held rate)")
+    ceiling = f", at most {arrival['users_max']:,} users" if arrival["users_max"] else ""
+    return (f"{asked}; {arrival['not_started']:,} arrivals not started (no user free in time{ceiling}: the load "
+            f"generator's limit, not the system's), of {arrival['started'] + arrival['not_started']:,}")
 
 
 def visits_extras(visits: VisitRow, exact: bool) -> str:
@@ -124,15 +152,30 @@ def prediction_section(s: Summary, _plots: Collection[str]) -> list[str]:
         return []
     h = s.headline
     knee = {key: figure_to_measure(p, s.target, key)
-            for key in ("knee_users", "knee_rps", "limited_by", "first_429_users")}
-    rows = [("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0)),
+            for key in ("knee_users", "knee_rps", "limited_by", "first_429_users", "knee_visits_per_s")}
+    arrival = s.load.get("arrival_rate")  # an open-model run: its knee and first failure are visits/s offered
+    if arrival is None:
+        load = "users"
+        knee_row = ("RPS knee: users", fmt(knee["knee_users"], 0), fmt(h.get("knee_users"), 0))
+        first_row = ("first 429 / first failure: users", fmt(knee["first_429_users"], 0),
+                     fmt(h.get("first_failure_users"), 0))
+    else:
+        load, rate = "arrivals", knee["knee_visits_per_s"]
+        first = first_429_visits_per_s(rate, arrival["ramp_per_s"], arrival["target"]) if rate else None
+        knee_row = ("knee: visits/s offered", fmt(rate), fmt(h.get("knee_visits_per_s")))
+        first_row = ("first 429 / first failure: visits/s offered",
+                     fmt(first) if first is not None or not rate else "none (held at or below the knee)",
+                     fmt(h.get("first_failure_visits_per_s")))
+    rows = [knee_row,
             ("RPS knee: RPS", fmt(knee["knee_rps"], 0), fmt(h.get("knee_rps"), 0)),
             ("limited by", knee["limited_by"], f"{h.get('slowest_function', 'n/a')} (slowest, client p95)"
              + ("; this machine's CPU busy" if h.get("knee_machine_busy") else "")),
-            ("first 429 / first failure: users", fmt(knee["first_429_users"], 0), fmt(h.get("first_failure_users"), 0)),
+            first_row,
             ("store drain (msg/s)", fmt(p["drain_per_s"]), measured_drain(s.store, h)),
-            ("extra min per min of load, past the knee", fmt(p["extra_min_per_min"], 2), "-"),
-            ("extra min per min of load, for this run's users",
+            # the model's steady figure is the users' (a visit published at the knee's pace): not an arrivals' run's
+            *([("extra min per min of load, past the knee", fmt(p["extra_min_per_min"], 2), "-")] if not arrival
+              else []),
+            (f"extra min per min of load, for this run's {load}",
              fmt(s.model_load["extra_min_per_min"] if s.model_load else None, 2), fmt(h.get("extra_min_per_min"), 2))]
     return ["## Predicted vs measured", "",
             f"The capacity model (`scripts/predict`, docs/local-twin.md) from the settings and the `{p['profile']}` "

@@ -1,18 +1,16 @@
 """The verdict on an iteration's hypothesis: its README's machine-checkable `**Check:**` lines
-evaluated against a run's headline figures (and another iteration's latest ones)."""
-import operator
+evaluated against a run's headline figures (and another iteration's latest ones). A check is a threshold,
+read and compared as --threshold is (results/thresholds.py)."""
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from visitkit.formatting import fmt
 from visitkit.results.records import Verdict
+from visitkit.results.thresholds import Threshold
 
 CHECK_PATTERN = re.compile(r"\*\*Check:\*\*\s*`([^`]+)`")
-CHECK_SYNTAX = re.compile(r"\s*([\w.\-]+)\s*(<=|>=|==|!=|<|>)\s*([\w.\-]+)(?:\s*x\s*([\w\-]+))?\s*")
 MACHINE_SET = ("knee_users", "knee_rps")  # figures a busy local machine sets, not the system under test
-OPERATORS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne,
-             "<": operator.lt, ">": operator.gt}
 
 
 def hypothesis_checks(readme_text: str | None) -> list[str]:
@@ -29,28 +27,16 @@ def evaluate_check(expression: str, figures: Mapping[str, Any],
                    other_figures: Callable[[str], Mapping[str, Any] | None]) -> tuple[bool | None, str]:
     """'store.throughput_per_s >= 1.8 x iteration-2' -> (True/False/None, explanation).
 
-    other_figures(name) gives another iteration's latest headline figures (or None)."""
-    match = CHECK_SYNTAX.fullmatch(expression)
-    if not match:
+    other_figures(name) gives another iteration's latest headline figures (or None). A knee this machine's
+    CPU set says nothing of the system, so it leaves a hypothesis undetermined."""
+    check = Threshold.read(expression)
+    if check is None:
         return None, f"cannot read check `{expression}`"
-    metric, op, right, baseline_name = match.groups()
-    value = figures.get(metric)
-    if value is None:
-        return None, f"{metric} was not measured"
-    if metric in MACHINE_SET and figures.get("knee_machine_busy"):
-        return None, f"{metric} = {fmt(value)} was set by this machine's CPU (busy at the knee), not by the system"
-    if baseline_name:
-        baseline = (other_figures(baseline_name) or {}).get(metric)
-        if baseline is None:
-            return None, f"no {metric} from {baseline_name} to compare with (run it first)"
-        threshold = float(right) * baseline
-        return (OPERATORS[op](value, threshold),
-                f"{metric} = {fmt(value)} vs {right} x {fmt(baseline)} ({baseline_name}) = {fmt(threshold)}")
-    try:
-        threshold = float(right)
-    except ValueError:
-        threshold = right
-    return OPERATORS[op](value, threshold), f"{metric} = {fmt(value)}, wanted {op} {right}"
+    value = figures.get(check.figure)
+    if value is not None and check.figure in MACHINE_SET and figures.get("knee_machine_busy"):
+        return None, (f"{check.figure} = {fmt(value)} was set by this machine's CPU (busy at the knee), not by "
+                      "the system")
+    return check.judge(figures, other_figures)
 
 
 def judge(headline: Mapping[str, Any], readme_text: str | None,

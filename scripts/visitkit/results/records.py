@@ -4,7 +4,8 @@ section, so that every reader names a figure mypy knows and a misspelt key is a 
 summary.json's format is the results folder's (FORMAT_VERSION, written into it as `format_version`).
 `Summary.from_json` reads every summary.json of that format: the keys added after the first runs of it were
 recorded (settings_line, audit, ledger, load_generator, model_load, missing_metrics, no_dead_letter_topic) may be
-absent, and `to_json` leaves out again what was absent, so a summary read and written back is the same JSON.
+absent (so may gates, which only a run given thresholds or --expect has), and `to_json` leaves out again what
+was absent, so a summary read and written back is the same JSON.
 A key it does not know, or a missing one it needs, is refused (SummaryError), never dropped or guessed; so is a
 summary of another format (format 1, before `format_version`: `visitkit report DIR` rebuilds it from the
 folder's own files, which results.folder upgrades).
@@ -60,6 +61,7 @@ class PredictionFigures(TypedDict):
     machine_knee_rps: NotRequired[float | None]
     machine_limited_by: NotRequired[str | None]
     machine_first_429_users: NotRequired[float | None]
+    machine_knee_visits_per_s: NotRequired[float | None]
     knee_visits_per_s: NotRequired[float | None]
     dwell_s: NotRequired[float]
     reads_per_visit: NotRequired[int]
@@ -78,6 +80,19 @@ class WarmUp(TypedDict):
 
 
 # ---- the load, client side ----------------------------------------------------------------------
+class ArrivalRate(TypedDict):
+    """An open-model run's arrivals (results/arrivals.py, figures; the steady window is defined there)."""
+    target: float | None  # visits/s: the rate held (endurance: its highest stage); a ramp's: the peak it reached
+    ramp_per_s: float | None  # a ramp's rise, visits/s each second (breakpoint); None: a held rate
+    achieved: float | None  # visits started per second over the steady window (None: no full second)
+    window_target: float | None  # visits/s the target asked over the same window (a held rate's: the target)
+    window: list[int] | None  # the steady window's first and last unix second
+    seconds: int  # the steady window's seconds (an endurance test's held rate may come back: not always all between)
+    started: int  # visits started, the whole load
+    not_started: int  # arrivals the generator could not start (no user free in time), the whole load
+    users_max: int | None  # the ceiling on users it could add
+
+
 class Load(TypedDict):
     start: float | None  # unix seconds: the first second with users (None: Locust's history has none)
     end: float | None  # the last one
@@ -87,6 +102,7 @@ class Load(TypedDict):
     failures: int
     failure_ratio: float | None  # None without requests
     workers: NotRequired[int]  # Locust workers (0: one process); absent in summaries before the fleet
+    arrival_rate: NotRequired[ArrivalRate]  # an open-model run's only (run.json's load_model "open")
 
 
 class Point(TypedDict):
@@ -100,13 +116,32 @@ class P95Ceiling(Point):
     p95_ms: float  # the run's highest p95
 
 
+class RatePoint(TypedDict):
+    """A second of an open-model load (results/analysis.py, rate_series), its rates centred on it."""
+    time: float
+    offered: float  # visits/s started: the rate the system was offered (the knee's: where the two lines cross)
+    target: float  # visits/s the target asked in that second
+    served: float  # visits/s answered: the requests answered without failure over the requests of a visit
+    users: int
+    p95_ms: float | None
+
+
+class RateBreakpoint(TypedDict):
+    """An open-model run's breakpoint in visits/s (results/analysis.py, find_rate_breakpoint); None: not reached."""
+    knee: RatePoint | None  # where the served rate stopped following the offered one
+    first_failure: RatePoint | None
+    peak_served: RatePoint | None
+
+
 class Breakpoint(TypedDict):
-    """Where the system stopped keeping up (results/analysis.py, find_breakpoint); None: not reached."""
+    """Where the system stopped keeping up (results/analysis.py, find_breakpoint); None: not reached. An
+    open-model run's knee is its `arrivals` knee's moment (with_rate_breakpoint), without a users' ratio."""
     knee: Point | None
     first_failure: Point | None
     peak_rps: Point | None
     p95_ceiling: P95Ceiling | None
     healthy_rps_per_user: float | None
+    arrivals: NotRequired[RateBreakpoint]  # an open-model run's only (run.json's load_model "open")
 
 
 Percentile = Literal["50%", "60%", "70%", "80%", "90%", "95%"]  # the study's columns (analysis.STUDY_PERCENTILES)
@@ -334,6 +369,39 @@ class Verdict(TypedDict):
     checks: list[Check]
 
 
+class ThresholdOutcome(TypedDict):
+    """A --threshold judged on the run's headline (results/thresholds.py, judge_gates)."""
+    threshold: str  # as given, e.g. "visits.lost == 0"
+    value: Any  # the headline's figure; None: not measured (then the threshold fails)
+    holds: bool
+    detail: str
+
+
+class Expectation(TypedDict):
+    """--expect: the verdict the run had to reach."""
+    expected: str  # supported, not supported or undetermined
+    outcome: str | None  # the verdict's (None: no verdict)
+    holds: bool
+
+
+class StoppedEarly(TypedDict):
+    """--abort-on-fail stopped the load when a threshold judged during it failed (runs/load.py)."""
+    at_s: float  # seconds after Locust was started
+    time: float  # unix seconds
+    threshold: str
+    detail: str  # the live figure that failed it
+
+
+class Gates(TypedDict):
+    """What a run is judged by for CI (--threshold, --expect, --abort-on-fail): each outcome, and whether all
+    held; absent from the summaries of runs given none."""
+    passed: bool
+    thresholds: list[ThresholdOutcome]
+    expectation: Expectation | None
+    abort_on_fail: bool
+    stopped_early: StoppedEarly | None
+
+
 ModelLoad = LoadConvergence  # the prediction applied to the users the run actually ran (capacity.convergence_for_load)
 # The flat figures by name (results/summary.py, headline): `knee_users`, `visits.lost`, `p95_ms.get-counter`.
 Headline = dict[str, Any]
@@ -383,6 +451,7 @@ class Summary:
     model_load: ModelLoad | None = None
     headline: Headline
     verdict: Verdict | None = None  # publish's, after the summary is made
+    gates: Gates | None = None  # publish's, after the verdict: only for a run given thresholds or --expect
     format_version: int = FORMAT_VERSION
     absent: frozenset[str] = field(default=frozenset(), repr=False)
 

@@ -5,12 +5,12 @@ then read as its record (results/records.py, Summary), which checks its keys."""
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any, TypeGuard
 
-from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PAGES, PUSH_FUNCTION
 from visitkit.cloud import monitoring
 from visitkit.formatting import fmt, ms
 from visitkit.model import cost
 from visitkit.model.capacity import convergence_for_load
-from visitkit.results import analysis, audit, generator, overload
+from visitkit.results import analysis, arrivals, audit, generator, overload
 from visitkit.results.folder import RunData
 from visitkit.results.records import (
     FORMAT_VERSION,
@@ -22,6 +22,7 @@ from visitkit.results.records import (
     NoDeadLetterTopic,
     Platform,
     PlatformFunction,
+    Store,
     Summary,
 )
 from visitkit.samples import Sample
@@ -50,8 +51,10 @@ def summarize(data: RunData) -> Summary:
                  "max_users": max((s["users"] for s in data.history), default=0),
                  "requests": requests, "failures": failures,
                  "failure_ratio": failures / requests if requests else None,
-                 "workers": run.get("workers", 0)},
-        "breakpoint": analysis.find_breakpoint(data.history, per_second=data.per_second),
+                 "workers": run.get("workers", 0),
+                 **({"arrival_rate": arrivals.figures(run, data.arrivals)} if run.get("load_model") == "open"
+                    else {})},
+        "breakpoint": breakpoint_figures(run, data),
         "percentiles": data.stats,
         "client": analysis.client_by_function(data.stats),
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
@@ -80,18 +83,30 @@ def summarize(data: RunData) -> Summary:
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0))
-    summary["model_load"] = model_for_load(run, data.history, load_start, load_end)
+    summary["model_load"] = model_for_load(run, data.history, load_start, load_end, data.arrivals)
     summary["headline"] = headline(summary)
     return Summary.from_json({**summary, "format_version": FORMAT_VERSION})
 
 
+def breakpoint_figures(run: Mapping[str, Any], data: RunData) -> Breakpoint:
+    """Where the run stopped keeping up: in users, or for an open-model run in visits/s (its knee's moment)."""
+    found = analysis.find_breakpoint(data.history, per_second=data.per_second)
+    if run.get("load_model") != "open":
+        return found
+    return analysis.with_rate_breakpoint(found, analysis.find_rate_breakpoint(data.arrivals, data.history))
+
+
 def model_for_load(run: Mapping[str, Any], history: Sequence[Mapping[str, Any]], load_start: float | None,
-                   load_end: float | None) -> ModelLoad | None:
-    """The run's recorded prediction applied to the users it actually ran (predict.convergence_for_load)."""
+                   load_end: float | None, arrivals: Sequence[Mapping[str, Any]] = ()) -> ModelLoad | None:
+    """The run's recorded prediction applied to the users it actually ran (predict.convergence_for_load), or for
+    an open-model run to the visits it started each second (`arrivals`: arrivals.csv's rows)."""
     prediction = run.get("prediction")
     # load_window gives both ends or neither
     if not prediction or load_start is None or load_end is None or not prediction.get("drain_per_s"):
         return None
+    if run.get("load_model") == "open":
+        started = [(float(row["time"]), float(row["started"])) for row in arrivals]
+        return convergence_for_load(prediction, started, run.get("target"), open_model=True) if started else None
     series = [(s["time"], s["users"]) for s in history if load_start <= s["time"] <= load_end]
     found: ModelLoad = convergence_for_load(prediction, series, run.get("target"))
     return found
@@ -290,6 +305,15 @@ def headline(summary: Mapping[str, Any]) -> Headline:
         "visits.refused": visits["refused"], "visits.gave_up": visits["gave_up"],
         "visits.dead_lettered": visits.get("dead_lettered"),
     }
+    rate = bp.get("arrivals")
+    if rate is not None:  # an open-model run's breakpoint, in visits/s
+        figures["knee_visits_per_s"] = pick(rate["knee"], "offered")
+        figures["first_failure_visits_per_s"] = pick(rate["first_failure"], "offered")
+        figures["served_peak_visits_per_s"] = pick(rate["peak_served"], "served")
+    arrival = summary["load"].get("arrival_rate")
+    if arrival is not None:  # an open-model run's: what it asked, started and could not start
+        for key in ("target", "achieved", "not_started"):
+            figures[f"arrival_rate.{key}"] = arrival[key]
     machine = (summary.get("machine") or {}).get("knee")
     figures["knee_machine_busy"] = machine["busy"] if machine else None
     client = summary["client"]
@@ -307,15 +331,42 @@ def headline(summary: Mapping[str, Any]) -> Headline:
     return figures
 
 
+def headline_names() -> list[str]:
+    """Every name headline() gives (a --threshold naming another is refused before its run), read off
+    headline() itself so that the list cannot drift from it: its figures for a summary in which the client
+    saw every public function, the server every function, the store every figure, every optional section is
+    there (an open-model run's arrival rate...), and nothing was measured."""
+    public = [name for name in FUNCTIONS if CATALOGUE[name].public]  # the client reaches these alone
+    probe = _Unmeasured(load=_Unmeasured(arrival_rate=_Unmeasured()),  # as an open-model run's
+                        breakpoint=_Unmeasured(arrivals=_Unmeasured()),
+                        client={name: _Unmeasured() for name in public},
+                        server={name: _Unmeasured() for name in FUNCTIONS},
+                        store=dict.fromkeys(Store.__annotations__))
+    return list(headline(probe))
+
+
+class _Unmeasured(dict[str, Any]):
+    """A summary section where nothing was measured: every key headline() reads of it is another such section,
+    empty and so falsy, which it reads as "not reached" or "n/a" (an optional section is read with get(): the
+    probe gives it, as headline_names does the arrival rate)."""
+
+    def __missing__(self, key: str) -> "_Unmeasured":
+        return _Unmeasured()
+
+
 def headline_table(h: Mapping[str, Any]) -> list[str]:
     """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
     visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
     unit = lambda text, suffix: text if text == "n/a" else f"{text} {suffix}"  # noqa: E731 (no "n/a ms")
+    # an open-model run's knee and first failure are rates (visits/s offered), a closed-model run's users
+    rate = "knee_visits_per_s" in h
+    by, knee, first = (("visits/s", fmt(h["knee_visits_per_s"]), fmt(h["first_failure_visits_per_s"])) if rate
+                       else ("users", fmt(h["knee_users"], 0), fmt(h["first_failure_users"], 0)))
     return [
-        "| knee (users / RPS) | first failure (users / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
+        f"| knee ({by} / RPS) | first failure ({by} / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
         "| extra min per min | acked / stored / lost / dup |",
         "|---|---|---:|---:|---|---:|---:|---|",
-        f"| {fmt(h['knee_users'], 0)} / {fmt(h['knee_rps'])} | {fmt(h['first_failure_users'], 0)} / "
+        f"| {knee} / {fmt(h['knee_rps'])} | {first} / "
         f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {unit(ms(h['p95_ceiling_ms']), 'ms')} | "
         f"{h.get('slowest_function', 'n/a')} | {unit(fmt(h['convergence_s'], 0), 's')} | "
         f"{fmt(h['extra_min_per_min'], 2)} | {visits} |"]

@@ -16,6 +16,14 @@ from visitkit.net import free_port
 from visitkit.paths import LOCUST_DIR
 from visitkit.results import audit
 from visitkit.results import folder as results
+from visitkit.results.summary import headline_names
+from visitkit.results.thresholds import (
+    LIVE_COUNTS,
+    LIVE_LEVELS,
+    Threshold,
+    expected_outcome,
+    parse_thresholds,
+)
 from visitkit.settings import Settings, check_invokers, load_settings
 from visitkit.twin.chaos import ChaosPlan
 from visitkit.twin.profile import Profile, load_profile
@@ -30,6 +38,10 @@ STAGES = {"local": LOCUST_DIR / "stages" / "endurance-local.csv",
 DEFAULT_BREAKPOINT_SECONDS = 300  # the study's shortest breakpoint run (5 min)
 STOP_TIMEOUT_S = 30  # users finish their current page (3 requests) when the load ends
 MAX_RETRY_VISITS = 5  # --retry-visits: the visitor waits 1, 2, 4 ... s (with jitter), or what Retry-After asks
+ARRIVALS = suite.locust_module("arrivals")  # the open model's defaults and the stages' unit
+# The shape settings that count users: an open-model shape sizes its users itself (arrival_users_max caps them).
+USER_SETTINGS = ("max_users", "spawn_rate", "users_scale", "warmup_users", "plateau_users", "base_users",
+                 "spike_users", "spike_rate")
 # Google's Firestore and Pub/Sub are always warm; the emulators are JVMs that start cold and spend
 # several times more CPU per request until they have compiled their hot paths (docs/local-twin.md),
 # so a local test starts after a warm-up of real visits: WARM_UP_SHARE of the knee predicted on this
@@ -56,6 +68,91 @@ def parse_duration(text: str | float | None) -> float | None:
     return total + (float(digits) if digits else 0.0)
 
 
+def shape_settings(shape_set: str) -> dict[str, str]:
+    """--shape-set's settings by key, the last of each (a later key wins in locust/shapes.py)."""
+    return {key.strip(): value.strip() for key, _, value in (kv.partition("=") for kv in shape_set.split(",")
+                                                              if kv.strip())}
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """An open-model load (locust/arrivals.py): visits arrive at a rate in visits/s whatever the latency,
+    paced, with users added as needed up to users_max; an arrival no user was free for is not started."""
+    rate: float | None = None  # load: visits/s held
+    ramp_per_s: float | None = None  # breakpoint: + visits/s each second; endurance: the change between stages
+    start: float | None = None  # breakpoint: the ramp's first rate, visits/s
+    stages: bool = False  # endurance: its stages are in visits/s
+    users_max: int = ARRIVALS.USERS_MAX
+
+    @classmethod
+    def build(cls, test: str, shape_set: str, stages: str | None, rate: float | None = None,
+              ramp: float | None = None, start: float | None = None) -> tuple[str, Self | None]:
+        """(the shape settings with the arrival options in them, the open model or None: users). The options
+        and their --shape-set keys (arrival_rate, arrival_ramp, arrival_start) are one setting each."""
+        given = shape_settings(shape_set)
+        values = {"arrival_rate": rate, "arrival_ramp": ramp, "arrival_start": start}
+        for key, value in values.items():
+            option = "--" + key.replace("_", "-")
+            try:
+                in_set = float(given[key]) if key in given else None
+            except ValueError:
+                raise RunError(f"--shape-set {key}={given[key]}: a number of visits/s") from None
+            if value is not None and in_set is not None and in_set != value:
+                raise RunError(f"{option} {value:g} and --shape-set {key}={given[key]} disagree: give it once")
+            if value is not None and in_set is None:
+                shape_set = ",".join(filter(None, [shape_set, f"{key}={value:g}"]))
+            values[key] = value if value is not None else in_set
+        rate, ramp, start = values.values()
+        try:
+            in_visits = test == "endurance" and bool(stages) and ARRIVALS.parse_stages(stages)[0]
+        except ValueError as error:
+            raise RunError(f"--stages: {error}") from None
+        if rate is None and ramp is None and not in_visits:
+            if start is not None:
+                raise RunError("--arrival-start is where an --arrival-ramp starts: give both (--test breakpoint)")
+            return shape_set, None
+        if test == "spike" or (rate is not None and test != "load"):
+            raise RunError("arrivals at a rate: --arrival-rate R holds R visits/s with --test load, --arrival-ramp R "
+                           "raises it with --test breakpoint, an endurance test gives its stages in visits/s "
+                           "(locust/README.md); the spike test is in users only")
+        if ramp is not None and not (test == "breakpoint" or in_visits):
+            raise RunError("--arrival-ramp raises the rate with --test breakpoint (or between endurance stages in "
+                           "visits/s); --test load holds one (--arrival-rate)")
+        if start is not None and test != "breakpoint":
+            raise RunError("--arrival-start is where a breakpoint's --arrival-ramp starts")
+        if (rate is not None and rate <= 0) or (ramp is not None and ramp <= 0) or (start is not None and start < 0):
+            raise RunError("--arrival-rate and --arrival-ramp must be above 0 visits/s, --arrival-start 0 or more")
+        users = [key for key in USER_SETTINGS if key in given]
+        if users:
+            raise RunError(f"an open-model load sizes its users to the rate: leave out --shape-set {', '.join(users)} "
+                           "(arrival_users_max caps them)")
+        try:
+            users_max = int(given.get("arrival_users_max", ARRIVALS.USERS_MAX))
+        except ValueError:
+            users_max = 0
+        if users_max < 1:
+            raise RunError("--shape-set arrival_users_max: a number of users, 1 or more")
+        if test == "breakpoint" and start is None:
+            start = ARRIVALS.RAMP_START
+        return shape_set, cls(rate, ramp, start, in_visits, users_max)
+
+    def describe(self) -> str:
+        if self.rate is not None:
+            asked = f"{self.rate:g} visits/s held"
+        elif self.start is not None:
+            asked = f"from {self.start:g} visits/s, +{self.ramp_per_s:g} visits/s each second"
+        else:
+            asked = "the stages in visits/s" + (f", changing by {self.ramp_per_s:g} visits/s each second between "
+                                                "them" if self.ramp_per_s else ", each reached at once")
+        return (f"open model: {asked}, paced (evenly spaced); users added as the rate and the visits' duration "
+                f"ask, at most {self.users_max:,}; an arrival with no user free in time is not started (counted)")
+
+    def record(self) -> dict[str, Any]:
+        """run.json's `arrivals`: the plan, as results/arrivals.py reads it."""
+        return {"rate": self.rate, "ramp_per_s": self.ramp_per_s, "start": self.start, "stages": self.stages,
+                "users_max": self.users_max}
+
+
 @dataclass(frozen=True)
 class LoadPlan:
     """The Locust side of a run: the test's shape and its settings, and the Locust processes."""
@@ -68,11 +165,19 @@ class LoadPlan:
     workers: int | None = None  # distributed mode: a master and this many workers, each started by locust/node.py
     dwell: float = 0.0  # > 0: readers who keep each page open this many seconds (locust/locustfile.py's Reader)
     counter_ttl: float = 0.0  # with a dwell: get-counter's cache TTL, which the page's re-reads wait at least
+    arrivals: Arrivals | None = None  # the open model: a rate in visits/s (None: users, the closed model)
+
+    @property
+    def load_model(self) -> str:
+        """run.json's `load_model`: "open" (arrivals at a rate) or "closed" (users who wait for each answer)."""
+        return "open" if self.arrivals else "closed"
 
     @classmethod
     def build(cls, test: str, duration: str | float | None = None, shape_set: str = "", stages: str | None = None,
               processes: int | None = None, local: bool = True, retry_visits: int | None = 0,
-              workers: int | None = None, dwell: float | None = 0.0, counter_ttl: float | None = 0.0) -> Self:
+              workers: int | None = None, dwell: float | None = 0.0, counter_ttl: float | None = 0.0,
+              arrival_rate: float | None = None, arrival_ramp: float | None = None,
+              arrival_start: float | None = None) -> Self:
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -101,8 +206,12 @@ class LoadPlan:
         if (dwell or 0) < 0:
             raise RunError("--dwell must be 0 seconds (the study's visitor) or more")
         dwell = float(dwell or 0)
+        shape_set, arrivals = Arrivals.build(test, shape_set, stages, arrival_rate, arrival_ramp, arrival_start)
+        if arrivals and dwell:
+            raise RunError("--dwell runs readers, users who stay; arrivals at a rate make the study's visit: "
+                           "choose one")
         return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers, dwell,
-                   float(counter_ttl or 0) if dwell else 0.0)
+                   float(counter_ttl or 0) if dwell else 0.0, arrivals)
 
     def describe(self) -> str:
         stages = ""
@@ -115,7 +224,10 @@ class LoadPlan:
                 + (f", readers keep each page open {self.dwell:g} s, re-reading its count every "
                    f"{max(PAGE_REFRESH_SECONDS, self.counter_ttl):g} s (the longer of the page's "
                    f"{PAGE_REFRESH_SECONDS:g} s refresh and the {self.counter_ttl:g} s cache TTL) plus jitter"
-                   if self.dwell else ""))
+                   if self.dwell else "")
+                + (f", {self.arrivals.describe()}" if self.arrivals else "")
+                + (", the rate split evenly among the Locust worker processes"
+                   if self.arrivals and (self.workers or self.processes) else ""))
 
     def options(self, base_url: str, target_args: Iterable[str] = (),
                 stages: str | None = None) -> list[tuple[str, str | int | None]]:
@@ -244,15 +356,19 @@ class RunConfig:
     update_readme: bool = False  # point the iteration README's latest-run block at this run (a doc cites it)
     resume: Path | None = None  # gcp: a failed run's results folder, continued after its last finished step
     prediction: Prediction | None = None  # from the settings and the profile, made once here (build)
+    thresholds: tuple[Threshold, ...] = ()  # --threshold: on the headline's figures, each checked here (build)
+    expect: str | None = None  # --expect: the verdict's outcome the run must reach ("not supported", ...)
+    abort_on_fail: bool = False  # stop the load when a threshold judged during it fails (Threshold.live)
 
     @classmethod
     def build(cls, iteration_dir: str | Path, test: str, *, target: str = "local", duration: str | float | None = None,
               shape_set: str = "", stages: str | None = None, processes: int | None = None,
               workers: int | None = None, worker_type: str | None = None, profile: str | None = None,
               chaos: str | None = None, warm_up: str | float | None = None, warm_up_users: int | None = None,
-              retry_visits: int | None = 0, dwell: float | None = 0.0, **options: Any) -> Self:
-        """`profile`: a latency profile's name or file (local only); `chaos`: a chaos plan's text; `options`:
-        the other fields by name (convergence_timeout, project, access, invokers, resume, ...)."""
+              retry_visits: int | None = 0, dwell: float | None = 0.0, arrival_rate: float | None = None,
+              arrival_ramp: float | None = None, arrival_start: float | None = None, **options: Any) -> Self:
+        """`profile`: a latency profile's name or file (local only); `chaos`: a chaos plan's text; `arrival_*`: the
+        open model (Arrivals); `options`: the other fields by name (convergence_timeout, project, access, ...)."""
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
         if profile not in (None, "none") and target != "local":
@@ -273,8 +389,13 @@ class RunConfig:
         options["chaos"] = ChaosPlan.parse(chaos) if chaos is not None else None
         if options.get("audit", "auto") not in audit.METHODS:
             raise RunError(f"--audit must be one of {', '.join(audit.METHODS)}")
+        options["thresholds"] = parse_thresholds(options.get("thresholds") or (), headline_names())
+        options["expect"] = expected_outcome(options.get("expect"))
+        if options.get("abort_on_fail"):
+            check_abort_on_fail(options["thresholds"], target, workers)
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
-                              retry_visits=retry_visits, workers=workers, dwell=dwell)
+                              retry_visits=retry_visits, workers=workers, dwell=dwell, arrival_rate=arrival_rate,
+                              arrival_ramp=arrival_ramp, arrival_start=arrival_start)
         if worker_type is not None and (workers is None or target == "local"):
             raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
                            "--target gcp or a URL")
@@ -302,6 +423,16 @@ class RunConfig:
     def on_fleet(self) -> bool:
         """Locust runs on a fleet of VMs in Google Cloud (infra/loadgen)."""
         return bool(self.load.workers) and self.target != "local"
+
+
+def check_abort_on_fail(thresholds: Iterable[Threshold], target: str, workers: int | None) -> None:
+    """--abort-on-fail needs a threshold the load's own figures judge, and Locust's files on this machine."""
+    if not any(threshold.live for threshold in thresholds):
+        live = ", ".join(name + "*" * name.endswith(".") for name in (*LIVE_COUNTS, *LIVE_LEVELS))
+        raise RunError("--abort-on-fail stops the load when a threshold judged during it fails: give one with <, <= "
+                       f"or == on {live} (the others are judged at the end)")
+    if workers is not None and target != "local":
+        raise RunError("--abort-on-fail reads Locust's figures on this machine: a fleet's are on its VMs")
 
 
 def resumable(results_dir: str | Path, iteration_dir: Path, test: str) -> Path:

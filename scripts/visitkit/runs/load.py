@@ -9,13 +9,16 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from visitkit import settle
+from visitkit.catalogue import FUNCTIONS, PUBLIC_PATHS, function_of_path
 from visitkit.errors import RunError
 from visitkit.net import free_port
 from visitkit.paths import ROOT
+from visitkit.results import analysis, thresholds
 from visitkit.results import folder as results
 from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR, RunConfig
 from visitkit.runs.progress import Progress
@@ -23,10 +26,12 @@ from visitkit.runs.state import RunState, Sampler
 from visitkit.runs.targets import LocalTarget, Target
 from visitkit.twin.chaos import Chaos
 
+END_TEST_MARGIN_S = 30  # --abort-on-fail: beyond --stop-timeout, for Locust to write its files and quit
 
-def last_aggregated(history_path: str | Path) -> dict[str, str] | None:
-    """Locust's latest per-second Aggregated row (users, RPS, failures), read from the end of its
-    history CSV, or None before there is one."""
+
+def latest_history(history_path: str | Path) -> list[dict[str, str]]:
+    """Locust's latest second in its history CSV, read from its end: each endpoint's row (--csv-full-history),
+    then the Aggregated one, which Locust writes last; [] before there is one."""
     try:
         with open(history_path, newline="") as f:
             header = next(csv.reader([f.readline()]), None)
@@ -34,12 +39,61 @@ def last_aggregated(history_path: str | Path) -> dict[str, str] | None:
             f.seek(max(0, f.tell() - 16384))
             tail = f.read().splitlines()
     except OSError:
-        return None
+        return []
     if not header:
-        return None
-    rows = [row for row in csv.reader(tail[1:]) if len(row) == len(header)]
-    aggregated = [dict(zip(header, row)) for row in rows if "Aggregated" in row]
-    return aggregated[-1] if aggregated else None
+        return []
+    rows = [dict(zip(header, row)) for row in csv.reader(tail[1:]) if len(row) == len(header)]
+    ends = [i for i, row in enumerate(rows) if row.get("Name") == "Aggregated"]
+    if not ends:
+        return []
+    return rows[ends[-2] + 1 if len(ends) > 1 else 0:ends[-1] + 1]
+
+
+def last_aggregated(history_path: str | Path) -> dict[str, str] | None:
+    """Locust's latest per-second Aggregated row (users, RPS, failures), or None before there is one."""
+    rows = latest_history(history_path)
+    return rows[-1] if rows else None
+
+
+def live_figures(rows: Sequence[Mapping[str, str]], first: Mapping[str, Any] | None,
+                 latest: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The headline figures known while the load runs, by their headline names (what --abort-on-fail judges:
+    thresholds.failing_live): from Locust's latest second (latest_history) the requests, failure ratio and
+    failures so far and each public function's worst page's p50 and p95 over Locust's last ~10 s; from the
+    first and latest server samples the 429s each function answered since the load began."""
+    aggregated = rows[-1] if rows else {}
+    requests, failures = _float(aggregated.get("Total Request Count")), _float(aggregated.get("Total Failure Count"))
+    figures: dict[str, Any] = {"requests": requests,
+                               "failure_ratio": failures / requests if requests and failures is not None else None}
+    for name in sorted(set(PUBLIC_PATHS.values())):
+        pages = [row for row in rows[:-1] if function_of_path(row.get("Name", "")) == name]
+        for key, column in (("p50_ms", "50%"), ("p95_ms", "95%")):
+            figures[f"{key}.{name}"] = max((v for row in pages if (v := _float(row.get(column))) is not None),
+                                           default=None)
+        failures_of = [_float(row.get("Total Failure Count")) or 0 for row in pages]
+        figures[f"failures.{name}"] = sum(failures_of) if pages else None
+    for name in FUNCTIONS:
+        start, now = (analysis.fn_field(name, "responses_429")(sample or {}) for sample in (first, latest))
+        figures[f"responses_429.{name}"] = now - start if start is not None and now is not None else None
+    return figures
+
+
+def judge_live(state: RunState, locust: "LocustProcesses", elapsed: float, rows: Sequence[Mapping[str, str]]) -> bool:
+    """--abort-on-fail, once a second: when a threshold fails on the live figures, records why in run.json
+    and ends the test as Locust's own end would (LocustProcesses.end_test). True once the load is stopped."""
+    sampler = state.sampler
+    figures = live_figures(rows, sampler.first if sampler else None, sampler.latest if sampler else None)
+    failing = thresholds.failing_live(state.config.thresholds, figures)
+    if failing is None:
+        return False
+    threshold, detail = failing
+    state.record["stopped_early"] = {"at_s": round(elapsed, 1), "time": time.time(), "threshold": str(threshold),
+                                     "detail": detail}
+    state.folder.save_run(state.record)
+    state.log(f"  --abort-on-fail: `{threshold}` failed {elapsed:.0f} s after Locust started ({detail}): "
+              "stopping the load")
+    locust.end_test(STOP_TIMEOUT_S + END_TEST_MARGIN_S)
+    return True
 
 
 def planned_seconds(config: RunConfig, log_path: str | Path) -> float | None:
@@ -87,7 +141,7 @@ def run_load(state: RunState) -> None:
     sampler.start()
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
-    progress, faults = Progress("load"), None
+    progress, faults, stopped = Progress("load"), None, False
     try:
         with LocustProcesses(locust_commands(state)) as locust:
             try:
@@ -100,7 +154,10 @@ def run_load(state: RunState) -> None:
                     elapsed = time.time() - state.load_started
                     if timeout is not None and elapsed > timeout + locust.wait_workers_s:
                         raise RunError(f"Locust did not end within {timeout:.0f} s; see {folder / results.LOCUST_LOG}")
-                    row = last_aggregated(folder / results.HISTORY) or {}
+                    rows = latest_history(folder / results.HISTORY)
+                    row = rows[-1] if rows else {}
+                    if config.abort_on_fail and not stopped:
+                        stopped = judge_live(state, locust, elapsed, rows)
                     progress.update(elapsed, planned_seconds(config, folder / results.LOCUST_LOG),
                                     users=row.get("User Count"), RPS=_float(row.get("Requests/s")),
                                     failures=row.get("Total Failure Count"),
@@ -180,6 +237,19 @@ class LocustProcesses:
     def stop(self) -> None:
         for process in self.processes:
             stop_locust(process, self.stop_grace_s)
+
+    def end_test(self, grace_s: float) -> None:
+        """Ends the test before its shape does, as Ctrl-C in Locust's terminal would: SIGINT to the first process
+        alone (a master tells its workers to quit; node.py passes it on), whose users then finish their page
+        within --stop-timeout before it writes its files and the visit ledger, as at the shape's end. Not SIGTERM:
+        Locust (2.47, main.py) installs its SIGTERM handler only once a headless shape test has ended, so SIGTERM
+        kills it before it writes anything, as stop() does to the whole group. After grace_s, stop() all the same."""
+        first = self.processes[0]
+        try:
+            first.send_signal(signal.SIGINT)
+            first.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.stop()
 
     def __exit__(self, *_exc: object) -> Literal[False]:
         # the workers quit when their master does; give them the time to, then stop whatever is left

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from visitkit import settle
-from visitkit.errors import RunError
+from visitkit.errors import GATES_FAILED, RunError
 from visitkit.formatting import percent
 from visitkit.paths import INFRA_DIR
 from visitkit.results import folder as results
+from visitkit.results import thresholds
 from visitkit.results.records import Summary
 from visitkit.results.summary import headline_table
 from visitkit.runs.config import WARM_UP_DIR, RunConfig
@@ -109,7 +110,8 @@ def plan(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet
             Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
                                                         *locust_lines(config, folder, target),
                                                         *([f"chaos during the load: {config.chaos.describe()}"]
-                                                          if config.chaos else [])], run_load)]),
+                                                          if config.chaos else []), *abort_lines(config)],
+                 run_load)]),
         Step("wait for the counters to converge", [
             f"read totals from {target.totals_source} until they match the visits Locust saw acknowledged "
             f"({convergence})"], converge),
@@ -123,8 +125,20 @@ def plan(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet
         steps.append(stop)
     steps.append(Step("write the report", [
         f"{folder.path / results.REPORT}: summary.json, the plots, then report.md"
-        + (" and the iteration README's latest-run block" if readme_updated(config, target) else "")], write_report))
+        + (" and the iteration README's latest-run block" if readme_updated(config, target) else ""),
+        *thresholds.plan_lines(config.thresholds, config.expect)], write_report))
     return steps
+
+
+def abort_lines(config: RunConfig) -> list[str]:
+    """What --abort-on-fail judges every second of the load."""
+    if not config.abort_on_fail:
+        return []
+    live = [f"`{threshold}`" for threshold in config.thresholds if threshold.live]
+    return [f"--abort-on-fail: stop the load (then converge and audit as usual) once {', '.join(live)} fails, "
+            "judged every second: a count as it is so far; once Locust has made "
+            f"{thresholds.LIVE_MIN_REQUESTS} requests, the failure ratio over all of them so far and a percentile "
+            "over Locust's last ~10 s"]
 
 
 def readme_updated(config: RunConfig, target: Target) -> bool:
@@ -169,9 +183,14 @@ def run(config: RunConfig, log: Callable[[str], None] = print, *,
         "started": datetime.datetime.now().isoformat(timespec="seconds"), "settings": config.settings.raw,
         "shape": config.load.describe(), "notes": list(target.notes),
         "workers": config.load.workers or config.load.processes or 0,
+        "load_model": config.load.load_model,  # "open": arrivals at a rate (arrivals: the plan); "closed": users
+        "arrivals": config.load.arrivals.record() if config.load.arrivals else None,
         "profile": config.profile.record() if config.target == "local" else None,
         "machine": {"cores": os.cpu_count()} if config.target == "local" else None,
         "prediction": config.prediction.as_dict()}
+    if config.thresholds or config.expect:  # judged by the report step, and again by `visitkit report`
+        record["gates"] = {"thresholds": [str(threshold) for threshold in config.thresholds],
+                           "expect": config.expect, "abort_on_fail": config.abort_on_fail}
     state = RunState(config, folder, target, log, record, fleet=make_fleet(config, folder), publish=publish)
     state.load_started, state.load_ended = record.get("load_window") or (None, None)
     state.converged = record.get("converged", False)
@@ -226,4 +245,6 @@ def headline_lines(folder: results.ResultsFolder, summary: Summary) -> list[str]
         f"  verdict: {verdict['outcome'] if verdict else 'n/a'}",
         f"  users max {h['users_max']}, requests {h['requests']}, failure ratio {percent(h['failure_ratio'] or 0)}",
         *(f"  {line}" for line in headline_table(h)),
+        *([f"  gates: {'all hold' if summary.gates['passed'] else f'FAILED (exit status {GATES_FAILED})'}"]
+          + [f"    {line}" for line in thresholds.gate_lines(summary.gates)] if summary.gates else []),
     ]
