@@ -1,7 +1,9 @@
 """The study's visitor: picks a page (home 3 : jobs 4 : about 2 : about_offices 2 : about_legals 1),
 loads its HTML, counts the visit and reads the page's counter; waits 3 to 5 s between pages.
 With --dwell S > 0 the users are Readers instead: the same visit, then the page kept open S seconds,
-re-reading its counter as the page does, then the next page.
+re-reading its counter as the page does, then the next page. A shape given in visits/s (the open model:
+arrival_rate, arrival_ramp, stages in visits/s) runs Arrivals instead: the same visit, started when the
+process's arrival clock says (arrivals.py), without think time.
 
 Custom options (see locust/README.md):
   --shape breakpoint|endurance|load|spike   the load shape (default: none, plain -u/-r)
@@ -13,6 +15,8 @@ Custom options (see locust/README.md):
   --health-file PATH                        write each Locust process's CPU and event-loop lag per second
                                             (health.py) there at exit
   --per-second-file PATH                    write the exact requests and failures per second there at exit
+  --arrivals-file PATH                      open model: write the arrivals per second (target, started, not
+                                            started; arrivals.py) there at exit
   --retry-visits N                          post a visit that got a 429, a 5xx or no answer again, with the
                                             same visit id, up to N more times, after what Retry-After asks
                                             or a backoff with jitter (default 0: the study's visitor)
@@ -40,6 +44,7 @@ from locust import FastHttpUser, between, constant, events, task
 from locust.env import Environment
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+import arrivals
 import health
 import shapes
 from ledger import VisitLedger, outcome_of
@@ -51,8 +56,9 @@ locust.stats.PERCENTILES_TO_REPORT = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
 # once here, a worker can follow one-second steps.
 locust.argument_parser.default_args_dict = functools.cache(locust.argument_parser.default_args_dict)
 
-LEDGER_KEY, COUNTS_KEY, HEALTH_KEY = "visit_ledger", "visit_counts", "health"
+LEDGER_KEY, COUNTS_KEY, HEALTH_KEY, ARRIVALS_KEY = "visit_ledger", "visit_counts", "health", "arrivals"
 FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
+ARRIVALS_END = "arrivals_end"  # the master's (or the only process's) shape: the load is over, stop the clocks
 DEFAULT_LEDGER_IDS = 2_000_000  # ~200 bytes each in memory: a master holds them all
 ledger = VisitLedger()
 probes: list[health.Probe] = []  # the master's or the only process's (a worker ships its own probe's samples)
@@ -60,6 +66,8 @@ health_samples: list[Sequence[Any]] = []  # the master's: every worker's samples
 asked: set[str] = set()  # the master's: the client ids of the workers asked for their final ledger
 locust_environment: list[Environment] = []  # set at init: the `quit` event does not pass it
 id_tokens: list[Any] = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
+arrival_clock: list[arrivals.ArrivalClock] = []  # open model: this process's, set at test_start (not the master's)
+arrival_table: dict[int, list[float]] = {}  # open model, the master's: every worker's arrivals per second
 RETRIED_OUTCOMES = ("failed", "unanswered")  # and a 429, refused for now
 TOO_MANY_REQUESTS = 429
 RETRY_WAIT_MAX_S = 30.0  # the longest wait before a visit is posted again, whatever Retry-After asks
@@ -210,6 +218,30 @@ class Reader(FastHttpUser):
         self.pause(max(0.0, ends - time.monotonic()))
 
 
+class Arrival(FastHttpUser):
+    """The open model's visitor (a shape in visits/s): takes its process's next arrival (arrivals.py),
+    waits until it is due, makes the study's visit to a page picked at the Visitor's weights, without think
+    time, and takes the next. Users are many enough that one is free when an arrival is due (the shape
+    sizes them); an arrival none took in time is not started. Its waits are Locust's own (User.wait): at the
+    end of the load a user waiting for an arrival stops at once."""
+    default_headers = STUDY_HEADERS
+    idle_s = 1.0  # with no arrival left to take (the load is over): looks again after this
+    pause_s = 0.0  # what the current wait() sleeps: nothing between visits
+    wait_time = Reader.wait_time
+    pause = Reader.pause
+
+    @task
+    def arrive(self):
+        clock = arrival_clock[0] if arrival_clock else None
+        due = clock.take(clock.elapsed()) if clock else None
+        if due is None:
+            self.pause(self.idle_s)
+            return
+        self.pause(max(0.0, due - clock.elapsed()))
+        clock.started(due)
+        visit(self, random.choice(Visitor.tasks).__name__)
+
+
 def make_id_tokens(impersonate=None, quota_project=None):
     from visitkit.cloud import credentials as google_credentials  # the kit, installed with the suite
     from visitkit.cloud import idtoken
@@ -240,6 +272,9 @@ def add_options(parser):
                         help="Where to write each Locust process's CPU and event-loop lag per second (CSV) at exit")
     parser.add_argument("--per-second-file", default=None,
                         help="Where to write the exact requests and failures per second (CSV) at exit")
+    parser.add_argument("--arrivals-file", default=None,
+                        help="Open model: where to write the arrivals per second (target, started, not started; CSV) "
+                             "at exit")
     parser.add_argument("--retry-visits", type=int, default=0,
                         help="Post a visit that got a 429, a 5xx or no answer again, with the same visit id, up to N "
                              "more times (after what Retry-After asks, or 1, 2, 4 ... s with jitter)")
@@ -266,13 +301,14 @@ def on_init(environment, runner, **_kwargs):
     locust_environment.append(environment)
     Visitor.wait_time = think_time(options.think_time)
     set_reader(options)
-    if not isinstance(runner, WorkerRunner):  # a worker spawns whichever class its master dispatches
-        environment.user_classes[:] = [Reader if options.dwell > 0 else Visitor]
     if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
         id_tokens.append(make_id_tokens(options.impersonate, options.quota_project))
-    if isinstance(runner, WorkerRunner):
+    # every process: a master's shape sends it to the workers, a single process's (LocalRunner) to itself
+    runner.register_message(ARRIVALS_END, end_arrivals)
+    if isinstance(runner, WorkerRunner):  # a worker spawns whichever class its master dispatches
         serve_as_worker(runner)
         return
+    environment.user_classes[:] = [Reader if options.dwell > 0 else Visitor]
     probes.append(health.Probe(runner, "master" if isinstance(runner, MasterRunner) else "local"))
     probes[0].start()
     if isinstance(runner, MasterRunner):
@@ -283,6 +319,10 @@ def on_init(environment, runner, **_kwargs):
         shape.runner = runner
         if isinstance(runner, MasterRunner):
             shape.quit_gate = functools.partial(final_ledgers_in, runner)
+        if shape.open_model:
+            environment.user_classes[:] = [Arrival]
+            shape.on_load_end = functools.partial(runner.send_message, ARRIVALS_END)
+            shape.arrivals_missed = arrivals_not_started
         environment.shape_class = shape
         logging.info("shape %s, planned %s s", type(shape).__name__, shape.planned_seconds())
 
@@ -296,6 +336,39 @@ def on_test_start(environment, **_kwargs):
     set_reader(options)
     workers = getattr(options, "expect_workers", 1) if isinstance(environment.runner, WorkerRunner) else 1
     ledger.id_limit = max(1, options.ledger_ids // max(1, workers or 1))
+    if not isinstance(environment.runner, MasterRunner) and options.shape != "none":
+        start_arrivals(options, environment.runner, max(1, workers or 1))
+
+
+def start_arrivals(options, runner, workers):
+    """Open model: this process's arrival clock, from the shape's settings (a worker's come from its master
+    with the first spawn message): its share of the rate is 1/workers, and worker i's arrivals come i/workers
+    of an arrival after worker 0's, so that together they are evenly spaced."""
+    shape = shapes.make_shape(options.shape, shapes.parse_assignments(options.shape_set), options.stages)
+    if not shape.open_model:
+        return
+    index = max(0, getattr(runner, "worker_index", 0)) % workers
+    arrival_clock[:] = [arrivals.ArrivalClock(shape.rate_at, 1 / workers, index / workers,
+                                              origin_wall=time.time(), origin=time.monotonic())]
+    logging.info("arrival clock: %d of %d, first arrival at %s s", index, workers, arrival_clock[0].due)
+
+
+def end_arrivals(environment=None, msg=None, **_kwargs):
+    """The load is over (the shape's ARRIVALS_END, or the test's stop): no arrival is started after it."""
+    if arrival_clock:
+        arrival_clock[0].end(arrival_clock[0].elapsed())
+
+
+def arrivals_not_started():
+    """The shape's count of arrivals not started so far: this process's, or on a master every worker's
+    as last reported."""
+    if arrival_clock:
+        arrival_clock[0].settle(arrival_clock[0].elapsed())
+        return arrival_clock[0].not_started
+    return int(sum(row[2] for row in arrival_table.values()))
+
+
+events.test_stop.add_listener(end_arrivals)
 
 
 def set_reader(options):
@@ -310,6 +383,8 @@ def serve_as_worker(runner):
     @events.report_to_master.add_listener
     def ship_ledger(client_id, data):
         data[LEDGER_KEY], data[COUNTS_KEY], data[HEALTH_KEY] = ledger.take(), ledger.counts(), probe.take()
+        if arrival_clock:
+            data[ARRIVALS_KEY] = arrival_clock[0].take_rows(arrival_clock[0].elapsed())
 
     def send_final_ledger(environment, msg):
         runner.send_message(FINAL_REPLY, {LEDGER_KEY: ledger.everything(), COUNTS_KEY: ledger.counts()})
@@ -322,6 +397,7 @@ def collect_as_master(runner):
     def collect_ledger(client_id, data):
         ledger.report(client_id, data.get(COUNTS_KEY), data.get(LEDGER_KEY))
         health_samples.extend(data.get(HEALTH_KEY, ()))
+        arrivals.merge(arrival_table, data.get(ARRIVALS_KEY, ()))
 
     def receive_final_ledger(environment, msg):
         ledger.report(msg.node_id, msg.data[COUNTS_KEY], msg.data[LEDGER_KEY], final=True)
@@ -353,3 +429,7 @@ def write_files(**_kwargs):
         health.write_health(options.health_file, health_samples + (probes[0].samples if probes else []))
     if options.per_second_file:
         health.write_per_second(options.per_second_file, environment.runner.stats.total)
+    end_arrivals()
+    table = arrival_clock[0].rows if arrival_clock else arrival_table
+    if options.arrivals_file and table:  # open model only
+        arrivals.write_arrivals(options.arrivals_file, table)

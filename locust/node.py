@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 LOCUSTFILE = HERE / "locustfile.py"
 # The master's files, by Locust option (the kit's results folder reads the same names).
 OUTPUTS = {"--csv": "locust", "--html": "locust.html", "--logfile": "locust.log", "--ledger-file": "ledger.json",
-           "--health-file": "health.csv", "--per-second-file": "per_second.csv"}
+           "--health-file": "health.csv", "--per-second-file": "per_second.csv", "--arrivals-file": "arrivals.csv"}
 OUTPUT_FLAGS = ["--csv-full-history"]  # the master's too (a worker refuses it without --csv)
 DEFAULT_WAIT_S = 600  # for workers to connect: VMs boot and install Locust first
 

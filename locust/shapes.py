@@ -4,11 +4,14 @@ A shape's class attributes are its settings; `make_shape(name, overrides)` build
 of them changed (from the command line: `--shape-set max_users=300,duration_s=120`).
 Every shape stops by itself (tick() -> None): in headless mode Locust never applies --run-time
 to a shape test, so use duration_s.
+The load, breakpoint and endurance shapes also come in the open model (arrivals.py): given a rate in
+visits/s (arrival_rate, arrival_ramp, stages in visits/s) they size users to it instead of asking for users.
 """
-import csv
-from pathlib import Path
+import logging
 
 from locust import LoadTestShape
+
+import arrivals
 
 STOP_RATE = 1000  # users/s when stopping everyone: at once (or faster, with more users than that)
 REACH_RESOLUTION_S = 0.1  # how finely a step's curve is read for its pace (step_s > 1)
@@ -31,6 +34,8 @@ class StudyShape(LoadTestShape):
     settle_s = 4.0  # > Locust's worker report interval (3 s)
     step_s = 1.0
     quit_wait_s = 30.0  # at most this long past settle_s for quit_gate
+    arrival_users_max = arrivals.USERS_MAX  # open model: the ceiling on users
+    arrival_headroom = arrivals.HEADROOM  # open model: users for this many times the visits under way
 
     def __init__(self):
         super().__init__()
@@ -40,6 +45,11 @@ class StudyShape(LoadTestShape):
         self.drained_at = None
         self.stop_tick = None
         self.quit_gate = None  # () -> bool: True once the run may end; set by the locustfile
+        self.on_load_end = None  # () -> None, called once when the load ends; set by the locustfile
+        self.arrivals_missed = None  # () -> int: the open model's arrivals not started so far; set by the locustfile
+        self.missed_seen = 0
+        self.visit_duration = arrivals.VisitDuration()
+        self.warned_ceiling = False
 
     def tick(self):
         return self.tick_at(self.get_run_time())
@@ -47,7 +57,8 @@ class StudyShape(LoadTestShape):
     def tick_at(self, elapsed):
         if not self.ended:
             over = (self.duration_s is not None and elapsed >= self.duration_s) or self.stops_early(elapsed)
-            target = None if over else self.step_target(elapsed)
+            target = None if over else (self.arrival_target(elapsed) if self.open_model else
+                                        self.step_target(elapsed))
             if target is not None:
                 users, rate = target
                 if self.last_tick is None or users != self.last_tick[0]:
@@ -56,6 +67,8 @@ class StudyShape(LoadTestShape):
                     self.last_users = users
                 return self.last_tick
             self.ended = True
+            if self.on_load_end is not None:
+                self.on_load_end()
         return self.drain(elapsed)
 
     def step_target(self, elapsed):
@@ -104,6 +117,45 @@ class StudyShape(LoadTestShape):
         function of time (a step reads it ahead)."""
         raise NotImplementedError
 
+    @property
+    def open_model(self):
+        """True when the shape states a rate of visits (rate_at) rather than users."""
+        return False
+
+    def rate_at(self, elapsed):
+        """Open model: the visits/s wanted `elapsed` seconds into the test, or None once the load is over
+        (or in the closed model); a pure function of time and the settings, which every Locust process
+        computes alike."""
+        end = self.planned_seconds()
+        if not self.open_model or elapsed < 0 or (end is not None and elapsed >= end):
+            return None
+        return self.rate_curve(elapsed)
+
+    def rate_curve(self, elapsed):
+        """The shape's own rate (visits/s) within its planned time."""
+        raise NotImplementedError
+
+    def arrival_target(self, elapsed):
+        """Open model: (users, spawn rate) for the next second, sized by arrivals.users_wanted from the
+        highest rate of the next LOOK_AHEAD_S, the visit's current duration and the arrivals not started
+        since the last tick; never fewer users than before during the load. Always one-second steps."""
+        ahead = [self.rate_at(elapsed + k * arrivals.LOOK_AHEAD_S / 4) for k in range(5)]
+        if ahead[0] is None:
+            return None
+        if self.runner is not None:
+            total = self.runner.stats.total
+            self.visit_duration.update(elapsed, total.num_requests, total.total_response_time)
+        missed = self.arrivals_missed() if self.arrivals_missed is not None else 0
+        short, self.missed_seen = max(0, missed - self.missed_seen), missed
+        users = arrivals.users_wanted(self.last_users, max(r for r in ahead if r is not None),
+                                      self.visit_duration.seconds, short, self.arrival_headroom,
+                                      self.arrival_users_max)
+        if users >= self.arrival_users_max and not self.warned_ceiling:
+            self.warned_ceiling = True
+            logging.warning("the open model reached its ceiling of %d users (arrival_users_max): arrivals no "
+                            "user is free for are not started", self.arrival_users_max)
+        return users, max(1.0, 2.0 * (users - self.last_users))  # the step within half a second
+
     def stops_early(self, elapsed):
         """True once a stop rule ends the load (asked once per tick)."""
         return False
@@ -137,6 +189,8 @@ class BreakpointShape(StudyShape):
     spawn_rate = 1.0
     stop_failure_ratio = None  # e.g. 0.5
     stop_window_s = 30.0
+    arrival_ramp = None  # open model: + this many visits/s each second ...
+    arrival_start = arrivals.RAMP_START  # ... from this many visits/s
 
     def __init__(self):
         super().__init__()
@@ -144,6 +198,13 @@ class BreakpointShape(StudyShape):
 
     def users_at(self, elapsed):
         return max(1.0, ramp(0, self.max_users, self.spawn_rate, elapsed))
+
+    @property
+    def open_model(self):
+        return self.arrival_ramp is not None
+
+    def rate_curve(self, elapsed):
+        return self.arrival_start + self.arrival_ramp * elapsed
 
     def stops_early(self, elapsed):
         if self.stop_failure_ratio is None or self.runner is None:
@@ -169,26 +230,46 @@ class EnduranceShape(StudyShape):
     """Stepped stages: go to each stage's users at +/-spawn_rate users/s, then hold it.
 
     stages: [(users, hold_s), ...]; users_scale shrinks them for a small machine (e.g. 0.1).
+    Stages in visits/s (a visits_per_s column, or `15/s:120`: arrivals.parse_stages) are the open model:
+    each stage's rate, reached at +/-arrival_ramp visits/s each second (None: at once), then held.
     """
     stages = ()
     spawn_rate = 2.0
     users_scale = 1.0
+    arrival_ramp = None  # open model: the rate's change between stages, visits/s each second; None: a step
+    _stages_in_visits = False  # the stages' unit (make_shape reads it from them): not a setting
+    _plan = (None, None)  # (the settings schedule() read, its plan): rate_at reads it for every arrival
 
     def schedule(self):
-        """[(start s, ramp end s, stage end s, users before, users)], one per stage."""
+        """[(start s, ramp end s, stage end s, level before, level)], one per stage: users, or visits/s."""
+        key = (tuple(self.stages), self.users_scale, self.spawn_rate, self.arrival_ramp, self._stages_in_visits)
+        if self._plan[0] == key:
+            return self._plan[1]
         plan, now, before = [], 0.0, 0
-        for users, hold in self.stages:
-            users = max(0, round(users * self.users_scale))
-            ramp_end = now + abs(users - before) / self.spawn_rate
-            plan.append((now, ramp_end, ramp_end + hold, before, users))
-            now, before = ramp_end + hold, users
+        for level, hold in self.stages:
+            level = float(level) if self._stages_in_visits else max(0, round(level * self.users_scale))
+            pace = self.arrival_ramp if self._stages_in_visits else self.spawn_rate
+            ramp_end = now + (abs(level - before) / pace if pace else 0.0)
+            plan.append((now, ramp_end, ramp_end + hold, before, level))
+            now, before = ramp_end + hold, level
+        self._plan = (key, plan)
         return plan
 
-    def users_at(self, elapsed):
-        for start, _ramp_end, end, before, users in self.schedule():
+    def level_at(self, elapsed, pace):
+        for start, _ramp_end, end, before, level in self.schedule():
             if elapsed < end:
-                return ramp(before, users, self.spawn_rate, elapsed - start)
+                return ramp(before, level, pace, elapsed - start) if pace else level
         return None
+
+    def users_at(self, elapsed):
+        return self.level_at(elapsed, self.spawn_rate)
+
+    @property
+    def open_model(self):
+        return self._stages_in_visits
+
+    def rate_curve(self, elapsed):
+        return self.level_at(elapsed, self.arrival_ramp)
 
     def own_seconds(self):
         plan = self.schedule()
@@ -204,6 +285,14 @@ class LoadShape(StudyShape):
     plateau_users = 40
     plateau_s = 120.0
     cleanup_s = 15.0  # idle: queued work drains
+    arrival_rate = None  # open model: visits/s held throughout (duration_s; else warm-up, ramp-up and plateau)
+
+    @property
+    def open_model(self):
+        return self.arrival_rate is not None
+
+    def rate_curve(self, elapsed):
+        return self.arrival_rate
 
     def users_at(self, elapsed):
         ramp_end = self.warmup_s + self.rampup_s
@@ -220,6 +309,8 @@ class LoadShape(StudyShape):
         return None
 
     def own_seconds(self):
+        if self.open_model:  # the time the users' load test loads, without its idle cleanup
+            return self.warmup_s + self.rampup_s + self.plateau_s
         return self.warmup_s + self.rampup_s + self.plateau_s + self.cleanup_s
 
 
@@ -264,18 +355,9 @@ def parse_assignments(text):
 
 
 def parse_stages(spec):
-    """Stages from a CSV file (columns users,hold_s) or inline '300:180,650:120'."""
-    if Path(spec).is_file():
-        with open(spec, newline="") as f:
-            rows = [row for row in csv.DictReader(line for line in f if not line.startswith("#"))]
-        return [(int(row["users"]), float(row["hold_s"])) for row in rows]
-    stages = []
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        users, sep, hold = item.partition(":")
-        if not sep:
-            raise ValueError(f"expected users:hold_s, got {item!r}")
-        stages.append((int(users), float(hold)))
-    return stages
+    """Stages from a CSV file (columns users,hold_s or visits_per_s,hold_s) or inline '300:180,650:120'
+    (users) or '15/s:120,30/s:60' (visits/s): arrivals.parse_stages, without the unit."""
+    return arrivals.parse_stages(spec)[1]
 
 
 def _convert(cls, key, text):
@@ -302,5 +384,8 @@ def make_shape(name, overrides=None, stages=None):
     if stages is not None:
         if not isinstance(shape, EnduranceShape):
             raise ValueError("--stages only applies to the endurance shape")
-        shape.stages = parse_stages(stages) if isinstance(stages, str) else list(stages)
+        if isinstance(stages, str):
+            shape._stages_in_visits, shape.stages = arrivals.parse_stages(stages)
+        else:
+            shape.stages = list(stages)
     return shape

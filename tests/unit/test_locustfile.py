@@ -185,3 +185,53 @@ def test_a_dwell_runs_prediction_counts_the_readers_re_reads_and_its_warm_up_the
     dwell = RunConfig.build(ITERATIONS_DIR / "iteration-1", "spike", duration="60s", dwell=60)
     assert (study.prediction.reads_per_visit, dwell.prediction.reads_per_visit) == (1, 7)  # 1 + 60 / 10
     assert dwell.warm_up.users == study.warm_up.users  # the warm-up runs the study's visitors
+
+
+def arrival_user(monkeypatch, clock):
+    """An Arrival without Locust: its pauses (Locust's interruptible wait) move the fake clock."""
+    monkeypatch.setattr(locustfile.time, "monotonic", clock.monotonic)
+    user = object.__new__(locustfile.Arrival)
+    user.client, user.host = Client(*[202] * 100), "http://x"
+    user.environment = SimpleNamespace(parsed_options=SimpleNamespace(retry_visits=0))
+    user.pauses = []
+
+    def pause(seconds):
+        user.pauses.append(seconds)
+        clock.t += seconds
+
+    user.pause = pause
+    return user
+
+
+def test_an_arrival_waits_until_it_is_due_then_makes_the_studys_visit_without_think_time(monkeypatch, ledger):
+    clock = Clock()
+    user = arrival_user(monkeypatch, clock)
+    monkeypatch.setattr(locustfile, "arrival_clock", [
+        locustfile.arrivals.ArrivalClock(lambda t: 4.0 if t < 1 else None, origin=0.0)])
+    clock.t = 0.3  # free at 0.3 s: the arrival due at 0.25 s is within the tolerance, the one at 0 s is not
+    user.arrive()
+    assert user.pauses == [0.0] and len(user.client.posts) == 1
+    page = user.client.gets[0].removeprefix("/app?view=")
+    assert user.client.gets == [f"/app?view={page}", f"/get-counter?visit_type={page}"]
+    user.arrive()  # the next one: due at 0.5 s, it waits for it
+    assert user.pauses[-1] == pytest.approx(0.2) and len(user.client.posts) == 2
+    rows = locustfile.arrival_clock[0].rows
+    assert sum(row[1] for row in rows.values()) == 2 and sum(row[2] for row in rows.values()) == 1
+    locustfile.end_arrivals()  # the load is over at 0.5 s: none is taken after it, none was due before it
+    user.arrive()
+    assert user.pauses[-1] == locustfile.Arrival.idle_s and len(user.client.posts) == 2
+
+
+def test_each_worker_process_makes_its_share_of_the_rate_its_arrivals_between_the_others(monkeypatch):
+    options = SimpleNamespace(shape="load", shape_set="arrival_rate=15,duration_s=60", stages=None)
+    monkeypatch.setattr(locustfile, "arrival_clock", [])
+    firsts = []
+    for index in range(3):
+        locustfile.start_arrivals(options, SimpleNamespace(worker_index=index), 3)
+        clock = locustfile.arrival_clock[0]
+        firsts.append(clock.due)
+        assert clock.rate_at(10.0) == pytest.approx(5.0)
+    assert firsts == pytest.approx([0, 1 / 15, 2 / 15])
+    locustfile.arrival_clock.clear()
+    locustfile.start_arrivals(SimpleNamespace(shape="load", shape_set="", stages=None), SimpleNamespace(), 1)
+    assert locustfile.arrival_clock == []  # a closed-model shape starts no clock

@@ -1,7 +1,11 @@
 """Tick sequences of the load shapes (no Locust run: ticks at chosen times)."""
+from pathlib import Path
+
 import pytest
 
 import shapes
+
+STAGES = Path(shapes.__file__).parent / "stages"
 
 
 class FakeRunner:
@@ -144,7 +148,7 @@ def test_endurance_stages_file(tmp_path):
 
 
 def test_study_stages_file_steps_around_the_breakpoint_in_about_22_minutes():
-    shape = shapes.make_shape("endurance", stages=str(shapes.Path(shapes.__file__).parent / "stages" / "endurance-study.csv"))
+    shape = shapes.make_shape("endurance", stages=str(STAGES / "endurance-study.csv"))
     assert max(users for users, _ in shape.stages) == 650
     assert 20 * 60 <= shape.own_seconds() <= 25 * 60
 
@@ -184,9 +188,20 @@ def test_iteration_5s_stages_follow_firestores_500_50_5_ramp():
     """Each stage at most 1.5 x the one before, held 5 minutes, from 500 writes/s (2 per visit, 0.739
     requests/s per user, 3 per visit) up to the planned 40,600 users."""
     shape = shapes.make_shape("endurance", {"spawn_rate": "100"},
-                              stages=str(shapes.Path(shapes.__file__).parent / "stages" / "endurance-iteration-5.csv"))
+                              stages=str(STAGES / "endurance-iteration-5.csv"))
     users = [u for u, _ in shape.stages]
     assert users[0] * 0.739 / 3 * 2 == pytest.approx(500, rel=0.01)
     assert all(later <= 1.5 * earlier + 1 for earlier, later in zip(users, users[1:]))
     assert all(hold >= 300 for _, hold in shape.stages) and users[-1] == 40600
     assert 65 * 60 <= shape.own_seconds() <= 80 * 60
+
+
+def test_iteration_5s_stages_in_visits_per_second_follow_the_same_ramp_to_10000():
+    """The same 500/50/5 ramp in visits/s (2 writes a visit): each stage at most 1.5 x the one before, held
+    5 minutes, from 250 visits/s up to 10,000 held 15 minutes, in the open model."""
+    shape = shapes.make_shape("endurance", stages=str(STAGES / "endurance-iteration-5-visits.csv"))
+    rates = [rate for rate, _ in shape.stages]
+    assert shape.open_model and rates[0] * 2 == 500 and rates[-1] == 10000
+    assert all(later <= 1.5 * earlier for earlier, later in zip(rates, rates[1:]))
+    assert [hold for _, hold in shape.stages] == [300] * 10 + [900]
+    assert shape.rate_at(0) == 250 and shape.rate_at(shape.own_seconds() - 1) == 10000

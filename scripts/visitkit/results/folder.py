@@ -18,6 +18,8 @@ from typing import Any
 from visitkit.cloud import monitoring
 from visitkit.errors import RunError, SettingsError
 from visitkit.results import analysis
+from visitkit.results.arrivals import ArrivalRow
+from visitkit.results.arrivals import rows as arrival_rows
 from visitkit.results.records import FORMAT_VERSION as FORMAT_VERSION  # written into run.json and summary.json
 from visitkit.results.records import Failure, Summary, SummaryError
 from visitkit.samples import Sample
@@ -29,6 +31,7 @@ RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.
 # What Locust writes, named where the fleet's master names them too (locust/node.py).
 LOCUST_PREFIX, LOCUST_HTML, LOCUST_LOG = OUTPUTS["--csv"], OUTPUTS["--html"], OUTPUTS["--logfile"]
 LEDGER, HEALTH, PER_SECOND = OUTPUTS["--ledger-file"], OUTPUTS["--health-file"], OUTPUTS["--per-second-file"]
+ARRIVALS = OUTPUTS["--arrivals-file"]  # an open-model run's arrivals per second (locust/arrivals.py)
 STATS, HISTORY, FAILURES = (f"{LOCUST_PREFIX}_{kind}.csv" for kind in ("stats", "stats_history", "failures"))
 SAMPLES, POLLS, METRICS = "server-samples.jsonl", "convergence.jsonl", "metrics"
 STACK = "stack"  # the local stack's state folder: its logs and HAProxy configuration
@@ -55,6 +58,8 @@ class RunData:
     audit: dict[str, Any] | None = None
     health: list[dict[str, Any]] = field(default_factory=list)  # each Locust process's CPU and loop lag per second
     per_second: dict[int, int] = field(default_factory=dict)  # {unix second: requests}, exact (older runs: empty)
+    # an open-model run's arrivals per second, as results.arrivals.rows reads them (closed-model runs: empty)
+    arrivals: list[ArrivalRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what loading had to say (an older format)
 
 
@@ -152,6 +157,7 @@ class ResultsFolder:
             audit=_read_json(self / AUDIT),
             health=analysis.health_rows(read_csv(self / HEALTH)),
             per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},
+            arrivals=arrival_rows(read_csv(self / ARRIVALS)),
             notes=notes)
 
     def save_audit(self, audit: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from visitkit.results import analysis, audit
+from visitkit.results import analysis, arrivals, audit
 from visitkit.results import folder as results
 from visitkit.results.summary import model_for_load
 from visitkit.runs.config import RunConfig
@@ -27,11 +27,16 @@ def convergence_wait(config: RunConfig, target: Target, load_seconds: float, mod
 
 
 def state_convergence_wait(state: RunState) -> float:
-    """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded."""
+    """convergence_wait for a run whose load has ended, the model applied to the users Locust recorded (an
+    open-model run: to the visits it started each second)."""
     history = analysis.aggregated_history(results.read_csv(state.folder / results.HISTORY))
-    model = model_for_load(state.record, history, *analysis.load_window(history))
-    after_load = model.get("seconds_after_load") if model else None
+    started = arrivals.rows(results.read_csv(state.folder / results.ARRIVALS))
     assert state.load_started is not None and state.load_ended is not None  # the load's step has run
+    window = analysis.load_window(history)
+    if window[0] is None:  # no per-second row from Locust: the load step's own clock
+        window = (state.load_started, state.load_ended)
+    model = model_for_load(state.record, history, *window, started)
+    after_load = model.get("seconds_after_load") if model else None
     return convergence_wait(state.config, state.target, state.load_ended - state.load_started, after_load or 0)
 
 
