@@ -59,7 +59,8 @@ def test_history_parsing_keeps_aggregated_rows_and_reads_na():
              "50%": "1", "95%": "2", "Total Request Count": "3", "Total Failure Count": "0"}]
     [row] = analysis.aggregated_history(rows)
     assert row == {"time": 10.0, "users": 3, "rps": 2.5, "failures_per_s": 0.0, "p50_ms": None, "p95_ms": 40.0,
-                   "requests": 7, "failures": 1}
+                   "requests": 7, "failures": 1,
+                   "answered": {"serve-page": 3, "get-counter": 0, "inc-counter": 0}}  # the endpoints' rows, by function
 
 
 def test_convergence_time_and_extra_minutes_per_minute():
@@ -301,3 +302,128 @@ def test_dead_letters_do_not_let_one_pages_duplicates_hide_anothers_lost_visits(
     assert rows["home"]["lost"] == 4 and rows["jobs"]["duplicated"] == 3
     # The dead-lettered visit is one of home's 4: 3 are lost, whatever jobs did.
     assert rows["total"]["lost"] == 3 and rows["total"]["duplicated"] == 3 and rows["total"]["dead_lettered"] == 1
+
+
+# ---- the open model: a knee and first failures in visits/s --------------------------------------
+def open_run(capacity=40.0, start=5.0, ramp=2.0, seconds=62, fail_from=None, started=None, report_s=1, t0=1000):
+    """(arrivals.csv's rows, the aggregated history) of an open-model ramp: the target `ramp` visits/s more each
+    second from `start`, started(target) of its arrivals started (all by default), the system answering
+    min(started, capacity) visits a second (3 requests each, within the second: in the totals of Locust's row of
+    the next), one failed request a second from second fail_from on; Locust's running totals move every
+    report_s seconds (a distributed run's workers report every 3 s)."""
+    arrivals, rows, answered, failures = [], [], 0, 0
+    offered_before = 0.0
+    for i in range(seconds):
+        target = start + ramp * i
+        begun = started(target) if started else target
+        arrivals.append({"time": t0 + i, "target_per_s": target, "started": begun, "not_started": target - begun})
+        served = 3 * min(offered_before, capacity)
+        answered, offered_before = answered + served, begun
+        if fail_from is not None and i >= fail_from:
+            answered, failures = answered + 1, failures + 1
+        shown = rows[-1] if rows and i % report_s else {"requests": answered, "failures": failures}
+        rows.append({"time": float(t0 + i), "users": 10 + i, "rps": served, "failures_per_s": 0.0, "p50_ms": 20.0,
+                     "p95_ms": 50.0 if begun < capacity else 9000.0, "requests": shown["requests"],
+                     "failures": shown["failures"]})
+    return arrivals, rows
+
+
+def test_an_open_models_knee_is_the_offered_rate_where_the_served_one_stops_following_it():
+    knee = analysis.find_rate_breakpoint(*open_run(capacity=40))["knee"]
+    # served = offered up to 40 visits/s (120 requests/s), flat from there: the shortfall shows at ~53 visits/s
+    assert knee["offered"] == pytest.approx(40, abs=0.5)
+    assert knee["served"] == pytest.approx(40, abs=2)
+    assert knee["time"] == pytest.approx(1000 + (knee["offered"] - 5) / 2, abs=1)  # the second it was offered
+    assert knee["p95_ms"] == 9000.0  # the queue that holds what is not served is the latency's break too
+
+
+def test_no_open_model_knee_while_every_visit_offered_is_served():
+    found = analysis.find_rate_breakpoint(*open_run(capacity=10_000))
+    assert found["knee"] is None
+    assert found["peak_served"]["served"] == pytest.approx(5 + 2 * 59, abs=2)  # the last full seconds'
+
+
+def test_arrivals_the_generator_could_not_start_were_never_offered():
+    # the target goes on rising but the generator starts at most 30 visits/s: the system serves all of them
+    arrivals, rows = open_run(capacity=10_000, started=lambda target: min(target, 30))
+    found = analysis.find_rate_breakpoint(arrivals, rows)
+    assert found["knee"] is None and arrivals[-2]["target_per_s"] > 100
+    assert found["peak_served"]["served"] == pytest.approx(30)
+
+
+def test_the_first_failure_is_read_at_the_rate_offered_in_its_second():
+    failure = analysis.find_rate_breakpoint(*open_run(capacity=40, fail_from=30))["first_failure"]
+    assert failure["time"] == 1030 and failure["offered"] == pytest.approx(5 + 2 * 30)
+    assert failure["served"] == pytest.approx(40, abs=1)
+
+
+def test_a_first_failure_after_the_last_full_second_is_read_at_that_seconds_rate():
+    arrivals, rows = open_run(capacity=40)
+    later = {**rows[-1], "time": rows[-1]["time"] + 3, "requests": rows[-1]["requests"] + 1, "failures": 1}
+    failure = analysis.find_rate_breakpoint(arrivals, [*rows, later])["first_failure"]
+    assert failure["time"] == 1064 and failure["offered"] == pytest.approx(5 + 2 * 60)  # the last full second's
+
+
+def test_the_workers_three_second_reports_move_the_knee_no_more_than_their_lag():
+    knee = analysis.find_rate_breakpoint(*open_run(capacity=40, report_s=3))["knee"]
+    # on average half a report's 3 s late: at 2 visits/s more each second
+    assert 40 <= knee["offered"] <= 40 + 2 * 1.5
+
+
+def test_the_rates_of_a_ramp_are_read_at_their_own_second_to_its_ends():
+    arrivals, rows = open_run(capacity=10_000, ramp=3)
+    points = analysis.rate_series(arrivals, rows)
+    assert [p["time"] for p in points] == [float(row["time"]) for row in arrivals[1:-1]]  # partial seconds out
+    assert [p["offered"] for p in points] == pytest.approx([row["started"] for row in arrivals[1:-1]])
+    assert points[-1]["served"] == pytest.approx(arrivals[-2]["started"])  # answered in their second
+
+
+def test_an_open_model_breakpoint_dates_its_knee_at_the_rates_moment():
+    arrivals, rows = open_run(capacity=40, fail_from=30)
+    closed = analysis.find_breakpoint(rows)
+    rate = analysis.find_rate_breakpoint(arrivals, rows)
+    found = analysis.with_rate_breakpoint(closed, rate)
+    assert closed["healthy_rps_per_user"] is not None  # its users' ratio, which an open-model load does not have
+    assert found["arrivals"] == rate and found["healthy_rps_per_user"] is None
+    assert found["knee"] == {"time": rate["knee"]["time"], "users": rate["knee"]["users"],
+                             "rps": 3 * rate["knee"]["served"]}
+    assert found["first_failure"]["time"] == rate["first_failure"]["time"] == closed["first_failure"]["time"]
+
+
+def test_a_held_rate_that_stops_being_served_has_its_knee_at_that_rate_where_the_shortfall_began():
+    arrivals, rows = open_run(capacity=10_000, start=30, ramp=0, seconds=60)
+    answered = rows[20]["requests"]
+    for row in rows[21:]:  # half the system lost: 15 visits answered a second from second 21
+        answered += 45
+        row["requests"] = answered
+    knee = analysis.find_rate_breakpoint(arrivals, rows)["knee"]
+    assert knee["offered"] == pytest.approx(30, abs=0.5)
+    assert 1017 <= knee["time"] <= 1025  # not the end of the 10 s the shortfall held for
+
+
+def full_history(arrivals, capacity):
+    """Locust's full history rows (as read from its CSV: an Aggregated row and one per endpoint each second) of
+    the arrivals' visits, get-counter answering at most `capacity` a second, serve-page and inc-counter every
+    one; each second's visits in the totals of the next second's rows."""
+    rows, totals = [], {"/app?view=home": 0, "/inc-counter?visit_type=home": 0, "/get-counter?visit_type=home": 0}
+    for before, row in zip([None, *arrivals], arrivals):
+        for name in totals:
+            offered = before["started"] if before else 0
+            totals[name] += min(offered, capacity) if name.startswith("/get-counter") else offered
+        stamp = {"Timestamp": str(row["time"]), "User Count": "50", "Requests/s": "0", "Failures/s": "0",
+                 "50%": "20", "95%": "50", "Total Failure Count": "0"}
+        rows += [{**stamp, "Name": name, "Total Request Count": str(total)} for name, total in totals.items()]
+        rows.append({**stamp, "Name": "Aggregated", "Total Request Count": str(sum(totals.values()))})
+    return analysis.aggregated_history(rows)
+
+
+def test_a_visit_is_served_at_its_slowest_functions_pace():
+    # get-counter, last in the visit, serves 40 a second; the page and inc-counter serve every visit offered, so
+    # the requests answered go on growing past the knee, at two thirds of the pace
+    arrivals, _ = open_run(capacity=10_000)
+    history = full_history(arrivals, capacity=40)
+    # the row of second 10: the visits of the ten before, 5 + 7 + ... + 23, answered by each function
+    assert history[10]["answered"] == {"serve-page": 140, "get-counter": 140, "inc-counter": 140}
+    found = analysis.find_rate_breakpoint(arrivals, history)
+    assert found["knee"]["offered"] == pytest.approx(40, abs=0.5)
+    assert found["peak_served"]["served"] == pytest.approx(40)

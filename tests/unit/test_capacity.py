@@ -3,6 +3,7 @@ import pytest
 
 from visitkit.paths import ROOT
 from visitkit.model.capacity import breakpoint_convergence, convergence_for_load, counter_reads_per_s, instance_rate, predict, report_lines
+from visitkit.model.capacity import figure_to_measure, first_429_visits_per_s
 from visitkit.twin.profile import Profile
 from visitkit.settings import parse_settings
 
@@ -275,3 +276,51 @@ def test_iteration_5_needs_53_get_counter_instances_for_10000_visits_of_a_minute
     plan = hold_plan(load_settings(ROOT / "iterations" / "iteration-5"), load_profile("study"), 10_000, 60)
     assert plan["raised"] == {"get-counter": (20, 53)}
     assert plan["prediction"].knee_visits_per_s == pytest.approx(53 * 1000 / 0.75 / 7)
+
+
+def test_an_open_models_knee_is_in_visits_per_s_and_on_the_twin_the_machines_when_its_cpu_runs_out_first():
+    functions = {name: {"max_instances": 2, "concurrency": 80}
+                 for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}
+    many = parse_settings({"shards_per_page": 20, "cache_ttl_seconds": 10, "functions": functions})
+    p = predict(many, Profile("hand", {}, STUDY_TIMES.service_ms, cache_hit_ms=2,
+                              host={"cores": 2, "cpu_ms_per_page": 10})).as_dict()
+    assert p["knee_visits_per_s"] == pytest.approx(160 / 0.037)  # inc-counter's capacity, a request a visit
+    assert p["machine_knee_visits_per_s"] == pytest.approx(200)  # 2 cores x 1000 / 10 ms a page
+    assert figure_to_measure(p, "local", "knee_visits_per_s") == pytest.approx(200)
+    assert figure_to_measure(p, "gcp", "knee_visits_per_s") == pytest.approx(160 / 0.037)
+
+
+def first_refusal_by_queueing(capacity, ramp, timeout=10.0, step=0.001):
+    """The visits/s offered when a FIFO queue fed by a ramp from `capacity` visits/s (+ramp each second) and
+    served at `capacity` answers its first request that waited `timeout`: stepped, not from the formula."""
+    t, queued = 0.0, 0.0
+    while queued / capacity <= timeout:  # what arrives now waits for the queue ahead of it
+        queued += ramp * t * step
+        t += step
+    return capacity + ramp * (t + timeout)  # answered (refused) timeout later
+
+
+@pytest.mark.parametrize("knee, ramp", [(13.33, 2.0), (54.05, 2.0), (200.0, 10.0), (40.0, 0.5)])
+def test_an_open_models_first_429_on_a_ramp_comes_when_its_queue_holds_a_request_the_queue_timeout(knee, ramp):
+    assert first_429_visits_per_s(knee, ramp) == pytest.approx(first_refusal_by_queueing(knee, ramp), rel=1e-3)
+
+
+def test_a_rate_held_above_the_knee_meets_its_first_429_there_and_one_at_or_below_it_none():
+    assert first_429_visits_per_s(40.0, held_per_s=50.0) == 50.0
+    assert first_429_visits_per_s(40.0, held_per_s=40.0) is None
+    assert first_429_visits_per_s(40.0) is None
+
+
+def test_an_open_model_publishes_the_visits_it_started_up_to_what_the_functions_before_the_publish_serve():
+    """get-counter, last in a visit, serves 10 a second (the knee); serve-page and inc-counter, before the publish,
+    12: 10 s at 20 visits/s started leave 12 - 5 = 7 a second (70), 10 s at 3 visits/s drain 20 of them: 50
+    left, drained in 10 s. Users wait on get-counter; arrivals do not."""
+    prediction = {"cycle_s": 4.0, "knee_rps": 30.0, "drain_per_s": 5.0,
+                  "capacity_rps": {"serve-page": 50.0, "get-counter": 10.0, "inc-counter": 12.0}}
+    series = [(0, 20), (10, 3), (20, 0)]
+    model = convergence_for_load(prediction, series, "gcp", open_model=True)
+    assert model["backlog_at_end"] == pytest.approx(50.0)
+    assert model["seconds_after_load"] == pytest.approx(10.0)
+    # on the twin this machine serves 8 pages a second: 30 left, then 10
+    on_the_twin = convergence_for_load({**prediction, "machine_pages_per_s": 8.0}, series, "local", open_model=True)
+    assert on_the_twin["backlog_at_end"] == pytest.approx(10.0)

@@ -38,18 +38,40 @@ machine serves at most cores x 1000 / CPU per page pages/s. A page costs cpu_ms_
 get-counter answers from its cache, plus cpu_ms_per_counter_read each time it reads Firestore (its
 call and the emulator's query). Where that is less than the bottleneck's capacity, the knee on this
 machine comes there instead (`machine_*` figures).
+
+An open-model run (locust/arrivals.py) offers visits at a rate whatever the latency, so its knee is a rate:
+the served visits/s stop following the offered ones at knee visits/s (the bottleneck's capacity per visit),
+where the closed loop's users do not matter. Past it the bottleneck's queue grows by the offered rate minus
+its capacity: on a ramp of R visits/s each second from the knee, by R t^2 / 2 requests after t s, which the
+capacity C serves in R t^2 / (2 C) s, so the first request refused for waiting the queue timeout T arrives
+t = sqrt(2 C T / R) after the knee and is answered T later (first_429_visits_per_s):
+  visits/s offered at the first 429 = C + R (T + sqrt(2 C T / R));
+a rate held above the knee meets its first 429 at that rate, one held at or below it none. A visit is
+published by its second request (the page, inc-counter, then get-counter: locust/locustfile.py, visit), and
+new visits arrive whether the earlier ones have finished or not, so the visits reach the topic at the offered
+rate up to what serve-page and inc-counter serve (and this machine, on the twin), whatever get-counter does
+after them (convergence_for_load's open model), where the closed loop's users wait on the slowest of the three.
 """
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, replace
 from typing import Any, Protocol, TypedDict
 
-from visitkit.catalogue import CATALOGUE, PAGES, PUSH_FUNCTION, QUEUE_TIMEOUT_S, READER_FUNCTION
+from visitkit.catalogue import (
+    CATALOGUE,
+    PAGE_FUNCTION,
+    PAGES,
+    PUBLISHER_FUNCTION,
+    PUSH_FUNCTION,
+    QUEUE_TIMEOUT_S,
+    READER_FUNCTION,
+)
 from visitkit.errors import VisitkitError
 from visitkit.settings import FunctionSettings, Settings
 
 WAIT_SECONDS = (3.0, 5.0)  # the visitor's wait between pages (locust/locustfile.py)
 PUBLIC = tuple(name for name, f in CATALOGUE.items() if f.public)  # one request each per page
+BEFORE_PUBLISH = (PAGE_FUNCTION, PUBLISHER_FUNCTION)  # a visit's requests up to its publish (locustfile's visit)
 DEFAULT_LOAD_MINUTES = 15.0  # the study's longest breakpoint run
 MACHINE = "this machine's CPU"
 # How often the page re-reads its count while open: functions/serve_page.py's COUNTER_REFRESH_SECONDS
@@ -232,6 +254,7 @@ class Prediction:
     machine_knee_rps: float | None = None
     machine_limited_by: str | None = None
     machine_first_429_users: float | None = None
+    machine_knee_visits_per_s: float | None = None  # an open-model run's knee on that machine
     _: KW_ONLY  # the fields below are given by name; predict always gives knee_visits_per_s: no default
     knee_visits_per_s: float  # visits a second at the knee (knee_rps / requests per visit)
     dwell_s: float = 0.0  # a reader's dwell on each page (0: the study's visitor)
@@ -274,7 +297,7 @@ def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = 
         machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
                    "machine_knee_rps": len(PUBLIC) * held,
                    "machine_limited_by": limited_by if visits <= pages else MACHINE,
-                   "machine_first_429_users": held * (cycle + queue_timeout)}
+                   "machine_first_429_users": held * (cycle + queue_timeout), "machine_knee_visits_per_s": held}
     requests = sum(per_visit.values())
     return Prediction(
         **machine,
@@ -296,20 +319,37 @@ def figure_to_measure(prediction: Mapping[str, Any], target: str | None, name: s
 
 
 def convergence_for_load(prediction: Mapping[str, Any], series: Sequence[tuple[float, float]],
-                         target: str | None = "local") -> LoadConvergence:
-    """The model applied to the load a run actually applied: `series` is [(time, users running)].
-    Each second visits reach the topic at min(users / cycle, the knee's pages/s) and the store drains
-    drain_per_s of them; what is left when the load ends drains after it. The steady figure
-    extra_min_per_min assumes the whole load past the knee; a ramp or stages spend part of it below."""
+                         target: str | None = "local", open_model: bool = False) -> LoadConvergence:
+    """The model applied to the load a run actually applied: `series` is [(time, users running)], or for an
+    open-model run [(time, visits/s started)]. Each second visits reach the topic at min(users / cycle, the
+    knee's pages/s), or an open-model run's at min(the visits started, what the functions before the publish
+    serve: the module's docstring), and the store drains drain_per_s of them; what is left when the load ends
+    drains after it. The steady figure extra_min_per_min assumes the whole load past the knee; a ramp or stages
+    spend part of it below."""
     pages_per_s = figure_to_measure(prediction, target, "knee_rps") / len(PUBLIC)
+    if open_model:
+        machine = prediction.get("machine_pages_per_s") if target == "local" else None
+        pages_per_s = min(*(prediction["capacity_rps"][name] for name in BEFORE_PUBLISH),
+                          *([machine] if machine is not None else []))
     drain, backlog = prediction["drain_per_s"], 0.0
-    for (t, users), (t_next, _) in zip(series, series[1:]):
-        published = min(users / prediction["cycle_s"], pages_per_s)
+    for (t, level), (t_next, _) in zip(series, series[1:]):
+        published = min(level if open_model else level / prediction["cycle_s"], pages_per_s)
         backlog = max(0.0, backlog + (published - drain) * (t_next - t))
     load_s = series[-1][0] - series[0][0] if len(series) > 1 else 0
     after_s = backlog / drain
     return {"backlog_at_end": backlog, "seconds_after_load": after_s,
             "extra_min_per_min": after_s / load_s if load_s else None}
+
+
+def first_429_visits_per_s(knee_visits_per_s: float, ramp_per_s: float | None = None,
+                           held_per_s: float | None = None, queue_timeout: float = QUEUE_TIMEOUT_S) -> float | None:
+    """The visits/s offered when an open-model run meets its first 429 (the module's docstring), from the knee
+    it is measured against: on a ramp of ramp_per_s visits/s each second, or at a rate held_per_s (None: at or
+    below the knee, no 429)."""
+    if ramp_per_s:
+        return knee_visits_per_s + ramp_per_s * (queue_timeout + math.sqrt(2 * knee_visits_per_s * queue_timeout
+                                                                            / ramp_per_s))
+    return held_per_s if held_per_s is not None and held_per_s > knee_visits_per_s else None
 
 
 def breakpoint_convergence(prediction: Mapping[str, Any], users_per_s: float, minutes: float,

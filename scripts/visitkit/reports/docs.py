@@ -49,6 +49,9 @@ from typing import Any
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
 from visitkit.results.records import Summary, SummaryError
+from visitkit.suite import locust_module
+
+ARRIVALS = locust_module("arrivals")  # the open model's sizing of its users
 
 END = "<!-- /figures -->"
 PROSE_WIDTH = 110  # the docs' line length, to which prose blocks are wrapped
@@ -558,6 +561,8 @@ def hold_text(iteration: Path, _link: str, arguments: str) -> str:
     per_visit = {**capacity.requests_per_visit(settings, dwell), capacity.PUSH_FUNCTION: 1}
     if not dwell:
         parts, busy = [], []
+        visit_s = sum(now.response_ms.values()) / 1000  # an open-model visit: its three responses, no wait
+        open_users = ARRIVALS.users_wanted(0, visits, visit_s, ceiling=math.inf)
         cpu_ms = profile.cpu_ms or {}
         for name, spec in settings.functions.items():
             per_instance = now.capacity_rps[name] / spec.max_instances
@@ -581,7 +586,11 @@ def hold_text(iteration: Path, _link: str, arguments: str) -> str:
                 f"{max(ratios):.2f}x of it. Their instances' CPU is then busy "
                 f"{', '.join(f'{share:.0%} ({name})' for name, share in busy)}: {target}. The study's visitor asks "
                 f"{now.rps_per_user:.3f} requests/s per user, so {visits:,.0f} visits/s is about "
-                f"**{visits * now.cycle_s:,.0f} concurrent users** with its 3-5 s think time.")
+                f"**{visits * now.cycle_s:,.0f} concurrent users** with its 3-5 s think time. Offered as arrivals at "
+                f"{visits:,.0f} visits/s (the open model) the visits need no think time: at the model's "
+                f"{1000 * visit_s:.0f} ms of responses a visit, {visits * visit_s:,.0f} are under way at once "
+                f"(Little's law), for which Locust runs **{open_users:,} users** (locust/arrivals.py, users_wanted: "
+                f"room for {ARRIVALS.HEADROOM:g}x as many and a second's arrivals more).")
     plan = capacity.hold_plan(settings, profile, visits, dwell)
     held, after = plan["settings"], plan["prediction"]
     holds = {name: now.capacity_rps[name] / per_visit[name] for name in capacity.PUBLIC}

@@ -3,6 +3,7 @@
 Pure functions on plain rows/dicts, so they are tested on synthetic data.
 Times are unix seconds; durations seconds; latencies milliseconds.
 """
+import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -14,9 +15,12 @@ from visitkit.results.records import (
     Failure,
     Percentile,
     Point,
+    RateBreakpoint,
+    RatePoint,
     ServerFigures,
     Store,
 )
+from visitkit.suite import locust_module
 
 # A server sample as these figures read it, by key (fn_field, store_field): a samples.Sample, or a row shaped
 # like one.
@@ -67,10 +71,17 @@ def client_by_function(table: Sequence[Mapping[str, Any]]) -> dict[str, ClientFi
 
 
 def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
-    """Locust's per-second history, Aggregated rows only, as dicts."""
-    series = []
+    """Locust's per-second history, Aggregated rows only, as dicts; where its full history (--csv-full-history)
+    has the endpoints' rows of that second too, `answered`: per public function, its requests answered without
+    failure so far (an open-model run's visits are served at its slowest function's pace: rate_series)."""
+    series: list[dict[str, Any]] = []
+    answered: dict[float, dict[str, int]] = {}
     for row in history_rows:
         if row["Name"] != "Aggregated":
+            name = function_of_path(row["Name"])
+            if name is not None:
+                second = answered.setdefault(float(row["Timestamp"]), dict.fromkeys(PUBLIC_PATHS.values(), 0))
+                second[name] += int(float(row["Total Request Count"])) - int(float(row["Total Failure Count"]))
             continue
         series.append({
             "time": float(row["Timestamp"]), "users": int(float(row["User Count"])),
@@ -78,6 +89,9 @@ def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[s
             "p50_ms": number(row["50%"]), "p95_ms": number(row["95%"]),
             "requests": int(float(row["Total Request Count"])), "failures": int(float(row["Total Failure Count"])),
         })
+    for sample in series:
+        if sample["time"] in answered:
+            sample["answered"] = answered[sample["time"]]
     return series
 
 
@@ -198,9 +212,16 @@ def knee_index(users: Sequence[float], rps: Sequence[float],
     split leaves the least squared error; the knee is where the two lines cross between the split's
     two points (else the first line's last point). Least squares over every point, so one
     noisy second neither moves the knee nor sets its level."""
+    found = knee_split(users, rps, min_points)
+    return (found[1], found[2]) if found else (None, None)
+
+
+def knee_split(users: Sequence[float], rps: Sequence[float], min_points: int = 3) -> tuple[int, float, float] | None:
+    """knee_index's knee with where the series was split: (the second line's first point, users, rps), or None
+    without points (fewer than two lines' worth: all of it one line, its last point the knee)."""
     n = len(users)
     if n < 2 * min_points:
-        return (users[-1], rps[-1]) if rps else (None, None)
+        return (n, users[-1], rps[-1]) if rps else None
     sums = [(0, 0.0, 0.0, 0.0, 0.0, 0.0)]  # prefix sums of 1, x, y, x², xy, y²
     for x, y in zip(users, rps):
         c, sx, sy, sxx, sxy, syy = sums[-1]
@@ -221,7 +242,7 @@ def knee_index(users: Sequence[float], rps: Sequence[float],
         crossing = (intercept_after - intercept) / (slope - slope_after)
         if users[split - 1] <= crossing <= users[split]:  # a crossing farther off is no knee (a drop)
             knee = crossing
-    return knee, intercept + slope * knee
+    return split, knee, intercept + slope * knee
 
 
 def observed_rps(loaded: Sequence[Mapping[str, Any]], counted: Sequence[float], window: Iterable[int], users: int,
@@ -236,6 +257,118 @@ def observed_rps(loaded: Sequence[Mapping[str, Any]], counted: Sequence[float], 
 
 def point(sample: Mapping[str, Any], rps: float | None) -> Point:
     return {"time": sample["time"], "users": sample["users"], "rps": rps if rps is not None else sample["rps"]}
+
+
+# ---- client side, the open model: visits offered at a rate --------------------------------------
+REQUESTS_PER_VISIT = locust_module("arrivals").REQUESTS_PER_VISIT  # the page, inc-counter, get-counter
+# Rates are read over 2 x RATE_HALF_WINDOW_S + 1 = 9 s: a multiple of the 3 s in which a distributed run's workers
+# report, so that every window holds as many reports of each worker (Locust's running totals move in them).
+RATE_HALF_WINDOW_S = 4
+
+
+def centred_mean(values: Sequence[float], half_window: int) -> list[float]:
+    """Each value's mean with up to half_window neighbours either side, as many on each side (fewer at the
+    ends), so that a ramp is read at its own second, not pulled towards the inside of the series."""
+    out = []
+    for i in range(len(values)):
+        half = min(half_window, i, len(values) - 1 - i)
+        chunk = values[i - half:i + half + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def rate_series(arrival_rows: Sequence[Mapping[str, Any]], series: Iterable[Mapping[str, Any]],
+                half_window: int = RATE_HALF_WINDOW_S, requests_per_visit: int = REQUESTS_PER_VISIT) -> list[RatePoint]:
+    """An open-model run's full seconds (arrivals.csv's rows, results/arrivals.py's, but the first and the
+    last: partial), each with the visits/s offered (the arrivals started) and served, both centred_mean over
+    half_window seconds either side, the target's visits/s in that second, and the users and p95 Locust's
+    history had then. series: aggregated_history's rows. A visit asks each public function once, so the
+    visits served so far are the requests answered without failure by the function that answered fewest
+    (Locust's running totals per function; without its full history, all requests over the requests of a
+    visit, which past the knee counts the functions that still keep up as well). A visit is served as its
+    requests are answered, so the served rate trails the offered one by up to its duration and the part of a
+    second Locust writes its history rows in (on a ramp, by the ramp times that; more in distributed mode, by
+    the workers' reports)."""
+    full = list(arrival_rows)[1:-1]
+    history = sorted(series, key=lambda s: s["time"])
+    seconds = [int(s["time"]) for s in history]
+
+    def at(second: int) -> Mapping[str, Any] | None:  # the history's last row written by the end of that second
+        i = bisect.bisect_right(seconds, second) - 1
+        return history[i] if i >= 0 else None
+
+    def served_by(second: int) -> float:  # visits served by the end of that second
+        row = at(second)
+        if row is None:
+            return 0
+        if "answered" in row:
+            return min(row["answered"].values())
+        return (row["requests"] - row["failures"]) / requests_per_visit
+
+    offered = centred_mean([row["started"] for row in full], half_window)
+    # an arrivals row counts the arrivals due in its second; Locust writes its history row stamped t during second
+    # t, with its totals by then: what was answered in second t is what the rows stamped t and t + 1 differ by
+    served = centred_mean([served_by(row["time"] + 1) - served_by(row["time"]) for row in full], half_window)
+    points: list[RatePoint] = []
+    for row, offered_then, served_then in zip(full, offered, served):
+        then = at(row["time"])
+        points.append({"time": float(row["time"]), "offered": offered_then, "target": row["target_per_s"],
+                       "served": served_then, "users": then["users"] if then else 0,
+                       "p95_ms": then["p95_ms"] if then else None})
+    return points
+
+
+def find_rate_breakpoint(arrival_rows: Sequence[Mapping[str, Any]], series: Sequence[Mapping[str, Any]],
+                         min_rate: float = 1.0, shortfall: float = 0.25, hold_s: int = 10) -> RateBreakpoint:
+    """Where an open-model run stops keeping up, in visits/s, from rate_series.
+
+    Visits arrive whatever the latency, so up to the knee every visit offered is served: served = offered,
+    where the closed model's RPS per user has to be measured first. knee: the served rate falls `shortfall`
+    below the offered one and stays below for hold_s seconds (once it had kept up: the first seconds' visits
+    are still under way); the knee is then dated back as find_breakpoint dates it, to where the two straight
+    lines of served against offered cross (knee_index), and its rate is that crossing's offered visits/s, the
+    rest of its point observed at the first second offered as much from the first line's last point on (a held
+    rate's: that point, the last second it was still served). Past the knee the queue that holds the
+    visits the system cannot serve is what breaks the latency too: a saturated system's p95 rises from the
+    same rate (the point's p95_ms). first_failure: the first second with a failed request, as
+    find_breakpoint's (the load's seconds, users on and not stopping for good), read at that second's rates,
+    or the last full second's when it came after it (of visits offered up to then). peak_served: the highest
+    served rate."""
+    points = rate_series(arrival_rows, series)
+    result: RateBreakpoint = {"knee": None, "first_failure": None, "peak_served": None}
+    if not points:
+        return result
+    short = [p["offered"] >= min_rate and p["served"] < (1 - shortfall) * p["offered"] for p in points]
+    kept_up = next((i for i, p in enumerate(points) if p["offered"] >= min_rate and not short[i]), len(points))
+    for i in range(kept_up, len(points)):
+        if len(short[i:i + hold_s]) == hold_s and all(short[i:i + hold_s]):
+            window = range(kept_up, i + hold_s)
+            found = knee_split([points[j]["offered"] for j in window], [points[j]["served"] for j in window])
+            assert found is not None  # the window holds hold_s seconds
+            split, rate, _ = found
+            # from the first line's last point on (a held rate's knee is that point: the rate does not move)
+            last = window[split - 1]
+            reached = next((j for j in range(last, i + hold_s) if points[j]["offered"] >= rate), last)
+            result["knee"] = {**points[reached], "offered": round(rate, 1)}
+            break
+    result["peak_served"] = max(points, key=lambda p: p["served"])
+    loaded = without_final_stop([s for s in series if s["users"] > 0])
+    failing = next((s["time"] for s in loaded if s["failures"] > 0), None)
+    if failing is not None:
+        then = next((p for p in reversed(points) if p["time"] <= failing), points[0])
+        result["first_failure"] = {**then, "time": failing}
+    return result
+
+
+def with_rate_breakpoint(breakpoint: Breakpoint, rate: RateBreakpoint,
+                         requests_per_visit: int = REQUESTS_PER_VISIT) -> Breakpoint:
+    """An open-model run's breakpoint: find_breakpoint's, its knee the moment of the knee in visits/s (the users
+    then, and the requests served then), without a users' ratio (the load sizes its users to the rate), and the
+    visits/s figures under `arrivals`."""
+    knee = rate["knee"]
+    return {**breakpoint, "healthy_rps_per_user": None, "arrivals": rate,
+            "knee": {"time": knee["time"], "users": knee["users"], "rps": knee["served"] * requests_per_visit}
+            if knee else None}
 
 
 def first_failures(failure_rows: Iterable[Mapping[str, str]]) -> list[Failure]:
