@@ -7,10 +7,10 @@ knows them all.
 """
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, storepath
+from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, noise, storepath
 from visitkit.errors import VisitkitError
 
-BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart)}
+BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart, noise)}
 
 
 def render(folder: str | Path) -> list[str]:

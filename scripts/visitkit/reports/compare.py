@@ -1,8 +1,12 @@
-"""Several iterations' latest reports side by side: one row per figure, one column per iteration."""
-from collections.abc import Iterable
+"""Several iterations' latest reports side by side: one row per figure, one column per iteration; and a run
+against a baseline run, each headline figure judged by its noise band (visitkit.benchmarks.noise)."""
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from visitkit.benchmarks import noise
 from visitkit.catalogue import PUBLIC_PATHS, PUSH_FUNCTION
+from visitkit.errors import VisitkitError
 from visitkit.formatting import fmt, percent
 from visitkit.model.capacity import figure_to_measure
 from visitkit.results import folder as results
@@ -11,7 +15,8 @@ from visitkit.results.records import Summary
 ROWS = [  # (headline key, label)
     ("verdict", "verdict"), ("results_dir", "run"), ("users_max", "users (max)"), ("knee_users", "RPS knee: users"),
     ("knee_rps", "RPS knee: RPS"), ("prediction.knee_users", "predicted knee: users"),
-    ("prediction.knee_rps", "predicted knee: RPS"), ("prediction.limited_by", "predicted limit"),
+    ("prediction.knee_rps", "predicted knee: RPS"), ("knee_visits_per_s", "knee: visits/s offered (open model)"),
+    ("prediction.knee_visits_per_s", "predicted knee: visits/s"), ("prediction.limited_by", "predicted limit"),
     ("first_failure_users", "first failure: users"), ("prediction.first_429_users", "predicted first 429: users"),
     ("first_failure_rps", "first failure: RPS"), ("rps_peak", "peak RPS"), ("p95_ceiling_ms", "p95 ceiling (ms)"),
     ("failure_ratio", "failure ratio"), ("slowest_function", "slowest function (client p95)"),
@@ -25,10 +30,12 @@ ROWS = [  # (headline key, label)
 ]
 
 
-def find_summary(path: str | Path, target: str | None, test: str | None) -> Summary | None:
-    """A results folder's summary, or an iteration's latest one for target and test."""
+def find_summary(path: str | Path, target: str | None, test: str | None, like: Summary | None = None
+                 ) -> Summary | None:
+    """A results folder's summary, or an iteration's latest one for target and test (and of the same kind as
+    the run `like`)."""
     exact = results.ResultsFolder(path).summary()
-    return exact if exact is not None else results.latest_summary(path, target, test)
+    return exact if exact is not None else results.latest_summary(path, target, test, like)
 
 
 def cell(summary: Summary | None, key: str) -> str:
@@ -64,3 +71,71 @@ def compare_table(paths: Iterable[str | Path], target: str = "local", test: str 
     for key, label in ROWS:
         lines.append(f"| {label} | " + " | ".join(cell(s, key) for _, s in summaries) + " |")
     return "\n".join(lines)
+
+
+# ---- a run against a baseline ----------------------------------------------------------------------------
+def change(baseline: Any, run: Any) -> str:
+    """The run's figure against the baseline's: a percentage, or in its own unit from a baseline of 0."""
+    if not (noise.is_number(baseline) and noise.is_number(run)):
+        return "same" if baseline == run else "changed"
+    if baseline:
+        return f"{(run - baseline) / abs(baseline) * 100:+.1f} %"
+    return f"{run - baseline:+,g}"
+
+
+def band_notes(record: Mapping[str, Any], base: Summary) -> list[str]:
+    """What the band is, and where it does not fit these runs."""
+    kind = record["kind"]
+    notes = [f"band: {len(record['repeats'])} repeats of {kind['iteration']}'s {kind['test']} on the {kind['target']} "
+             f"target (profile {kind['profile']}; {kind['shape']}); the {record['statistic']}"]
+    ours = noise.kind(base)
+    differing = [key for key in ("target", "iteration", "test", "profile", "shape") if ours[key] != kind[key]]
+    if "target" in differing:
+        notes.append(f"note: the band was measured on the {kind['target']} target and these runs are "
+                     f"{base.target}'s: a band measured on the twin is not a cloud run's band (measure one there: "
+                     "scripts/benchmark-noise)")
+    elif differing:
+        notes.append(f"note: these runs' {', '.join(differing)} differ from the band's: it is a guide to their "
+                     "noise, not a measure of it")
+    return notes
+
+
+def baseline_lines(baseline: str | Path, paths: Sequence[str | Path], band: str | Path | None = None,
+                   target: str | None = "local", test: str | None = None) -> tuple[list[str], list[str]]:
+    """(the lines to print, the figures that moved beyond their band): every headline figure of the run in
+    `paths` (one results folder, or an iteration: its latest run like the baseline) beside the baseline's."""
+    if len(paths) != 1:
+        raise VisitkitError(f"--baseline compares one run with it: give one results folder or iteration, not "
+                            f"{len(paths)}")
+    base = find_summary(baseline, target, test)
+    if base is None:
+        raise VisitkitError(f"{baseline}: no run to compare with (a results folder, or an iteration with a run)")
+    run = find_summary(paths[0], target, test, like=base)
+    if run is None:
+        raise VisitkitError(f"{paths[0]}: no run like the baseline's ({', '.join(map(str, results.kind(base)))})")
+    if results.kind(run) != results.kind(base):
+        raise VisitkitError(f"{run.results_dir} is not comparable with the baseline {base.results_dir}: target, test, "
+                            f"profile, faults: {results.kind(run)} against {results.kind(base)}")
+    band_folder, record = noise.chosen(band)
+    lines = [f"baseline {base.iteration} {base.results_dir}, run {run.iteration} {run.results_dir} ({run.target}); "
+             f"noise band {band_folder.name}", *band_notes(record, base), "",
+             "| figure | baseline | run | change | band | flagged |", "|---|---:|---:|---:|---:|---|"]
+    moved, unjudged = [], []
+    for key in dict.fromkeys([*base.headline, *run.headline]):
+        was, now = base.headline.get(key), run.headline.get(key)
+        entry = record["figures"].get(key)
+        flagged, why = noise.judgement(entry, was, now)
+        if flagged is None:
+            unjudged.append(key)
+        elif flagged:
+            moved.append(key)
+        verdict = "not judged: " + why if flagged is None else ("**yes**" if flagged else "no")
+        cells = [key, noise.figure_text(key, was), noise.figure_text(key, now), change(was, now),
+                 noise.band_text(entry), verdict]
+        lines.append("| " + " | ".join(cells) + " |")
+    judged = len(base.headline.keys() | run.headline.keys()) - len(unjudged)
+    lines += ["", f"{len(moved)} of {judged} judged figures moved beyond their noise band"
+              + (f": {', '.join(moved)}" if moved else ""),
+              f"{len(unjudged)} figures shown but not judged (no band: not a number, not in the band's repeats, "
+              "or n/a in a repeat or a run)"]
+    return lines, moved
