@@ -17,7 +17,8 @@ RANKS = {
     "benchmarks": 4,
     "runs": 5,
     "reports": 6,
-    "cli": 7,  # the command line: cli.py and __main__.py
+    "studies": 7,  # a whole study: its plan, its runs through the runner, its report beside the study's
+    "cli": 8,  # the command line: cli.py and __main__.py
 }
 BASE = {"paths", "errors", "net", "formatting", "catalogue", "settings", "suite", "steps", "settle", "samples"}
 CLI = {"cli", "__main__"}
