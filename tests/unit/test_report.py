@@ -146,6 +146,8 @@ def test_a_knee_the_machine_set_does_not_judge_a_hypothesis():
     assert verdict.evaluate_check("rps_peak > 10", busy, lambda name: None)[0] is True  # not a knee figure
     assert verdict.evaluate_check("knee_users >= 100", {**busy, "knee_machine_busy": False},
                                   lambda name: None)[0] is True
+    open_model = {"knee_visits_per_s": 250.0, "knee_machine_busy": True}  # an arrival-rate run's knee
+    assert verdict.evaluate_check("knee_visits_per_s >= 100", open_model, lambda name: None)[0] is None
 
 
 def test_readme_block_is_replaced_not_repeated(iteration):
