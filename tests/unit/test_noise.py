@@ -2,6 +2,7 @@
 it writes, and how a change between two runs is judged by it. The runs are committed summaries, changed."""
 import datetime
 import json
+import re
 import shutil
 import subprocess
 
@@ -28,7 +29,8 @@ def a_run(root, name, checkout=None, **headline):
     summary["headline"].update({key.replace("__", "."): value for key, value in headline.items()})
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     run = (COMMITTED / "run.json").read_text()
-    (folder / "run.json").write_text(run.replace(str(ROOT), str(checkout or root)))
+    made_in = re.search(r'"([^"]*)/locust/locustfile\.py"', run)[1]  # the checkout the committed run was made in
+    (folder / "run.json").write_text(run.replace(made_in, str(checkout or root)))
     return folder
 
 
