@@ -8,12 +8,12 @@ from test_noise import STARTED, a_run, repeats
 from visitkit.benchmarks import noise
 from visitkit.cli import main
 from visitkit.errors import VisitkitError
-from visitkit.reports.compare import baseline_lines
+from visitkit.reports.compare import baseline_lines, change
 
 
 @pytest.fixture
 def band(tmp_path):
-    """A band from five repeats whose knee spreads 200-240 (±18.2 %) and which 429 nothing on serve-page."""
+    """A band from five repeats whose knee spreads 200-240 (±16.7 %: 40 / 240) and which 429 nothing on serve-page."""
     folder, _ = noise.benchmark(from_dirs=repeats(tmp_path / "band", **{"responses_429.serve-page": 0}),
                                 out_root=tmp_path / "bands", now=lambda: STARTED)
     return folder
@@ -31,10 +31,10 @@ def compare(tmp_path, band, capsys, **run_figures):
 
 
 def test_runs_within_their_band_exit_0_and_show_every_figure(tmp_path, band, capsys):
-    status, lines = compare(tmp_path, band, capsys, knee_users=255)  # +15.9 %, within ±18.2 %
+    status, lines = compare(tmp_path, band, capsys, knee_users=255)  # +35 of the larger 255: +13.7 %
     assert status == 0
     assert "| figure | baseline | run | change | band | flagged |" in lines
-    assert row(lines, "knee_users") == "| knee_users | 220 | 255 | +15.9 % | ±18.2 % | no |"
+    assert row(lines, "knee_users") == "| knee_users | 220 | 255 | +13.7 % | ±16.7 % | no |"
     assert row(lines, "slowest_function") == ("| slowest_function | inc-counter | inc-counter | same | none "
                                               "| not judged: not a number |")
     assert row(lines, "knee_machine_busy") == "| knee_machine_busy | no | no | same | none | not judged: not a number |"
@@ -43,9 +43,9 @@ def test_runs_within_their_band_exit_0_and_show_every_figure(tmp_path, band, cap
 
 
 def test_a_figure_beyond_its_band_is_flagged_and_exits_3(tmp_path, band, capsys):
-    status, lines = compare(tmp_path, band, capsys, knee_users=170)  # -22.7 %
+    status, lines = compare(tmp_path, band, capsys, knee_users=170)  # -50 of the larger 220: -22.7 %
     assert status == 3
-    assert row(lines, "knee_users") == "| knee_users | 220 | 170 | -22.7 % | ±18.2 % | **yes** |"
+    assert row(lines, "knee_users") == "| knee_users | 220 | 170 | -22.7 % | ±16.7 % | **yes** |"
     assert "1 of 41 judged figures moved beyond their noise band: knee_users" in lines
 
 
@@ -98,3 +98,11 @@ def test_the_kits_own_errors_exit_2(tmp_path, band, capsys):
     assert "no run to compare with" in capsys.readouterr().err
     assert main(["compare", "--baseline", str(baseline), str(baseline), "--band", str(tmp_path)]) == 2
     assert "no benchmark.json" in capsys.readouterr().err
+
+
+def test_the_change_is_shown_in_the_measure_its_band_judges_it_by():
+    relative, mostly_none = noise.figure_band("knee_users", [90, 110]), noise.figure_band("failures.x", [0, 0, 2])
+    assert change(200, 250, relative) == "+20.0 %" and change(250, 200, relative) == "-20.0 %"  # of the larger
+    assert change(2, 4, mostly_none) == "+2" and change(0, 1, noise.figure_band("visits.lost", [0, 0])) == "+1"
+    assert change(4, 5, None) == "+20.0 %" and change(0, 5, None) == "+5"  # no band: from a baseline of 0, its unit
+    assert change("inc-counter", "serve-page", None) == "changed"

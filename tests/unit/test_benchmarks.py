@@ -6,7 +6,17 @@ import json
 
 import pytest
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, profiling, registry, storepath
+from visitkit.benchmarks import (
+    benchfolder,
+    coldstart,
+    emulatorscan,
+    hotpath,
+    loadgen,
+    noise,
+    profiling,
+    registry,
+    storepath,
+)
 from visitkit.errors import VisitkitError
 
 STARTED = datetime.datetime(2026, 11, 23, 13, 59, 50)
@@ -227,7 +237,7 @@ def test_any_benchmark_folder_renders_its_table_and_an_unknown_one_is_refused(tm
         registry.render(tmp_path)
 
 
-@pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen, coldstart])
+@pytest.mark.parametrize("module", [hotpath, storepath, emulatorscan, loadgen, coldstart, noise])
 def test_the_committed_folders_load_and_render(module):
     folders = sorted(benchfolder.BENCHMARKS_DIR.glob(f"{module.KIND}-*/"))
     assert folders, f"no committed {module.KIND} folder"

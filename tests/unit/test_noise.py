@@ -41,10 +41,10 @@ def repeats(root, knees=(210, 220, 230, 200, 240), **headline):
 
 def test_the_band_is_the_range_of_the_repeats_over_their_median():
     band = noise.figure_band("knee_users", [210, 220, 230, 200, 240])
-    assert band["unit"] == "relative" and band["band"] == pytest.approx(40 / 220) and band["n"] == 5
+    assert band["unit"] == "relative" and band["band"] == pytest.approx(40 / 240) and band["n"] == 5
     assert (band["median"], band["min"], band["max"]) == (220, 200, 240)
     one_outlier = noise.figure_band("knee_users", [220, 220, 220, 220, 300])
-    assert one_outlier["median"] == 220 and one_outlier["band"] == pytest.approx(80 / 220)  # seen, so allowed
+    assert one_outlier["median"] == 220 and one_outlier["band"] == pytest.approx(80 / 300)  # seen, so allowed
 
 
 def test_a_count_mostly_zero_keeps_its_band_in_its_own_unit_and_a_figure_missing_in_a_repeat_has_none():
@@ -63,9 +63,11 @@ def test_lost_and_duplicated_visits_are_exact_whatever_the_repeats_showed():
 
 
 def test_a_change_is_judged_against_the_band_scaled_to_the_baselines_value():
-    band = noise.figure_band("knee_users", [90, 100, 110])  # 20 %
-    assert noise.judgement(band, 200, 239) == (False, "") and noise.judgement(band, 200, 161) == (False, "")
-    assert noise.judgement(band, 200, 241) == (True, "") and noise.judgement(band, 200, 159) == (True, "")
+    band = noise.figure_band("knee_users", [90, 100, 110])  # 20 / 110: the ratio 110 / 90 either way
+    assert noise.judgement(band, 200, 244) == (False, "") and noise.judgement(band, 200, 164) == (False, "")
+    assert noise.judgement(band, 200, 245) == (True, "") and noise.judgement(band, 200, 163) == (True, "")
+    assert noise.judgement(band, 90, 110) == (False, "") and noise.judgement(band, 110, 90) == (False, "")
+    assert noise.judgement(band, 0, 0) == (False, "") and noise.judgement(band, 0, 1) == (True, "")
     absolute = noise.figure_band("failures.serve-page", [0, 2, 0])
     assert noise.judgement(absolute, 5, 7) == (False, "") and noise.judgement(absolute, 5, 8) == (True, "")
     assert noise.judgement(band, None, 200) == (None, "n/a in a run")
@@ -84,7 +86,7 @@ def test_the_benchmark_reads_runs_back_copies_how_they_were_taken_and_renders_it
     assert record["command"] == "scripts/run-iteration " + COMMAND
     assert record["kind"]["iteration"] == "iteration-1" and record["kind"]["profile"] == "study"
     assert [r["results_dir"] for r in record["repeats"]] == [f.name for f in folders]
-    assert record["figures"]["knee_users"]["band"] == pytest.approx(40 / 220)
+    assert record["figures"]["knee_users"]["band"] == pytest.approx(40 / 240)
     assert record["figures"]["knee_users"]["values"] == [210, 220, 230, 200, 240]
     assert "slowest_function" not in record["figures"]  # not a number: no band
     for repeat in record["repeats"]:
@@ -94,7 +96,7 @@ def test_the_benchmark_reads_runs_back_copies_how_they_were_taken_and_renders_it
         assert str(worktree) not in run and str(ROOT) not in run and '"locust/locustfile.py"' in run
     table = registry.render(folder)
     assert table[0] == "| figure | n | median | min - max | band |"
-    assert "| knee_users | 5 | 220 | 200 - 240 | ±18.2 % |" in table
+    assert "| knee_users | 5 | 220 | 200 - 240 | ±16.7 % |" in table
     assert "| visits.lost | 5 | 0 | 0 - 0 | exact: any rise |" in table
     summary = (folder / "summary.md").read_text()
     assert "\n" + "\n".join(table) + "\n" in summary and "not a Google Cloud run's band" in summary
@@ -178,7 +180,7 @@ def test_the_command_line_reads_runs_back_and_refuses_repeats_with_them(tmp_path
     monkeypatch.setattr(noise, "benchmark", benchmark)
     assert main(["bench", "noise", "--from", *map(str, folders), "--run", COMMAND]) == 0
     assert made == [{"from_dirs": folders, "run_arguments": COMMAND.split()}]
-    assert "| knee_users | 5 | 220 | 200 - 240 | ±18.2 % |" in capsys.readouterr().out
+    assert "| knee_users | 5 | 220 | 200 - 240 | ±16.7 % |" in capsys.readouterr().out
     assert main(["bench", "noise", "--from", *map(str, folders), "--repeats", "5"]) == 2
     assert "give one of the two" in capsys.readouterr().err
     assert made[1:] == []
@@ -189,3 +191,13 @@ def test_the_wrapper_script_runs_the_benchmark():
     assert 'exec "$(dirname "$0")/kit" bench noise "$@"' in script
     assert shutil.which(str(ROOT / "scripts" / "benchmark-noise"))  # executable
     assert noise.KIND in registry.BENCHMARKS and benchfolder.folder_name(noise.KIND, STARTED).startswith("noise-")
+
+
+def test_no_two_of_the_committed_bands_own_repeats_are_flagged_against_each_other():
+    folder, record = noise.chosen()
+    repeated = [json.loads((folder / repeat["copy"] / "summary.json").read_text())["headline"]
+                for repeat in record["repeats"]]
+    assert len(repeated) >= 5
+    flagged = {(name, i, j) for i, baseline in enumerate(repeated) for j, run in enumerate(repeated)
+               for name, entry in record["figures"].items() if noise.judgement(entry, baseline[name], run[name])[0]}
+    assert flagged == set()  # a band is what the repeats showed: each pair of them lies within it

@@ -3,9 +3,11 @@
 The same run is repeated (`--repeats N`: this benchmark runs the iteration's command N times, one after the
 other), or N runs already made with one command are read back (`--from DIR ...`). For each numeric headline
 figure (summary.json's `headline`) the band is the RANGE the repeats show, max - min: the largest difference
-seen between two runs of the same code, as a fraction of their median (in the figure's own unit when the
-median is 0). A baseline comparison puts two single runs side by side, so the spread it must allow for is
-that of a difference between two runs, which the range is, not that of one run around a mean.
+seen between two runs of the same code, as a fraction of the larger (in the figure's own unit when the median
+is 0: a count that is mostly none). A baseline comparison puts two single runs side by side, so the spread it
+must allow for is that of a difference between two runs, which the range is, not that of one run around a
+mean; and a change is measured the same way, |run - baseline| over the larger of the two (relative_change),
+so that every pair of the repeats themselves lies within the band.
 
 Why the range and not a standard deviation: with five repeats a standard deviation is itself uncertain by
 about a third either way (its 95 % interval runs from 0.6 to 2.9 times the true one), and k x SD assumes a
@@ -35,13 +37,13 @@ from visitkit.paths import ROOT
 from visitkit.results import folder as results
 from visitkit.results.records import Summary
 
-FORMAT = 1
+FORMAT = 2  # 2: the band over the larger value, (max - min) / max, as a change is measured (1: over the median)
 KIND = "noise"
 DEFAULT_REPEATS = 5
 MIN_REPEATS = 3  # fewer show no spread worth the name
 EXACT = ("visits.lost", "visits.duplicated")  # exact counts: any rise is a regression, noise or not
-STATISTIC = ("range: the largest difference between two of the n repeats (max - min), as a fraction of their "
-             "median; in the figure's own unit where the median is 0")
+STATISTIC = ("range: the largest difference between two of the n repeats, (max - min) / max, a change being "
+             "|run - baseline| over the larger of the two; in the figure's own unit where the median is 0")
 RUN_SCRIPT = "scripts/run-iteration"
 REPEATS_DIR = "repeats"
 COPIED = (results.SUMMARY, "run.json")  # what a reader needs of each repeat: its figures and how it was run
@@ -51,7 +53,7 @@ RUN_FINISHED = (0, 3)
 
 
 class FigureBand(TypedDict):
-    """One headline figure across the repeats. unit: "relative" (band is a fraction of the baseline's value),
+    """One headline figure across the repeats. unit: "relative" (band is a fraction: see relative_change),
     "absolute" (the figure's own unit: its median was 0), "exact" (any rise flags) or None (no band: `why`)."""
     n: int
     values: list[Any]  # each repeat's, None where it had none
@@ -79,7 +81,7 @@ def figure_band(name: str, values: Sequence[Any]) -> FigureBand:
     elif len(numbers) < len(values):
         entry["why"] = f"n/a in {len(values) - len(numbers)} of {len(values)} repeats"
     elif median and low is not None and high is not None:
-        entry["band"], entry["unit"] = (high - low) / abs(median), "relative"
+        entry["band"], entry["unit"] = relative_change(low, high), "relative"
     elif low is not None and high is not None:  # a median of 0 (a count that is mostly none): its own unit
         entry["band"], entry["unit"] = high - low, "absolute"
     return entry
@@ -103,8 +105,15 @@ def judgement(entry: Mapping[str, Any] | None, baseline: Any, run: Any) -> tuple
         return None, "n/a in a run"
     if entry["unit"] == "exact":
         return run > baseline, ""
-    allowed = entry["band"] * abs(baseline) if entry["unit"] == "relative" else entry["band"]
-    return abs(run - baseline) > allowed, ""
+    moved = abs(relative_change(baseline, run)) if entry["unit"] == "relative" else abs(run - baseline)
+    return moved > entry["band"], ""
+
+
+def relative_change(baseline: float, run: float) -> float:
+    """run - baseline as a fraction of the larger of the two (0 when both are 0): the measure of a change and of
+    the band alike, so that the pair of repeats that set the band is within it whichever is the baseline."""
+    larger = max(abs(baseline), abs(run))
+    return (run - baseline) / larger if larger else 0.0
 
 
 def figure_text(name: str, value: Any) -> str:

@@ -74,12 +74,15 @@ def compare_table(paths: Iterable[str | Path], target: str = "local", test: str 
 
 
 # ---- a run against a baseline ----------------------------------------------------------------------------
-def change(baseline: Any, run: Any) -> str:
-    """The run's figure against the baseline's: a percentage, or in its own unit from a baseline of 0."""
+def change(baseline: Any, run: Any, entry: Mapping[str, Any] | None) -> str:
+    """The run's figure against the baseline's as its band measures it: a percentage of the larger of the two
+    (noise.relative_change), or in the figure's own unit (a band of a count mostly 0, an exact count, no band
+    from a baseline of 0)."""
     if not (noise.is_number(baseline) and noise.is_number(run)):
         return "same" if baseline == run else "changed"
-    if baseline:
-        return f"{(run - baseline) / abs(baseline) * 100:+.1f} %"
+    unit = entry["unit"] if entry else None
+    if unit == "relative" or (unit is None and baseline):
+        return f"{noise.relative_change(baseline, run) * 100:+.1f} %"
     return f"{run - baseline:+,g}"
 
 
@@ -130,11 +133,13 @@ def baseline_lines(baseline: str | Path, paths: Sequence[str | Path], band: str 
         elif flagged:
             moved.append(key)
         verdict = "not judged: " + why if flagged is None else ("**yes**" if flagged else "no")
-        cells = [key, noise.figure_text(key, was), noise.figure_text(key, now), change(was, now),
+        cells = [key, noise.figure_text(key, was), noise.figure_text(key, now), change(was, now, entry),
                  noise.band_text(entry), verdict]
         lines.append("| " + " | ".join(cells) + " |")
     judged = len(base.headline.keys() | run.headline.keys()) - len(unjudged)
-    lines += ["", f"{len(moved)} of {judged} judged figures moved beyond their noise band"
+    lines += ["", "change: run - baseline, as a percentage of the larger of the two (as the band is measured), "
+              "or in the figure's own unit where the band is",
+              f"{len(moved)} of {judged} judged figures moved beyond their noise band"
               + (f": {', '.join(moved)}" if moved else ""),
               f"{len(unjudged)} figures shown but not judged (no band: not a number, not in the band's repeats, "
               "or n/a in a repeat or a run)"]
