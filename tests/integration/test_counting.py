@@ -182,10 +182,12 @@ def test_bad_input_gets_a_clear_4xx_and_changes_nothing(stack, method, path, bod
 def test_a_cors_preflight_is_not_counted_as_an_accepted_visit(stack):
     # No other site is allowed (CORS_ALLOWED_ORIGINS is empty), so the preflight is refused; an allowed
     # one's 204 is a 2xx too, and HAProxy counts only the 202s (tests/unit/test_common.py answers it).
+    # Not the backlog: it is accepted minus what the push relay settled, read from two processes at two
+    # moments, and it moved by one once in CI with accepted unchanged; the marker below is what
+    # shows that nothing was published.
     before, totals, delivered = stack.sample()["store"], stack.totals(), relay_figures(stack)["deliveries"]
     assert http_status(f"{stack.base_url}/inc-counter?visit_type=home", "OPTIONS") == 403
-    after = stack.sample()["store"]
-    assert after["accepted"] == before["accepted"] and after["backlog"] == before["backlog"]
+    assert stack.sample()["store"]["accepted"] == before["accepted"]
     # nothing published or stored for it: the marker visit alone is delivered and counted, and accepted
     published_nothing_but_a_marker(stack, totals, delivered)
     assert stack.sample()["store"]["accepted"] == before["accepted"] + 1
