@@ -1,5 +1,8 @@
 """What the reference study measured on Google Cloud for an iteration (`iterations/iteration-N/study.json`),
-beside a run's own figures."""
+beside a run's own figures. Its "verdict" is the study's own on the iteration's hypothesis, by its breakpoint (in
+short in ../shared/reference/study-summary.md): iteration 0's baseline saw get-counter fail first, iteration 1's
+cache was confirmed, iteration 2's shards were "false", iteration 3's instances drained "2x faster, hypothesis true".
+"""
 import json
 from pathlib import Path
 from typing import Any

@@ -26,12 +26,6 @@ from visitkit.studies import plan as plans  # noqa: E402
 from visitkit.studies.state import read_state, resolved, save_state  # noqa: E402
 
 REPORT, PLOT = "report.md", "study.png"
-# The study's own verdict on each iteration's hypothesis (the reference study's report, in short in
-# ../shared/reference/study-summary.md): iteration 0's baseline saw get-counter fail first, iteration 1's cache was
-# confirmed, iteration 2's shards were "false", iteration 3's instances drained "2x faster, hypothesis true".
-STUDY_VERDICTS = {"iteration-0": "supported", "iteration-1": "supported", "iteration-2": "not supported",
-                  "iteration-3": "supported"}
-
 Figure = Callable[["StudyRun"], Any]
 
 
@@ -139,6 +133,12 @@ def judged(run: StudyRun, runs: list[StudyRun]) -> Verdict:
     return verdict.judge(run.summary.headline, run.readme, other_figures)
 
 
+def study_verdict(run: StudyRun) -> str | None:
+    """The reference study's verdict on the run's hypothesis (its iteration's study.json), for a breakpoint: the
+    study judged each hypothesis by its breakpoint; None for another test or an iteration the study did not judge."""
+    return run.figures.get("verdict") if run.test == "breakpoint" else None
+
+
 def rows_of(run: StudyRun) -> list[Row]:
     endurance = run.test == "endurance"
     return [row for row in ROWS if row.key in run.figures and row.key.startswith("endurance_") == endurance]
@@ -166,14 +166,13 @@ def run_cost(run: StudyRun, region: str, prices: Mapping[str, Any]) -> dict[str,
 def outcome(state: Mapping[str, Any], runs: list[StudyRun], verdicts: Mapping[int, Verdict],
             prices: Mapping[str, Any]) -> dict[str, Any]:
     """What the report found, as study.json keeps it: verdicts as the study's, minutes, US dollars."""
-    judged_runs = [(run, verdicts[i]) for i, run in enumerate(runs)
-                   if run.test == "breakpoint" and run.iteration in STUDY_VERDICTS]
+    judged_runs = [(run, verdicts[i]) for i, run in enumerate(runs) if study_verdict(run)]
     region = state.get("predicted", {}).get("region") or cost.DEFAULT_REGION
     modelled = [found for run in runs if (found := run_cost(run, region, prices)) is not None]
     billed = [run.summary.cost["total"] for run in runs if run.summary.cost]
     ended = state.get("ended") or max((run.entry.get("ended") or 0 for run in runs), default=0)
     return {
-        "as_study": sum(found["outcome"] == STUDY_VERDICTS[run.iteration] for run, found in judged_runs),
+        "as_study": sum(found["outcome"] == study_verdict(run) for run, found in judged_runs),
         "of": len(judged_runs),
         "verdicts": {f"{run.iteration} {run.test}": verdicts[i]["outcome"] for i, run in enumerate(runs)},
         "minutes": (ended - state["started"]) / 60 if ended and state.get("started") else None,
@@ -191,7 +190,7 @@ def verdict_table(runs: list[StudyRun], verdicts: Mapping[int, Verdict], folder:
     lines = ["| iteration | test | check | this study | the study | | its report |", "|---|---|---|---|---|---|---|"]
     for i, run in enumerate(runs):
         found = verdicts[i]
-        theirs = STUDY_VERDICTS.get(run.iteration) if run.test == "breakpoint" else None
+        theirs = study_verdict(run)
         checks = "; ".join(f"`{check['check']}`: {check['detail']}" for check in found["checks"]) or "-"
         same = "-" if theirs is None else "as the study" if found["outcome"] == theirs else "unlike the study"
         lines.append(f"| {run.iteration} | {run.test} | {checks} | **{found['outcome']}** | {theirs or '-'} | {same} | "
