@@ -1,5 +1,7 @@
 """Where the project's parts live, found from this package's place in the checkout."""
 import importlib.util
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
@@ -22,3 +24,16 @@ def flat_module(path: Path, prefix: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def from_root(path: str | Path) -> str:
+    """A path as the kit records and shows it: from the checkout's root when it is in the checkout (elsewhere, as
+    it is), so that a committed record names no machine's folders."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(path)
+
+
+def recorded_command(command: Iterable[str]) -> list[str]:
+    """A command line as a results folder keeps it: this Python as `python`, the checkout's paths from its root."""
+    return ["python" if part == sys.executable else from_root(part) if Path(part).is_absolute() else part
+            for part in command]

@@ -17,7 +17,7 @@ from visitkit import settle
 from visitkit.catalogue import FUNCTIONS, PUBLIC_PATHS, function_of_path
 from visitkit.errors import RunError
 from visitkit.net import free_port
-from visitkit.paths import ROOT
+from visitkit.paths import ROOT, recorded_command
 from visitkit.results import analysis, thresholds
 from visitkit.results import folder as results
 from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_DIR, RunConfig
@@ -186,11 +186,11 @@ def locust_commands(state: RunState) -> list[list[str]]:
     target_args = target.locust_args
     if not config.load.workers:
         command = config.load.locust_command(target.base_url, folder.path, target_args)
-        state.record["locust_command"] = command
+        state.record["locust_command"] = recorded_command(command)
         return [command]
     (folder / results.RUN_CONF).write_text(config.load.run_conf(target.base_url, target_args))
     commands = config.load.node_commands(folder / results.RUN_CONF, folder.path, free_port())
-    state.record["locust_command"], state.record["locust_workers_command"] = commands
+    state.record["locust_command"], state.record["locust_workers_command"] = map(recorded_command, commands)
     return list(commands)
 
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from visitkit.errors import VisitkitError
 from visitkit.model import cost
-from visitkit.paths import ITERATIONS_DIR, ROOT, SETTINGS_FILE
+from visitkit.paths import ITERATIONS_DIR, ROOT, SETTINGS_FILE, from_root
 from visitkit.results import folder as results
 from visitkit.runs import runner
 from visitkit.runs.config import RunConfig
 from visitkit.settings import DEPLOYED_ACCESS_MODES
 from visitkit.studies import plan as plans
-from visitkit.studies.state import FORMAT, STATE_FILE, STUDIES_DIR, read_state, resolved, save_state, shown
+from visitkit.studies.state import FORMAT, STATE_FILE, STUDIES_DIR, read_state, resolved, save_state
 from visitkit.twin.profile import load_profile
 
 DEFAULT_PROFILE = "study"  # local: the twin calibrated on the study's Google Cloud figures
@@ -209,7 +209,7 @@ def run_study(options: Options, *, budget: float | None = None, resume: Path | N
         folder = Path(resume).resolve()
         state = read_state(folder)
         state["options"] = options.to_json()
-        log(f"study: {shown(folder)} (resumed: "
+        log(f"study: {from_root(folder)} (resumed: "
             f"{sum(entry['status'] == 'finished' for entry in state['runs'])} of {len(state['runs'])} runs finished)")
     else:
         plan = make_plan(options, prices)
@@ -225,7 +225,7 @@ def run_study(options: Options, *, budget: float | None = None, resume: Path | N
                                "destroy_minutes": plan.destroy_s / 60},
                  "runs": planned_runs(plan), "deployment": None}
         save_state(folder, state)
-        log(f"study: {shown(folder)}")
+        log(f"study: {from_root(folder)}")
     for number, entry in enumerate(state["runs"], 1):
         if entry["status"] == "finished":
             continue
@@ -243,7 +243,7 @@ def run_study(options: Options, *, budget: float | None = None, resume: Path | N
         except BaseException as error:  # noqa: B902 - Ctrl-C too: the study records where it stopped
             where = resumed or new_results(iteration_dir, before)
             entry.update(status="failed", ended=time.time(), error=f"{type(error).__name__}: {error}",
-                         results=shown(where) if where else entry.get("results"))
+                         results=from_root(where) if where else entry.get("results"))
             if options.target == "gcp" and not state.get("deployment") and where and (where / results.RUN).is_file():
                 state["deployment"] = deployment_of(results.ResultsFolder(where).run())  # what its apply decided
             save_state(folder, state)
@@ -251,7 +251,7 @@ def run_study(options: Options, *, budget: float | None = None, resume: Path | N
             raise
         if options.target == "gcp" and not (state.get("deployment") or {}).get("access"):
             state["deployment"] = deployment_of(made.run())
-        entry.update(status="finished", ended=time.time(), results=shown(made.path),
+        entry.update(status="finished", ended=time.time(), results=from_root(made.path),
                      seconds=time.time() - entry["started"])
         save_state(folder, state)
     if options.target == "gcp" and not options.keep and not (state.get("deployment") or {}).get("destroyed"):
@@ -269,7 +269,7 @@ def run_study(options: Options, *, budget: float | None = None, resume: Path | N
     state["ended"] = time.time()
     save_state(folder, state)
     written = report.write(folder)
-    log(f"study report: {shown(written)}")
+    log(f"study report: {from_root(written)}")
     return folder
 
 
@@ -288,7 +288,7 @@ def terraform(command: list[str]) -> None:
 def failure_lines(options: Options, state: dict[str, Any], folder: Path) -> list[str]:
     """What a stopped study says: where it stopped, how to go on, and on Google Cloud how to destroy."""
     lines = [f"the study stopped; to go on from the first run that did not finish: scripts/run-study --resume "
-             f"{shown(folder)}"]
+             f"{from_root(folder)}"]
     if options.target == "gcp":
         last = next((entry for entry in reversed(state["runs"]) if entry["status"] != "pending"), state["runs"][0])
         command = destroy_command(options, ITERATIONS_DIR / last["iteration"],
@@ -354,6 +354,6 @@ def command(args: argparse.Namespace) -> int:
             print("\n".join(dry_run(options, args.budget)))
             return 0
         folder = run_study(options, budget=args.budget)
-    print(f"study: {shown(folder / 'report.md')}")
+    print(f"study: {from_root(folder / 'report.md')}")
     return 0
 

@@ -27,12 +27,6 @@ def save_state(folder: Path, state: dict[str, Any]) -> None:
     (Path(folder) / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
 
-def shown(path: Path) -> str:
-    """A path as study.json keeps it: from the checkout's root (elsewhere, as it is)."""
-    path = Path(path).resolve()
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
 def resolved(kept: str) -> Path:
     """A path study.json keeps, back on this machine."""
     path = Path(kept)
