@@ -50,21 +50,25 @@ setup-cloud: $(VENV)/.installed-cloud
 # The pinned versions first, then the kit itself (editable: its code stays in scripts/visitkit). The
 # functions' set comes first, exactly as Cloud Functions installs it (every package pinned and hashed);
 # the rest is then held to those versions: a requirement of the kit or of a test tool that needs another
-# version fails the install instead of changing what the local stack runs. Hashes in a constraints file
-# would turn on hash checking for the unhashed rest, so the constraints are the bare `name==version` pins.
-$(VENV)/.installed: requirements-dev.txt requirements-cloud.txt functions/requirements.txt pyproject.toml
+# version fails the install instead of changing what the local stack runs. Locust and its packages are
+# held to the Locust fleet's lock (infra/loadgen/requirements.txt) too, so the load-generator benchmark
+# runs what the fleet's VMs install. Hashes in a constraints file would turn on hash checking for the
+# unhashed rest, so the constraints are the bare `name==version` pins.
+PINS_AS_CONSTRAINTS = sed -n 's/^\([A-Za-z0-9][^ ]*==[^ ;]*\).*/\1/p'
+$(VENV)/.installed: requirements-dev.txt requirements-cloud.txt functions/requirements.txt infra/loadgen/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet --require-hashes -r functions/requirements.txt
-	sed -n 's/^\([A-Za-z0-9][^ ]*==[^ ;]*\).*/\1/p' functions/requirements.txt >$(VENV)/functions-constraints.txt
-	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c $(VENV)/functions-constraints.txt
+	$(PINS_AS_CONSTRAINTS) functions/requirements.txt infra/loadgen/requirements.txt >$(VENV)/constraints.txt
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c $(VENV)/constraints.txt
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@ $(VENV)/.installed-cloud
 
-$(VENV)/.installed-cloud: requirements-cloud.txt pyproject.toml
+$(VENV)/.installed-cloud: requirements-cloud.txt infra/loadgen/requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -r requirements-cloud.txt
+	$(PINS_AS_CONSTRAINTS) infra/loadgen/requirements.txt >$(VENV)/constraints-cloud.txt
+	$(VENV)/bin/pip install --quiet -r requirements-cloud.txt -c $(VENV)/constraints-cloud.txt
 	$(VENV)/bin/pip install --quiet --no-deps --editable .
 	touch $@
 

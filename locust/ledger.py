@@ -12,11 +12,22 @@ A visit's outcome is what its attempts (one, or more with --retry-visits) came t
 failed and unanswered are ambiguous on their own; the runner's audit reads the store's marker of
 every id, so each visit's fate is known. ("lost" is the audit's word: acknowledged and not stored.)
 
-ledger.json (format 4): per outcome the visits per page ("sent" is them all), the visits sent more
-than once ("retried"), the visits not kept by id ("untracked", beyond --ledger-ids), under "visits"
-the ids, per page and outcome; "workers": each worker's latest running counts and whether its final
-ledger arrived; "complete": every visit is in it by id. Format 4 added gave_up: an older ledger has
-none (its visitor never posted a visit again after a 429), which the reports read as 0.
+ledger.json (format 5): per outcome the visits per page ("sent" is them all), the visits sent more
+than once ("retried"), the visits outside the sample ("unsampled"), the sampled visits not kept by id
+("untracked", beyond --ledger-ids), under "visits" the ids, per page and outcome, and under "sent_at"
+when each was first posted (unix seconds, in the same order); "sample": {"fraction": the share of
+visits kept by id, "planned_visits": the plan it was set from (None: no plan)}; "workers": each
+worker's latest running counts and whether its final ledger arrived; "complete": every sampled visit
+is in it by id. Format 4 added gave_up: an older ledger has none (its visitor never posted a visit
+again after a 429), which the reports read as 0. Format 5 added the sample and sent_at: an older
+ledger kept every id up to its limit (fraction 1), without their times.
+
+The sample: when the run's planned visits (the shape's, set before the run: locustfile.py) exceed
+--ledger-ids, a visit is kept by id iff the sha256 of its id, read as a number in [0, 1), falls
+below the fraction (`sampled`), so the sample is uniform over the whole run (not its first visits)
+and every worker applies the same rule without a word to the others. The fraction aims at
+SAMPLE_SHARE of the limit; the limit stays a hard cap on the ids a process holds. The master (or the
+only process) writes the ledger every minute while the run goes on, and at its end.
 
 In distributed mode each worker's stats report carries the visits recorded or changed since its
 previous report (merged by id, so a report lost on the way is made good by a later one) and its
@@ -25,9 +36,17 @@ every worker for its whole ledger and waits for the replies: only then is the le
 worker that dies first leaves its latest visits unknown by id; its counts say how many.
 """
 import collections
+import hashlib
 import json
+import os
+import time
+from pathlib import Path
 
-FORMAT = 4
+FORMAT = 5
+# A sampled ledger aims at this share of its id limit: its size varies by chance (binomially), and
+# its plan is an upper bound, so the limit is not reached and the sample stays uniform to the end.
+SAMPLE_SHARE = 0.8
+HASH_SPACE = 2 ** 64  # the first 8 bytes of an id's sha256, as a number
 OUTCOMES = ("acknowledged", "refused", "gave_up", "failed", "unanswered")
 
 
@@ -54,19 +73,39 @@ def settled(previous, answer):
     return previous if answer == "refused" else answer
 
 
-COUNTED = ("sent", *OUTCOMES, "retried", "untracked")
+COUNTED = ("sent", *OUTCOMES, "retried", "unsampled", "untracked")
+
+
+def sample_fraction(id_limit, planned_visits):
+    """The share of visits kept by id: all of them when the planned visits fit under the limit, or
+    when there is no plan (then the first id_limit, as before samples); otherwise SAMPLE_SHARE of
+    the limit spread over the plan."""
+    if not planned_visits or id_limit is None or planned_visits <= id_limit:
+        return 1.0
+    return SAMPLE_SHARE * id_limit / planned_visits
+
+
+def sampled(visit_id, fraction):
+    """True if the visit is in the sample: its id's sha256 falls below `fraction` of the hash space.
+    The same answer in every process; a smaller fraction's sample lies within a larger one's."""
+    if fraction >= 1:
+        return True
+    digest = hashlib.sha256(visit_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * HASH_SPACE
 
 
 class VisitLedger:
     """One process's visits. Its counts are kept as it records (a worker reports them every few
-    seconds, however many visits it holds). Beyond `id_limit` visits it stops keeping ids: later
-    visits are counted (as "untracked", besides their outcome) and forgotten once settled, so that a
-    fleet's hours of load fit in memory; the audit then goes by the totals."""
+    seconds, however many visits it holds). It keeps by id the visits in its sample (`fraction`: all
+    of them at 1), up to `id_limit`: the others are counted (as "unsampled", or "untracked" beyond
+    the limit, besides their outcome) and forgotten once settled, so that a fleet's hours of load
+    fit in memory."""
 
-    def __init__(self, id_limit=None):
+    def __init__(self, id_limit=None, fraction=1.0, planned_visits=None):
         self.id_limit = id_limit
-        self.visits = {}  # visit id -> [page, outcome, attempts]
-        self.in_flight = {}  # untracked visits still under way: visit id -> [page, outcome, attempts]
+        self.fraction, self.planned_visits = fraction, planned_visits
+        self.visits = {}  # visit id -> [page, outcome, attempts, first sent (unix s)]
+        self.in_flight = {}  # visits not kept by id, still under way: visit id -> the same
         self.changed = set()  # ids recorded or changed since the last take()
         self.tally = {key: collections.Counter() for key in COUNTED}
         self.workers = {}  # the master's: worker id -> {"counts": latest running counts, "final": bool}
@@ -78,13 +117,14 @@ class VisitLedger:
         """A new attempt of the visit is about to be posted: until it is answered, it has none."""
         entry = self._entry(visit_id)
         if entry is None:
-            entry = [page, None, 0]
-            tracked = self.id_limit is None or len(self.visits) < self.id_limit
+            entry = [page, None, 0, int(time.time())]
+            in_sample = sampled(visit_id, self.fraction)
+            tracked = in_sample and (self.id_limit is None or len(self.visits) < self.id_limit)
             (self.visits if tracked else self.in_flight)[visit_id] = entry
             self.tally["sent"][page] += 1
             self.tally["unanswered"][page] += 1  # no outcome yet
             if not tracked:
-                self.tally["untracked"][page] += 1
+                self.tally["untracked" if in_sample else "unsampled"][page] += 1
         entry[2] += 1
         if entry[2] == 2:
             self.tally["retried"][page] += 1
@@ -110,7 +150,7 @@ class VisitLedger:
             self.changed.add(visit_id)
 
     def record_done(self, visit_id):
-        """The visit is settled (no more attempts): an untracked one is forgotten."""
+        """The visit is settled (no more attempts): one not kept by id is forgotten."""
         self.in_flight.pop(visit_id, None)
 
     def take(self):
@@ -138,14 +178,15 @@ class VisitLedger:
         entry["final"] = entry["final"] or final
 
     def complete(self):
-        """Every visit is known by id: every worker's final ledger arrived, and none went untracked."""
+        """Every sampled visit (every visit, at fraction 1) is known by id: every worker's final ledger
+        arrived, and none went untracked."""
         return (all(entry["final"] for entry in self.workers.values())
                 and not sum(self.counts().get("untracked", {}).values()))
 
     def counts(self):
         """Visits per outcome and page ("sent" is them all; "retried": sent more than once;
-        "untracked": not kept by id): this process's own, or on a master the sum of each worker's
-        latest running counts."""
+        "unsampled": outside the sample; "untracked": sampled, not kept by id): this process's own,
+        or on a master the sum of each worker's latest running counts."""
         if not self.workers:
             return {key: {page: n for page, n in counter.items() if n} for key, counter in self.tally.items()}
         total = {key: collections.Counter() for key in COUNTED}
@@ -156,12 +197,20 @@ class VisitLedger:
 
     def as_dict(self):
         ids = collections.defaultdict(lambda: collections.defaultdict(list))
-        for visit_id, (page, outcome, _attempts) in self.visits.items():
+        sent_at = collections.defaultdict(lambda: collections.defaultdict(list))
+        for visit_id, (page, outcome, _attempts, first_sent) in self.visits.items():
             ids[page][outcome or "unanswered"].append(visit_id)
+            sent_at[page][outcome or "unanswered"].append(first_sent)
         return {"format": FORMAT, **self.counts(),
+                "sample": {"fraction": self.fraction, "planned_visits": self.planned_visits},
                 "visits": {page: dict(by_outcome) for page, by_outcome in ids.items()},
+                "sent_at": {page: dict(by_outcome) for page, by_outcome in sent_at.items()},
                 "workers": self.workers, "complete": self.complete()}
 
     def write(self, path):
-        with open(path, "w") as f:
-            json.dump(self.as_dict(), f, sort_keys=True)
+        """Written whole or not at all (a temporary file, then renamed over the path), so that a copy
+        taken while the run goes on never reads half a ledger."""
+        path = Path(path)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(self.as_dict(), sort_keys=True))
+        os.replace(temporary, path)

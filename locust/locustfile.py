@@ -9,11 +9,15 @@ Custom options (see locust/README.md):
   --shape breakpoint|endurance|load|spike   the load shape (default: none, plain -u/-r)
   --shape-set k=v,k=v                       change the shape's settings (its class attributes)
   --stages FILE|users:hold_s,...            endurance stages
-  --ledger-file PATH                        write the ledger of every visit (ledger.py) there at exit
-  --ledger-ids N                            keep the ids of the run's first N visits, shared among the
-                                            workers (default 2,000,000); later ones are only counted
-  --health-file PATH                        write each Locust process's CPU and event-loop lag per second
-                                            (health.py) there at exit
+  --ledger-file PATH                        write the ledger of every visit (ledger.py) there every
+                                            minute and at exit
+  --ledger-ids N                            keep at most N visit ids, shared among the workers (default
+                                            2,000,000): a uniform sample of them when the shape plans
+                                            more visits (ledger.py), else the first N; the rest are
+                                            only counted
+  --health-file PATH                        write each Locust process's CPU and event-loop lag per second,
+                                            and the master's view of its workers (health.py) there as they
+                                            come, and in time order at exit
   --per-second-file PATH                    write the exact requests and failures per second there at exit
   --arrivals-file PATH                      open model: write the arrivals per second (target, started, not
                                             started; arrivals.py) there at exit
@@ -30,6 +34,7 @@ Custom options (see locust/README.md):
 """
 import functools
 import logging
+import math
 import random
 import time
 import uuid
@@ -47,7 +52,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 import arrivals
 import health
 import shapes
-from ledger import VisitLedger, outcome_of
+from ledger import VisitLedger, outcome_of, sample_fraction
 
 # The study's percentile columns (50/60/70/80/90/95 %), plus the tail.
 locust.stats.PERCENTILES_TO_REPORT = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0]
@@ -60,10 +65,14 @@ LEDGER_KEY, COUNTS_KEY, HEALTH_KEY, ARRIVALS_KEY = "visit_ledger", "visit_counts
 FINAL_REQUEST, FINAL_REPLY = "visit_ledger_request", "visit_ledger_final"
 ARRIVALS_END = "arrivals_end"  # the master's (or the only process's) shape: the load is over, stop the clocks
 DEFAULT_LEDGER_IDS = 2_000_000  # ~200 bytes each in memory: a master holds them all
+# The master writes its merged ledger this often during the run: a crash loses at most this much
+# (a fleet's master copies its files to the bucket as often).
+LEDGER_WRITE_S = 60.0
 ledger = VisitLedger()
 probes: list[health.Probe] = []  # the master's or the only process's (a worker ships its own probe's samples)
 health_samples: list[Sequence[Any]] = []  # the master's: every worker's samples (rows in HEALTH_COLUMNS' order)
 asked: set[str] = set()  # the master's: the client ids of the workers asked for their final ledger
+ledger_writer: list[gevent.Greenlet] = []  # the master's or the only process's: writes the ledger every minute
 locust_environment: list[Environment] = []  # set at init: the `quit` event does not pass it
 id_tokens: list[Any] = []  # set at init with --auth id-token: one visitkit.cloud.idtoken.IdTokens per process
 arrival_clock: list[arrivals.ArrivalClock] = []  # open model: this process's, set at test_start (not the master's)
@@ -264,12 +273,14 @@ def add_options(parser):
                         help="Load shape of the test (default none: plain --users/--spawn-rate)")
     parser.add_argument("--shape-set", default="", help="Shape settings to change, e.g. max_users=300,duration_s=60")
     parser.add_argument("--stages", default=None, help="Endurance stages: a CSV file (users,hold_s) or 300:180,650:120")
-    parser.add_argument("--ledger-file", default=None, help="Where to write the ledger of every visit (JSON) at exit")
+    parser.add_argument("--ledger-file", default=None,
+                        help="Where to write the ledger of every visit (JSON), every minute and at exit")
     parser.add_argument("--ledger-ids", type=int, default=DEFAULT_LEDGER_IDS,
-                        help="Keep the ids of the run's first N visits, shared among the workers; later ones are only "
-                             "counted (their audit then goes by the totals)")
+                        help="Keep at most N visit ids, shared among the workers: a uniform sample when the shape "
+                             "plans more visits, else the first N; the rest are only counted")
     parser.add_argument("--health-file", default=None,
-                        help="Where to write each Locust process's CPU and event-loop lag per second (CSV) at exit")
+                        help="Where to write each Locust process's CPU and event-loop lag per second, and the "
+                             "master's view of its workers' heartbeats (CSV), as they come and at exit")
     parser.add_argument("--per-second-file", default=None,
                         help="Where to write the exact requests and failures per second (CSV) at exit")
     parser.add_argument("--arrivals-file", default=None,
@@ -309,8 +320,13 @@ def on_init(environment, runner, **_kwargs):
         serve_as_worker(runner)
         return
     environment.user_classes[:] = [Reader if options.dwell > 0 else Visitor]
-    probes.append(health.Probe(runner, "master" if isinstance(runner, MasterRunner) else "local"))
+    master = isinstance(runner, MasterRunner)
+    log = health.HealthLog(options.health_file) if options.health_file else None  # rows appended as they come
+    view = health.WorkerView(runner, options.expect_workers) if master else None
+    probes.append(health.Probe(runner, "master" if master else "local", view, log))
     probes[0].start()
+    if options.ledger_file:
+        ledger_writer.append(gevent.spawn(keep_writing_ledger, options.ledger_file))
     if isinstance(runner, MasterRunner):
         collect_as_master(runner)
     if options.shape != "none":
@@ -336,8 +352,33 @@ def on_test_start(environment, **_kwargs):
     set_reader(options)
     workers = getattr(options, "expect_workers", 1) if isinstance(environment.runner, WorkerRunner) else 1
     ledger.id_limit = max(1, options.ledger_ids // max(1, workers or 1))
+    # Every process alike, from the same options: the sample is one rule, not a share per worker.
+    ledger.planned_visits = planned_visits(options)
+    ledger.fraction = sample_fraction(options.ledger_ids, ledger.planned_visits)
     if not isinstance(environment.runner, MasterRunner) and options.shape != "none":
         start_arrivals(options, environment.runner, max(1, workers or 1))
+
+
+def planned_visits(options):
+    """The run's planned visits, which the ledger's sample is sized from (shapes.py, planned_visits):
+    None without a shape, or for users without think time (nothing bounds their visits)."""
+    if options.shape == "none":
+        return None
+    shape = shapes.make_shape(options.shape, shapes.parse_assignments(options.shape_set), options.stages)
+    shortest_think = float(str(options.think_time).partition("-")[0])
+    found = shape.planned_visits(options.dwell if options.dwell > 0 else shortest_think)
+    return None if found is None else math.ceil(found)
+
+
+def keep_writing_ledger(path, interval_s=LEDGER_WRITE_S):
+    """The merged ledger written every interval_s while the run goes on (ledger.write: whole or not at
+    all), so that a copy of the results taken meanwhile holds it."""
+    while True:
+        gevent.sleep(interval_s)
+        try:
+            ledger.write(path)
+        except OSError as error:  # a full disk must not end the run: the last write stays
+            logging.warning("could not write the visit ledger to %s: %s", path, error)
 
 
 def start_arrivals(options, runner, workers):
@@ -397,6 +438,8 @@ def collect_as_master(runner):
     def collect_ledger(client_id, data):
         ledger.report(client_id, data.get(COUNTS_KEY), data.get(LEDGER_KEY))
         health_samples.extend(data.get(HEALTH_KEY, ()))
+        if probes and probes[0].log:  # the kit watches them while the load runs
+            probes[0].log.append(data.get(HEALTH_KEY, ()))
         arrivals.merge(arrival_table, data.get(ARRIVALS_KEY, ()))
 
     def receive_final_ledger(environment, msg):
@@ -423,6 +466,8 @@ def write_files(**_kwargs):
     if environment is None or isinstance(environment.runner, WorkerRunner):
         return
     options = environment.parsed_options
+    for writer in ledger_writer:
+        writer.kill()
     if options.ledger_file:
         ledger.write(options.ledger_file)
     if options.health_file:

@@ -8,6 +8,7 @@ The load, breakpoint and endurance shapes also come in the open model (arrivals.
 visits/s (arrival_rate, arrival_ramp, stages in visits/s) they size users to it instead of asking for users.
 """
 import logging
+import math
 
 from locust import LoadTestShape
 
@@ -169,6 +170,20 @@ class StudyShape(LoadTestShape):
 
     def own_seconds(self):
         return None
+
+    def planned_visits(self, visit_s_min=None):
+        """The most visits the load makes if nothing stops it early (the visit ledger's plan), or None
+        without an end or a bound: the open model's arrivals (its rate over its planned time), or the
+        closed model's users each making a visit at once and then at most one per `visit_s_min`
+        seconds (the shortest think time; latency only makes them fewer). Summed second by second."""
+        end = self.planned_seconds()
+        if end is None or not (self.open_model or visit_s_min):
+            return None
+        seconds = [t + 0.5 for t in range(math.ceil(end))]
+        if self.open_model:
+            return sum(self.rate_at(t) or 0.0 for t in seconds)
+        users = [self.users_at(t) or 0.0 for t in seconds]
+        return sum(users) / visit_s_min + max(users, default=0.0)
 
 
 def ramp(start_users, end_users, rate, seconds_in):

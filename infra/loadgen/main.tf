@@ -4,11 +4,12 @@ locals {
   # One subnet of the fleet's own network: room for the master and 100 workers.
   subnet_cidr = "10.10.0.0/24"
   # The master's fixed internal address (.0, .1 and the last two are Google's), known when
-  # planning, so the workers' template can name it before the master exists.
+  # planning, so the workers' startup scripts can name it before the master exists.
   master_ip = cidrhost(local.subnet_cidr, 2)
 
-  master_tag = "visitkit-locust-master"
-  worker_tag = "visitkit-locust-worker"
+  master_name = "visitkit-locust-master"
+  master_tag  = "visitkit-locust-master"
+  worker_tag  = "visitkit-locust-worker"
 
   # The only source of SSH: Identity-Aware Proxy's TCP forwarding range (Google's IAP documentation).
   iap_range = "35.235.240.0/20"
@@ -19,15 +20,31 @@ locals {
   # What the kit staged, less Python's caches.
   run_files = toset([for f in fileset(var.run_dir, "**") : f if length(regexall("(^|/)__pycache__/|\\.pyc$", f)) == 0])
 
-  # Debian 12 images have the gcloud CLI and Python 3.11 (the startup script adds python3-venv).
+  # Debian 12 images have the gcloud CLI and Python 3.11 (the startup script adds python3-venv);
+  # requirements.txt, the fleet's lock, is built for that Python and platform (requirements.in).
   image = "debian-cloud/debian-12"
+
+  # One standalone VM per worker, not a managed instance group: a group recreates a VM that is
+  # deleted or stops, so neither a VM's maximum run duration nor a worker ending itself would
+  # bound it.
+  worker_names = toset([for i in range(var.workers) : format("visitkit-locust-worker-%02d", i + 1)])
+
+  # Every VM is deleted by Compute Engine at the latest this long after it starts, whatever
+  # happens to the kit and the master: boot_minutes to boot, install and connect, the test's
+  # planned run_minutes, then end_minutes for the master's last upload and the kit's copy of it
+  # (the kit waits 15 + planned + 2.5 minutes for the results: cloud/fleet.py).
+  end_minutes     = 10
+  max_run_seconds = (var.boot_minutes + var.run_minutes + local.end_minutes) * 60
 
   startup = {
     bucket         = google_storage_bucket.run.name
+    project        = var.project_id
+    zone           = local.zone
     master_host    = google_compute_address.master.address
     master_port    = var.master_port
     expect_workers = local.expect_workers
     processes      = var.processes_per_worker
+    master_wait_s  = var.boot_minutes * 60
   }
 
   labels = { app = "visitkit", part = "loadgen" }
@@ -133,6 +150,16 @@ resource "google_storage_bucket_object" "run" {
   source_md5hash = filemd5("${var.run_dir}/${each.value}")
 }
 
+# The fleet's lock: every package the VMs install, pinned with its hashes (requirements.in says how
+# it is made). The startup script installs it with pip --require-hashes, so a VM runs exactly the
+# versions the kit was benchmarked with, or fails to start.
+resource "google_storage_bucket_object" "lock" {
+  bucket         = google_storage_bucket.run.name
+  name           = "run/requirements.txt"
+  source         = "${path.module}/requirements.txt"
+  source_md5hash = filemd5("${path.module}/requirements.txt")
+}
+
 # --- Network -------------------------------------------------------------------
 
 resource "google_compute_network" "this" {
@@ -228,7 +255,7 @@ resource "google_compute_address" "master" {
 resource "google_compute_instance" "master" {
   # checkov:skip=CKV_GCP_38: the disk holds the public Locust suite and a load test's results for an hour; Google-managed encryption is enough.
   project      = var.project_id
-  name         = "visitkit-locust-master"
+  name         = local.master_name
   zone         = local.zone
   machine_type = var.master_machine_type
   tags         = [local.master_tag]
@@ -256,12 +283,23 @@ resource "google_compute_instance" "master" {
   metadata = {
     enable-oslogin         = "TRUE"
     block-project-ssh-keys = "true"
-    startup-script         = templatefile("${path.module}/startup.sh.tftpl", merge(local.startup, { role = "master" }))
+    startup-script         = templatefile("${path.module}/startup.sh.tftpl", merge(local.startup, { role = "master", self_name = local.master_name }))
   }
 
   service_account {
     email  = google_service_account.fleet.email
     scopes = ["cloud-platform"] # what it may do is its roles'
+  }
+
+  # Compute Engine deletes the VM max_run_seconds after it starts, even with no kit left to
+  # destroy it (https://cloud.google.com/compute/docs/instances/limit-vm-runtime: 30 s to 120 days,
+  # for standard and Spot VMs; the deletion may come up to 30 s late).
+  scheduling {
+    provisioning_model          = "STANDARD"
+    instance_termination_action = "DELETE"
+    max_run_duration {
+      seconds = local.max_run_seconds
+    }
   }
 
   lifecycle {
@@ -274,23 +312,28 @@ resource "google_compute_instance" "master" {
   # Its startup script needs the run's files, its roles and the internet (NAT) at first boot.
   depends_on = [
     google_storage_bucket_object.run,
+    google_storage_bucket_object.lock,
     google_storage_bucket_iam_member.fleet,
     google_project_iam_member.fleet,
     google_compute_router_nat.this,
   ]
 }
 
-resource "google_compute_instance_template" "worker" {
+resource "google_compute_instance" "worker" {
+  # checkov:skip=CKV_GCP_38: the disk holds the public Locust suite for an hour; Google-managed encryption is enough.
+  for_each = local.worker_names
+
   project      = var.project_id
-  name_prefix  = "visitkit-locust-worker-"
+  name         = each.key
+  zone         = local.zone
   machine_type = var.worker_machine_type
   tags         = [local.worker_tag]
   labels       = merge(local.labels, { role = "locust-worker" })
 
-  disk {
-    source_image = local.image
-    boot         = true
-    auto_delete  = true
+  boot_disk {
+    initialize_params {
+      image = local.image
+    }
   }
 
   # No access_config: no external address.
@@ -307,7 +350,7 @@ resource "google_compute_instance_template" "worker" {
   metadata = {
     enable-oslogin         = "TRUE"
     block-project-ssh-keys = "true"
-    startup-script         = templatefile("${path.module}/startup.sh.tftpl", merge(local.startup, { role = "worker" }))
+    startup-script         = templatefile("${path.module}/startup.sh.tftpl", merge(local.startup, { role = "worker", self_name = each.key }))
   }
 
   service_account {
@@ -315,27 +358,98 @@ resource "google_compute_instance_template" "worker" {
     scopes = ["cloud-platform"]
   }
 
-  # Templates cannot change in place: the group moves to the new one before the old goes.
-  lifecycle {
-    create_before_destroy = true
-  }
-}
-
-resource "google_compute_instance_group_manager" "workers" {
-  project            = var.project_id
-  name               = "visitkit-locust-workers"
-  zone               = local.zone
-  base_instance_name = "visitkit-locust-worker"
-  target_size        = var.workers
-
-  version {
-    instance_template = google_compute_instance_template.worker.self_link_unique
+  # As the master's: deleted max_run_seconds after it starts, whatever else happens.
+  scheduling {
+    provisioning_model          = "STANDARD"
+    instance_termination_action = "DELETE"
+    max_run_duration {
+      seconds = local.max_run_seconds
+    }
   }
 
   depends_on = [
     google_storage_bucket_object.run,
+    google_storage_bucket_object.lock,
     google_storage_bucket_iam_member.fleet,
     google_project_iam_member.fleet,
     google_compute_router_nat.this,
   ]
+}
+
+# --- Ending the workers ----------------------------------------------------------
+# Each worker deletes its own VM once its part is over: its master quit it at the end of the test,
+# the run was already over when it booted, or no master answered within boot_minutes (startup.sh.tftpl).
+# Why the workers rather than the master: a worker ends itself after uploading its log, which a
+# delete from the master would race, and it also ends when there is no master at all. Both need the
+# same single permission, compute.instances.delete, and it is granted on the fleet's worker VMs
+# only (instance-level IAM), never on the project: the fleet's account cannot touch any other VM,
+# nor the master (which Compute Engine deletes at its maximum run duration, or the kit destroys).
+# Master and workers share one account and one bucket already, so one worker able to end
+# another adds nothing an attacker on a worker lacked. A worker does not shut down instead: a
+# stopped VM keeps its disk and is never deleted by its maximum run duration (its timer stops).
+resource "google_project_iam_custom_role" "end_worker" {
+  project     = var.project_id
+  role_id     = "visitkitLoadgenEndWorker"
+  title       = "visitkit load-generator worker: delete itself"
+  description = "Granted on the Locust fleet's worker VMs only, so that each deletes itself when its part of the run is over (infra/loadgen)."
+  permissions = ["compute.instances.delete"]
+
+  depends_on = [google_project_service.this]
+}
+
+resource "google_compute_instance_iam_member" "end_worker" {
+  for_each = google_compute_instance.worker
+
+  project       = var.project_id
+  zone          = each.value.zone
+  instance_name = each.value.name
+  role          = google_project_iam_custom_role.end_worker.name
+  member        = google_service_account.fleet.member
+}
+
+# --- Budget alert (optional) -------------------------------------------------------
+# With billing_account set: a monthly budget on the project whose alerts (50, 90, 100 %) go to
+# the billing account's administrators. It outlives nothing: `terraform destroy` removes it with
+# the fleet, so it speaks when a fleet was left up, which is what it is for (billing data comes
+# in hours late).
+data "google_project" "this" {
+  count = var.billing_account == null ? 0 : 1
+
+  project_id = var.project_id
+}
+
+resource "google_project_service" "budgets" {
+  count = var.billing_account == null ? 0 : 1
+
+  project            = var.project_id
+  service            = "billingbudgets.googleapis.com"
+  disable_on_destroy = false
+}
+
+resource "google_billing_budget" "fleet" {
+  count    = var.billing_account == null ? 0 : 1
+  provider = google.billing
+
+  billing_account = var.billing_account
+  display_name    = "visitkit load-generator fleet (${var.project_id})"
+
+  budget_filter {
+    projects = ["projects/${data.google_project.this[0].number}"]
+  }
+
+  # In the billing account's own currency (currency_code left out).
+  amount {
+    specified_amount {
+      units = tostring(var.budget_amount)
+    }
+  }
+
+  dynamic "threshold_rules" {
+    for_each = [0.5, 0.9, 1.0]
+    content {
+      threshold_percent = threshold_rules.value
+    }
+  }
+
+  depends_on = [google_project_service.budgets]
 }

@@ -28,9 +28,14 @@ output "expect_workers" {
   value       = local.expect_workers
 }
 
-output "worker_group" {
-  description = "Name of the workers' zonal managed instance group."
-  value       = google_compute_instance_group_manager.workers.name
+output "worker_names" {
+  description = "Names of the worker VMs (each deletes itself when its part of the run is over)."
+  value       = sort([for w in google_compute_instance.worker : w.name])
+}
+
+output "max_run_seconds" {
+  description = "Compute Engine deletes each VM at the latest this long after it starts: (boot_minutes + run_minutes + 10) x 60."
+  value       = local.max_run_seconds
 }
 
 output "ssh_master" {

@@ -33,7 +33,7 @@ variable "zone" {
 }
 
 variable "workers" {
-  description = "Number of worker VMs (a zonal managed instance group), each running processes_per_worker Locust worker processes."
+  description = "Number of worker VMs (standalone VMs, each bounded in time: main.tf), each running processes_per_worker Locust worker processes."
   type        = number
 
   validation {
@@ -79,14 +79,51 @@ variable "run_dir" {
   description = <<-EOT
     Local folder the kit staged for this run; every file in it is uploaded to the bucket under
     run/ and copied onto each VM: locust/ (the suite, with node.py), visitkit/ (the modules it
-    imports), run.conf (the Locust configuration file) and requirements.txt (pinned locust and
-    google-auth). __pycache__ folders and .pyc files are left out.
+    imports) and run.conf (the Locust configuration file). __pycache__ folders and .pyc files are
+    left out. The packages come from this module's lock, requirements.txt, not from run_dir.
   EOT
   type        = string
 
   validation {
-    condition     = alltrue([for f in ["requirements.txt", "run.conf", "locust/node.py"] : try(fileexists("${var.run_dir}/${f}"), false)])
-    error_message = "run_dir must be a folder holding requirements.txt, run.conf and locust/node.py."
+    condition     = alltrue([for f in ["run.conf", "locust/node.py"] : try(fileexists("${var.run_dir}/${f}"), false)])
+    error_message = "run_dir must be a folder holding run.conf and locust/node.py."
+  }
+
+  # One list of packages: the lock beside this file.
+  validation {
+    condition     = !try(fileexists("${var.run_dir}/requirements.txt"), false)
+    error_message = "run_dir must not hold a requirements.txt: the VMs install infra/loadgen/requirements.txt, the fleet's hashed lock."
+  }
+}
+
+variable "run_minutes" {
+  description = <<-EOT
+    The test's planned length in whole minutes, rounded up (the kit passes its load's planned
+    length). Every VM is deleted by Compute Engine at the latest boot_minutes + run_minutes + 10
+    minutes after it starts, even if the kit and the master are gone. Required: a whole number
+    from 1 to 1440 (a day).
+  EOT
+  type        = number
+  default     = null # so that a missing length is refused by the rule below, in words
+
+  validation {
+    condition     = try(var.run_minutes >= 1 && var.run_minutes <= 1440 && floor(var.run_minutes) == var.run_minutes, false)
+    error_message = "run_minutes must be the test's planned length: a whole number of minutes from 1 to 1440; it bounds how long the VMs live."
+  }
+}
+
+variable "boot_minutes" {
+  description = <<-EOT
+    Minutes a VM may take from its start to the test's: boot, install, connect (the kit allows
+    15; the master waits 10 for its workers). A worker that finds no master within this many
+    minutes ends itself. Also part of every VM's maximum run duration (see run_minutes).
+  EOT
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.boot_minutes >= 5 && var.boot_minutes <= 60 && floor(var.boot_minutes) == var.boot_minutes
+    error_message = "boot_minutes must be a whole number from 5 to 60."
   }
 }
 
@@ -137,5 +174,31 @@ variable "nat_min_ports_per_vm" {
   validation {
     condition     = var.nat_min_ports_per_vm >= 64 && var.nat_min_ports_per_vm <= 65536 && floor(var.nat_min_ports_per_vm) == var.nat_min_ports_per_vm
     error_message = "nat_min_ports_per_vm must be a whole number from 64 (Cloud NAT's default) to 65536 (its largest port allocation)."
+  }
+}
+
+variable "billing_account" {
+  description = <<-EOT
+    Billing account id (XXXXXX-XXXXXX-XXXXXX) of the project: with it, a monthly budget of
+    budget_amount on the project alerts the account's billing administrators at 50, 90 and 100 %
+    (creating it needs billing.budgets.create on the account). null: no budget.
+  EOT
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.billing_account == null || can(regex("^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$", var.billing_account))
+    error_message = "billing_account must be a billing account id such as 012345-6789AB-CDEF01, or null."
+  }
+}
+
+variable "budget_amount" {
+  description = "The monthly budget, in the billing account's currency, when billing_account is set: a whole amount above 0."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.budget_amount > 0 && floor(var.budget_amount) == var.budget_amount
+    error_message = "budget_amount must be a whole amount above 0."
   }
 }

@@ -14,3 +14,14 @@ provider "google" {
   project = var.project_id
   region  = var.region
 }
+
+# For the optional budget alone: billingbudgets.googleapis.com refuses a user's Application Default
+# Credentials without a quota project ("The billingbudgets.googleapis.com API requires a quota
+# project, which is not set by default"), so this provider bills its calls to the fleet's project.
+provider "google" {
+  alias                 = "billing"
+  project               = var.project_id
+  region                = var.region
+  user_project_override = true
+  billing_project       = var.project_id
+}

@@ -10,8 +10,8 @@
                                                  (scripts/benchmark-hot-path)
   visitkit bench emulator-scan                 the Firestore emulator's read cost vs documents stored
                                                  (scripts/benchmark-emulator-scan)
-  visitkit bench loadgen                       requests/s one Locust worker process sends per core
-                                                 (scripts/benchmark-loadgen)
+  visitkit bench loadgen                       a Locust worker's CPU per request over HTTP and HTTPS, and
+                                                 its latency against its CPU (scripts/benchmark-loadgen)
   visitkit bench cold-start                    each function's cold start vs a no-op function's
                                                  (scripts/benchmark-cold-start)
   visitkit bench noise --run "ITERATION ..."   how far a run's headline figures move when nothing changed
@@ -92,7 +92,8 @@ def run_command(args: argparse.Namespace) -> int:
         destroy=args.destroy, profile=args.profile, access=args.access, invokers=tuple(args.invoker or ()),
         impersonate=args.impersonate, retry_visits=args.retry_visits, dwell=args.dwell, audit=args.audit,
         arrival_rate=args.arrival_rate, arrival_ramp=args.arrival_ramp, arrival_start=args.arrival_start,
-        resume=args.resume, thresholds=args.threshold or (), expect=args.expect, abort_on_fail=args.abort_on_fail)
+        resume=args.resume, thresholds=args.threshold or (), expect=args.expect, abort_on_fail=args.abort_on_fail,
+        ledger_ids=args.ledger_ids)
     if args.junit and not (config.thresholds or config.expect):
         raise VisitkitError("--junit writes the run's thresholds and expected verdict: give --threshold or --expect")
     if args.dry_run:
@@ -339,6 +340,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--audit", choices=["auto", "exact", "totals"], default="auto", help=(
         "after convergence, read the store's marker of every visit id (exact), or compare the totals (totals); "
         "auto: exact, except on Google Cloud above 1,000,000 visits (one billed read each)"))
+    run.add_argument("--ledger-ids", type=int, metavar="N", help=(
+        "keep at most N visit ids in Locust's ledger (default 2,000,000): when the shape plans more visits, a "
+        "uniform sample of them over the whole run, which the audit reads (locust/README.md, Visit ids)"))
     run.add_argument("--resume", type=Path, metavar="RESULTS_DIR", help=(
         "gcp: continue a failed run in its results folder after the last step that finished (no second apply "
         "when the apply had finished); give the same iteration, --test and --project"))
@@ -387,8 +391,9 @@ def parser() -> argparse.ArgumentParser:
         "store-path: how fast the local store path drains a backlog of N visits published at once, "
         "per settings file, side by side (default: iterations 2 and 3). hot-path: the whole stack vs a no-op "
         "function, flat out. emulator-scan: get-counter's read on the Firestore emulator as documents pile up. "
-        "loadgen: the requests/s one Locust worker process sends per core, against a no-op function (read by "
-        "predict --fleet). cold-start: each function's time from process start to its first 2xx, and its memory, "
+        "loadgen: a Locust worker process's CPU per request over HTTP and HTTPS, and its latency against its CPU "
+        "as the offered rate steps up, against HAProxy answering as a no-op function (read by predict --fleet). "
+        "cold-start: each function's time from process start to its first 2xx, and its memory, "
         "beside a no-op function's. noise: how far a run's headline figures move when nothing changed, over "
         "repeats of one command (compare --baseline judges by it). Each writes a results folder "
         "benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))

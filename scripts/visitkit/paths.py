@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = ROOT / "functions"
 CATALOGUE_FILE = FUNCTIONS_DIR / "catalogue.json"
 INFRA_DIR = ROOT / "infra"
+BENCHMARKS_DIR = ROOT / "benchmarks"
 ITERATIONS_DIR = ROOT / "iterations"
 LOCUST_DIR = ROOT / "locust"
 LOCAL_STATE_DIR = ROOT / ".local"

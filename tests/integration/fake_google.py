@@ -1,8 +1,10 @@
 """A local fake of the Google APIs the kit calls before and around a deployment, answering the JSON
 recorded in tests/fixtures/google/ (shapes and texts from Google's API references and error pages):
-Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy (GOOGLE_ROUTES: each with
-the discovery method it stands for, whose response schema its answers are checked against by
-tests/unit/test_google_schemas.py), the OAuth token endpoint of a service account key and of a user
+Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy, Compute Engine's
+regions.get (GOOGLE_ROUTES: each with the discovery method it stands for, whose response schema its
+answers are checked against by tests/unit/test_google_schemas.py), Cloud Quotas' getQuotaInfo
+(PROTO_ROUTES: no discovery document of it is shipped, so its answers are checked against the
+client library's own message instead), the OAuth token endpoint of a service account key and of a user
 login, and functions behind Cloud Run's invoker check. Google's own client libraries talk to it over
 HTTP (REST transport); it records every request and every answer.
 """
@@ -36,18 +38,25 @@ def unsigned_jwt(claims):
 
 class Scenario:
     """What the fake answers: APIs on, the project's state, billing, each constraint's effective
-    policy (a fixture name, or None for an unknown constraint), errors by API."""
+    policy (a fixture name, or None for an unknown constraint), errors by API, each quota's
+    QuotaInfo and each Compute Engine region (fixture names; Compute answers only where it is on)."""
 
     def __init__(self, project="visitkit-fake", enabled=("cloudresourcemanager.googleapis.com",
                                                          "cloudbilling.googleapis.com", "orgpolicy.googleapis.com",
-                                                         "iamcredentials.googleapis.com"),
-                 state="ACTIVE", billing=True, policies=None, errors=None, may_enable=True, functions=None):
+                                                         "iamcredentials.googleapis.com", "cloudquotas.googleapis.com",
+                                                         "compute.googleapis.com"),
+                 state="ACTIVE", billing=True, policies=None, errors=None, may_enable=True, functions=None,
+                 quota_infos=None, regions=None):
         self.project, self.enabled, self.state, self.billing = project, set(enabled), state, billing
         self.policies = policies or {"iam.allowedPolicyMemberDomains": "policy-none",
                                      "iam.managed.allowedPolicyMembers": "policy-none"}
         self.errors = errors or {}  # api name -> fixture name of an error answer
         self.errors_left = {}  # api name -> how many times the error is given (default: always)
         self.may_enable = may_enable
+        self.quota_infos = quota_infos or {"CPUS-per-project-region": "quota-compute-cpus",
+                                           "CpuAllocPerProjectRegion": "quota-run-cpu",
+                                           "MemAllocPerProjectRegion": "quota-run-memory"}
+        self.regions = regions or {"southamerica-east1": "region-southamerica-east1"}
         self.functions = functions or {}  # path -> principal allowed to invoke (authenticated functions)
         # what `gcloud auth application-default login` grants a user, and whose login it is
         self.user_scopes = ["openid", "https://www.googleapis.com/auth/userinfo.email",
@@ -149,7 +158,7 @@ class Handler(BaseHTTPRequestHandler):
             if claims.get("aud") != self.server.url + path or claims.get("email") != s.functions[path]:
                 return 403, {"error": "Your client does not have permission to get URL from this server."}
             return 204 if method == "OPTIONS" else 200, {}
-        if found := google_route(method, path):
+        if found := google_route(method, path) or proto_route(method, path):
             route, m = found
             return getattr(self, route[-1])(m, body)
         return 404, {"error": {"code": 404, "message": f"the fake has no {method} {path}", "status": "NOT_FOUND"}}
@@ -207,15 +216,35 @@ class Handler(BaseHTTPRequestHandler):
         policy["name"] = f"projects/{NUMBER}/policies/{m[2]}"
         return 200, policy
 
+    def get_region(self, m, body):
+        s = self.server.scenario
+        if err := self.error("compute"):
+            return err
+        if "compute.googleapis.com" not in s.enabled:
+            return 403, fixture("error-compute-disabled")
+        if m[2] not in s.regions:
+            return 404, {"error": {"code": 404, "message": f"The resource 'projects/{m[1]}/regions/{m[2]}' was not "
+                                   "found", "status": "NOT_FOUND"}}
+        return 200, fixture(s.regions[m[2]])
+
+    def get_quota_info(self, m, body):
+        s = self.server.scenario
+        if err := self.error("cloudquotas"):
+            return err
+        if m[3] not in s.quota_infos:
+            return 404, {"error": {"code": 404, "message": f"QuotaInfo {m[3]} of {m[2]} not found",
+                                   "status": "NOT_FOUND"}}
+        return 200, fixture(s.quota_infos[m[3]])
+
     def generate_service_identity(self, m, body):
         return 200, {"name": "operations/finished.DONE_OPERATION", "done": True, "response": {
             "@type": "type.googleapis.com/google.api.serviceusage.v1beta1.ServiceIdentity",
             "email": f"service-{NUMBER}@gcp-sa-{m[2].split('.')[0]}.iam.gserviceaccount.com", "uniqueId": "1234567890"}}
 
 
-def google_route(method, path):
+def google_route(method, path, routes=None):
     """The GOOGLE_ROUTES entry serving `method` `path` (no query), with its path's match; None if none."""
-    for route in GOOGLE_ROUTES:
+    for route in GOOGLE_ROUTES if routes is None else routes:
         if (m := re.fullmatch(route[1], path)) and route[0] == method:
             return route, m
     return None
@@ -236,4 +265,18 @@ GOOGLE_ROUTES = [
      "orgpolicy.projects.policies.getEffectivePolicy", "get_effective_policy"),
     ("POST", r"/v1beta1/projects/([^/]+)/services/(pubsub\.googleapis\.com):generateServiceIdentity",
      "serviceusage.v1beta1", "serviceusage.services.generateServiceIdentity", "generate_service_identity"),
+    ("GET", r"/compute/v1/projects/([^/]+)/regions/([^/]+)", "compute.v1", "compute.regions.get", "get_region"),
 ]
+
+# Methods of APIs whose discovery document google-api-python-client does not ship (Cloud Quotas): HTTP
+# method, path, the client library module and the message its answers are parsed as, strictly
+# (tests/unit/test_google_schemas.py), and the Handler method that answers it.
+PROTO_ROUTES = [
+    ("GET", r"/v1/projects/([^/]+)/locations/global/services/([^/]+)/quotaInfos/([^/]+)",
+     "google.cloud.cloudquotas_v1", "QuotaInfo", "get_quota_info"),
+]
+
+
+def proto_route(method, path):
+    """The PROTO_ROUTES entry serving `method` `path`, with its path's match; None if none."""
+    return google_route(method, path, PROTO_ROUTES)

@@ -117,7 +117,7 @@ def test_an_api_off_that_the_account_may_not_turn_on_stops_with_the_command():
     message = refused(Scenario(enabled=("cloudresourcemanager.googleapis.com",), may_enable=False))
     assert "may not turn on APIs" in message
     assert ("gcloud services enable cloudbilling.googleapis.com orgpolicy.googleapis.com "
-            f"iamcredentials.googleapis.com --project {PROJECT}") in message
+            f"iamcredentials.googleapis.com cloudquotas.googleapis.com --project {PROJECT}") in message
 
 
 def test_an_api_turned_on_moments_ago_that_still_answers_disabled_is_waited_for():

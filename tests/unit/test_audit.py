@@ -1,5 +1,7 @@
 """The audit of every visit: which method, and each visit's fate from the store's markers (pure
 logic: the markers are a set of the ids a fake store holds)."""
+import json
+
 import pytest
 
 from visitkit.results import audit
@@ -155,3 +157,63 @@ def test_a_ledger_before_format_4_reads_as_one_where_no_visit_gave_up():
     assert audit.upgraded({}) == {"gave_up": {}}  # no ledger at all
     current = {"format": 4, "gave_up": {"home": 1}}
     assert audit.upgraded(current) is current
+
+
+# ---- a ledger that kept a uniform sample of the ids (format 5) -------------------------------------
+START = 1_700_000_000  # the load's start (unix s)
+
+
+def sampled_ledger():
+    """A format-5 ledger that kept 1 visit in 10 over a 100 s load: acknowledged s<n> sent at n s, one
+    failed visit f1 near the end."""
+    acknowledged = [f"s{n}" for n in range(0, 100, 5)]
+    ledger = ledger_of(acknowledged=acknowledged, failed=["f1"])
+    return {**ledger, "format": 5, "sample": {"fraction": 0.1, "planned_visits": 2000},
+            "unsampled": {"jobs": 189}, "untracked": {},
+            "sent_at": {"jobs": {"acknowledged": [START + n for n in range(0, 100, 5)], "failed": [START + 97]}}}
+
+
+@pytest.mark.parametrize("ids, untracked, can_read, billed, method", [
+    (10, 0, True, False, "sample"),
+    (audit.EXACT_MAX_READS + 1, 0, True, True, "sample"),  # at most --ledger-ids reads, whatever the run's size
+    (10, 0, False, False, "totals"),  # a deployment known by its URL
+    (10, 3, True, False, "totals"),  # the sample outgrew the limit: it is not uniform to the end
+])
+def test_a_sampled_ledger_is_audited_by_its_sample_where_the_markers_can_be_read(ids, untracked, can_read, billed,
+                                                                                   method):
+    assert audit.choose("auto", ids, can_read, billed, untracked, fraction=0.1)[0] == method
+    assert audit.choose("exact", ids, can_read, billed, untracked, fraction=0.1)[0] == method
+
+
+def test_the_sample_is_checked_in_each_part_of_the_load_and_bounds_the_loss_rate():
+    ledger = sampled_ledger()
+    record = audit.run(ledger, "auto", lambda ids: set(ids) - {"s95"})  # the last tenth lost one; f1 landed
+    assert record["method"] == "sample" and record["reads"] == 21 and "1 in 10" in record["why"]
+    found = audit.sample_figures(ledger, record, START, START + 100)
+    parts = found["parts"]
+    assert [part["sampled"] for part in parts] == [2] * 9 + [3]  # the ids of every tenth, f1 in the last
+    assert [part["lost"] for part in parts] == [0] * 9 + [1] and parts[-1]["stored_unacknowledged"] == 1
+    assert (parts[0]["start_s"], parts[0]["end_s"], parts[0]["visits_per_s"]) == (0, 10, 2.0)  # 2 sampled / 0.1 / 10 s
+    assert (found["sampled"], found["acknowledged"], found["lost"]) == (21, 20, 1)
+    assert found["loss_rate_bound"] is None and found["planned_visits"] == 2000
+    all_stored = audit.sample_figures(ledger, audit.run(ledger, "auto", lambda ids: set(ids)), START, START + 100)
+    assert all_stored["loss_rate_bound"] == pytest.approx(1 - 0.05 ** (1 / 20))
+    assert audit_figures(ledger, record, load_start=START, load_end=START + 100)["sample"]["lost"] == 1
+
+
+def test_with_none_of_n_lost_the_run_rules_out_a_loss_rate_above_about_3_over_n_at_95_percent():
+    assert audit.loss_rate_bound(1000, 0) == pytest.approx(1 - 0.05 ** (1 / 1000))
+    assert audit.loss_rate_bound(1000, 0) == pytest.approx(3 / 1000, rel=0.01)
+    # at the bound, all n stored has a chance of exactly 5 %
+    assert (1 - audit.loss_rate_bound(1_600_000, 0)) ** 1_600_000 == pytest.approx(0.05)
+    assert audit.loss_rate_bound(1000, 2) is None and audit.loss_rate_bound(0, 0) is None
+
+
+def test_a_committed_format_4_ledger_reads_as_every_id_kept_and_is_audited_exactly():
+    from visitkit.paths import ROOT
+
+    ledger = json.loads((ROOT / "iterations/iteration-1/results/load-20261125-234017/ledger.json").read_text())
+    assert ledger["format"] == 4 and audit.sample_fraction(ledger) == 1.0 and audit.sent_times(ledger) == {}
+    record = audit.run(ledger, "auto", lambda ids: set(ids))
+    assert record["method"] == "exact" and record["reads"] == len(audit.visit_ids(ledger)) > 0
+    assert "sample" not in audit_figures(ledger, record)

@@ -2,9 +2,10 @@
 import json
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder, hotpath, loadgen
+from visitkit.benchmarks import hotpath, loadgen
 from visitkit.cli import main
 from visitkit.model.cost import billed_reads_per_query
+from visitkit.model.fleet import holding_cpu_percent, per_process_rps
 from visitkit.paths import ITERATIONS_DIR
 from visitkit.model.capacity import counter_reads_per_s
 from visitkit.settings import load_settings
@@ -31,18 +32,18 @@ def test_the_cost_at_a_rate_counts_get_counters_firestore_reads_through_its_cach
 
 
 def test_predict_sizes_a_fleet_from_the_loadgen_benchmark_named(tmp_path, capsys):
-    committed = benchfolder.BENCHMARKS_DIR / "loadgen-20261123-135950"
-    record = json.loads((committed / "benchmark.json").read_text())
+    committed, record = loadgen.latest()
     for scenario in record["scenarios"]:
-        scenario["requests_per_core_second"] = 1000.0  # 700 requests/s per process at 70 % of a core
+        scenario["requests_per_core_second"] = 1000.0  # TLS costs nothing more: 1,000 x the holding share
     local = tmp_path / "loadgen-20991231-235959"
     local.mkdir()
     (local / "benchmark.json").write_text(json.dumps(record))
     iteration = str(ITERATIONS_DIR / "iteration-0")
     assert main(["predict", iteration, "--fleet", "100", "--loadgen", committed.name]) == 0
-    assert "sends 1,996 requests/s at 70% of a core (benchmarks/loadgen-20261123-135950," in capsys.readouterr().out
+    rate = per_process_rps(loadgen.load(committed))
+    assert f"sends {rate:,.0f} requests/s = " in capsys.readouterr().out
     assert main(["predict", iteration, "--fleet", "100", "--loadgen", str(local)]) == 0
-    assert f"sends 700 requests/s at 70% of a core ({local}," in capsys.readouterr().out
+    assert f"sends {10 * holding_cpu_percent(record):,.0f} requests/s = " in capsys.readouterr().out
 
 
 def test_predict_prints_the_cost_per_million_visits_in_the_study_region_and_a_us_one(capsys):

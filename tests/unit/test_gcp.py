@@ -174,7 +174,7 @@ def test_waits_until_the_warm_up_visits_are_stored():
 
 # --- the whole start and stop --------------------------------------------------------------------
 
-def preflight_passing(project, access, credentials, before_creating=None, decides="public"):
+def preflight_passing(project, access, credentials, before_creating=None, decides="public", needs=()):
     """The preflight's contract: the caller's own check runs last, before anything is created, and
     is told the access to deploy with (access "auto" decided: here as an organization that lets
     allUsers invoke)."""
@@ -233,7 +233,7 @@ def test_a_failed_start_with_destroy_tears_down():
 def test_the_preflight_runs_first_and_a_failed_one_creates_nothing():
     run = FakeRun()
 
-    def refuse(project, access, credentials, before_creating=None):
+    def refuse(project, access, credentials, before_creating=None, needs=()):
         raise gcp.GcpError(f"no credentials for {project}")
 
     deployed = target(run=run, preflight=refuse, destroy=True)
@@ -336,7 +336,7 @@ def test_a_public_run_sends_no_token_and_passes_access_public():
 def test_access_auto_deploys_as_the_preflight_decides_in_an_organization_that_refuses_all_users():
     run, firestore, token = FakeRun(), FakeFirestore({}), "t"
 
-    def refusing_organization(project, access, credentials, before_creating=None):
+    def refusing_organization(project, access, credentials, before_creating=None, needs=()):
         assert access == "auto"  # the settings file says nothing: the kit decides
         preflight_passing(project, access, credentials, before_creating, decides="authenticated")
 
@@ -463,7 +463,7 @@ def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_befor
 
     deployed = target(access="authenticated", credentials=Creds(), id_tokens=IdTokens(
         lambda audience: calls.append(("mint", audience)) or ("t", 4_000_000_000)),
-        preflight=lambda project, access, credentials, before_creating: (
+        preflight=lambda project, access, credentials, before_creating, needs: (
             calls.append(("checks", access)), before_creating(access), calls.append(("create", access))))
     deployed._check()
     assert deployed.invokers == ["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]

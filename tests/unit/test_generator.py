@@ -2,10 +2,11 @@
 import pytest
 from fakes import a_summary
 
-from visitkit.results import analysis, generator
-from visitkit.reports import report
 from visitkit import suite
 from visitkit.errors import RunError
+from visitkit.reports import report, verdict
+from visitkit.results import analysis, generator
+from visitkit.results import summary as summary_module
 from visitkit.runs.config import NODE, LoadPlan
 
 
@@ -62,3 +63,86 @@ def test_run_conf_holds_the_tests_options_and_the_master_adds_its_files():
 def test_workers_are_checked(options):
     with pytest.raises(RunError):
         LoadPlan.build("breakpoint", **options)
+
+
+# ---- watched live: the warning, the knee after it, the master's view of the heartbeats ------------
+def master_rows(start=100.0, late=(0.5,), missing=None, rebalances=None, expected=2):
+    missing, rebalances = missing or [0] * len(late), rebalances or [0] * len(late)
+    return [{"time": start + i, "process": "master", "cpu_percent": 5.0, "loop_lag_ms": 1.0, "users": 10,
+             "workers_expected": expected, "workers_connected": expected - m, "workers_missing": m,
+             "heartbeat_late_s": s, "rebalances": r} for i, (s, m, r) in enumerate(zip(late, missing, rebalances))]
+
+
+def test_a_starved_workers_late_loop_warns_after_hold_s_rows_dated_to_their_start_and_only_once():
+    watch = generator.Watch(cpu_percent=70.0)
+    starved = rows("worker-1", [20] * 4, lag=[1.0, 1500.0, 900.0, 400.0])  # stopped: its sleeps wake late, CPU idle
+    assert watch.feed(starved[:3]) == []  # two rows late: not yet
+    warned = watch.feed(starved[3:])
+    assert [(row["time"], why) for row, why in warned] == [(101.0, "event loop 1500 ms late for 3 s running")]
+    assert watch.feed(rows("worker-1", [20] * 3, lag=500.0, start=110.0)) == []  # once per process
+
+
+def test_the_cpu_warning_is_at_the_curves_holding_share_not_at_locusts_90():
+    busy = rows("worker-1", [75, 72, 70])
+    assert [why for _, why in generator.Watch(cpu_percent=70.0).feed(busy)] == ["CPU 75 % for 3 s running"]
+    assert generator.Watch(cpu_percent=76.0).feed(busy) == []
+    assert generator.figures(busy)["saturated"] == []  # Locust's own 90 % sees nothing yet
+
+
+def test_the_masters_view_warns_at_once_when_a_heartbeat_is_late_and_again_when_a_worker_goes_missing():
+    view = master_rows(late=(0.4, 3.2, 4.1, 5.0, 0.3), missing=(0, 0, 0, 1, 0))
+    warned = generator.Watch(cpu_percent=70.0).feed(view)
+    assert [(row["time"], why) for row, why in warned] == [(101.0, "a worker's heartbeat 3 s late"),
+                                                           (103.0, "1 of 2 workers missing (no heartbeat)")]
+    assert generator.Watch(cpu_percent=70.0).feed(master_rows(late=(2.9,))) == []
+    writing = [{**row, "loop_lag_ms": 2500.0, "cpu_percent": 99.0} for row in master_rows(late=(0.5,) * 4)]
+    assert generator.Watch(cpu_percent=70.0).feed(writing) == []  # the master's own loop sends no requests
+
+
+def test_a_knee_after_a_warning_is_the_load_generators_and_leaves_the_check_undetermined():
+    health = rows("worker-1", [20] * 4, lag=[1.0, 800.0, 800.0, 800.0])  # warned, dated 101
+    watch = {"cpu_percent": 70.0, "source": "benchmarks/loadgen-x", "live": True}
+    after = generator.figures(health, knee_time=105.0, workers=2, watch=watch)
+    assert after["watch"]["warnings"] == [{"process": "worker-1", "time": 101.0, "users": 11, "before_knee": True,
+                                           "why": "event loop 800 ms late for 3 s running"}]
+    assert generator.knee_warned(after, has_knee=True) is True
+    before = generator.figures(health, knee_time=100.5, workers=2, watch=watch)  # the knee came first
+    assert generator.knee_warned(before, has_knee=True) is False
+    assert generator.knee_warned(generator.figures(health, 105.0, 2), has_knee=True) is None  # not watched
+    assert generator.knee_warned(after, has_knee=False) is None
+
+    summary = a_summary(load={**a_summary().load, "start": 90.0}, load_generator=after)
+    figures = summary_module.headline(summary.to_json())
+    assert figures["knee_generator_warned"] is True
+    ok, detail = verdict.evaluate_check("knee_users >= 10", figures, lambda name: None)
+    assert ok is None and "after the load generator warned" in detail
+    unwatched = a_summary(load={**a_summary().load, "start": 90.0}, load_generator=generator.figures(health, 105.0, 2))
+    assert "knee_generator_warned" not in summary_module.headline(unwatched.to_json())  # a run from before: as it was
+    assert "knee_generator_warned" in summary_module.headline_names()
+    summary.headline = figures
+    text = "\n".join(report.headline_section(summary, ()))
+    assert "**The knee is the load generator's, not the system's**: Locust warned first, worker-1" in text
+    section = "\n".join(report.generator_section(summary, ()))
+    assert "at or above 70 % CPU" in section and "benchmarks/loadgen-x" in section
+    assert ("**Warned**: worker-1 (event loop 800 ms late for 3 s running) at 11 s, 11 users — before the knee"
+            in section)
+
+
+def test_the_heartbeat_columns_are_read_and_an_older_health_csv_reads_as_unknown():
+    new = {"time": "100.0", "process": "master", "cpu_percent": "4.0", "loop_lag_ms": "1.2", "users": "10",
+           "workers_expected": "2", "workers_connected": "1", "workers_missing": "1", "heartbeat_late_s": "5.1",
+           "rebalances": "1"}
+    worker = {**new, "process": "w-1", **dict.fromkeys(list(new)[5:], "")}  # a worker's row: the view left empty
+    old = {key: new[key] for key in list(new)[:5]}  # a committed run's health.csv: five columns
+    parsed = analysis.health_rows([new, worker, old])
+    assert parsed[0]["workers_missing"] == 1 and parsed[0]["heartbeat_late_s"] == 5.1 and parsed[0]["rebalances"] == 1
+    assert parsed[1]["workers_expected"] is None and parsed[2]["workers_missing"] is None
+    assert generator.heartbeats(parsed) == {"expected": 2, "missing_max": 1, "missing_at": 100.0,
+                                            "heartbeat_late_max_s": 5.1, "rebalances": 1}
+    assert generator.heartbeats(parsed[1:]) is None  # unknown, not "none missing"
+    assert "heartbeats" not in generator.figures(parsed[1:], workers=2)  # a committed summary stays as it was
+    older = a_summary(load={"start": 90.0}, load_generator=generator.figures(parsed[2:], workers=2))
+    assert "heartbeats, the master's view: unknown" in "\n".join(report.generator_section(older, ()))
+    seen = a_summary(load={"start": 90.0}, load_generator=generator.figures(parsed, workers=2))
+    assert ("2 expected, **1 missing** at worst, from 10 s; a heartbeat at most 5 s late; users rebalanced 1 times"
+            in "\n".join(report.generator_section(seen, ())))

@@ -3,7 +3,11 @@ Google's discovery documents (google-api-python-client's copies, version pinned 
 requirements-dev.txt; the validator: tests/google_schemas.py): the saved answers under
 tests/fixtures/google/ and tests/fixtures/monitoring/, and what the fake server of
 tests/integration/fake_google.py answers inline, served over its HTTP in each of its scenarios.
-An error answer is checked against Google's JSON error format (google.rpc.Status)."""
+An error answer is checked against Google's JSON error format (google.rpc.Status). Cloud Quotas'
+answers, whose discovery document that package does not ship, are parsed strictly as the client
+library's own message (google-cloud-quotas, pinned in requirements-cloud.txt): a field it does not
+define, or a value of the wrong type, fails."""
+import importlib
 import json
 import re
 import sys
@@ -16,7 +20,7 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path += [str(TESTS), str(TESTS / "integration")]  # the validator and the fake, when run alone
 import google_schemas  # noqa: E402
-from fake_google import GOOGLE_ROUTES, FakeGoogle, Scenario, google_route  # noqa: E402
+from fake_google import GOOGLE_ROUTES, PROTO_ROUTES, FakeGoogle, Scenario, google_route, proto_route  # noqa: E402
 
 FIXTURES = TESTS / "fixtures"
 RESPONSE, ERROR = "response", "error"
@@ -25,6 +29,8 @@ TIME_SERIES = ("monitoring.v3", "monitoring.projects.timeSeries.list")
 PROJECTS_GET = ("cloudresourcemanager.v3", "cloudresourcemanager.projects.get")
 BATCH_GET = ("serviceusage.v1", "serviceusage.services.batchGet")
 BATCH_ENABLE = ("serviceusage.v1", "serviceusage.services.batchEnable")
+REGIONS_GET = ("compute.v1", "compute.regions.get")
+QUOTA_INFO = ("google.cloud.cloudquotas_v1", "QuotaInfo")  # no discovery document: the library's message
 
 # Each saved answer (path under tests/fixtures/) -> what it is: a method's response, or an error
 # answer of the method (its API's document gives google.rpc.Status). A new fixture file must be named here.
@@ -40,6 +46,12 @@ SAVED = {
     "google/error-enable-denied.json": (ERROR, *BATCH_ENABLE),
     "google/error-policy-denied.json": (ERROR, *ORGPOLICY),
     "google/error-unknown-constraint.json": (ERROR, *ORGPOLICY),
+    "google/region-southamerica-east1.json": (RESPONSE, *REGIONS_GET),
+    "google/error-compute-disabled.json": (ERROR, *REGIONS_GET),
+    "google/quota-compute-cpus.json": (RESPONSE, *QUOTA_INFO),
+    "google/quota-run-cpu.json": (RESPONSE, *QUOTA_INFO),
+    "google/quota-run-memory.json": (RESPONSE, *QUOTA_INFO),
+    "google/error-quotas-denied.json": (ERROR, *QUOTA_INFO),
     **{f"monitoring/{name}.json": (RESPONSE, *TIME_SERIES) for name in (
         "billable_instance_time", "cpu_utilizations", "dead_lettered", "firestore_deletes", "firestore_reads",
         "firestore_writes", "instance_count", "memory_utilizations", "oldest_unacked_age", "request_count",
@@ -53,7 +65,20 @@ def saved_files():
                   for path in (FIXTURES / folder).glob("*.json"))
 
 
+def proto_problems(kind, module, message, answer, http_status=None):
+    """An API without a discovery document: its answer parsed strictly as the client library's message."""
+    if kind == ERROR:
+        return google_schemas.error_problems(answer, google_schemas.STATUS_DOCUMENT, http_status)
+    try:
+        getattr(importlib.import_module(module), message).from_json(json.dumps(answer), ignore_unknown_fields=False)
+    except Exception as error:  # protobuf's ParseError: an unknown field, a wrong type
+        return [f"$: not a {module}.{message}: {error}"]
+    return []
+
+
 def problems(kind, doc, method_id, answer, http_status=None):
+    if doc.startswith("google.cloud."):
+        return proto_problems(kind, doc, method_id, answer, http_status)
     if kind == RESPONSE:
         return google_schemas.response_problems(answer, doc, method_id)
     google_schemas.method(doc, method_id)  # the method exists in the document
@@ -88,6 +113,11 @@ REQUESTS = [
     ("GET", f"/v1/projects/{PROJECT}/billingInfo", None),
     *[("GET", f"/v2/projects/{PROJECT}/policies/{constraint}:getEffectivePolicy", None) for constraint in CONSTRAINTS],
     ("POST", f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity", {}),
+    ("GET", f"/compute/v1/projects/{PROJECT}/regions/southamerica-east1", None),
+    *[("GET", f"/v1/projects/{PROJECT}/locations/global/services/{service}/quotaInfos/{quota}", None)
+      for service, quota in (("compute.googleapis.com", "CPUS-per-project-region"),
+                             ("run.googleapis.com", "CpuAllocPerProjectRegion"),
+                             ("run.googleapis.com", "MemAllocPerProjectRegion"))],
     ("GET", f"/v1/projects/{PROJECT}/services:batchEnable", None),  # a verb the path does not take: 404
 ]
 POLICIES = ["policy-none", "policy-domains-restricted", "policy-allow-all", "policy-managed-enforced",
@@ -97,6 +127,8 @@ SCENARIOS = {
     "apis-off": {"enabled": ()},
     "no-billing-being-deleted": {"billing": False, "state": "DELETE_REQUESTED"},
     "may-not-enable": {"may_enable": False},
+    "compute-off-quotas-denied": {"enabled": ("cloudquotas.googleapis.com",),
+                                  "errors": {"cloudquotas": "error-quotas-denied"}},
     "denied-everywhere": {"errors": {"serviceusage": "error-project-denied",
                                      "cloudresourcemanager": "error-project-missing",
                                      "orgpolicy": "error-policy-denied"}},
@@ -128,7 +160,7 @@ def served():
 
 
 def answer_problems(method, path, status, answer):
-    found = google_route(method, path.split("?", 1)[0])
+    found = google_route(method, path.split("?", 1)[0]) or proto_route(method, path.split("?", 1)[0])
     if found is None:  # the fake's own "no such method": still Google's error format
         return google_schemas.error_problems(answer, google_schemas.STATUS_DOCUMENT, status)
     (_verb, _pattern, doc, method_id, _handler), _match = found
@@ -158,11 +190,34 @@ def test_every_method_the_fake_serves_answers_and_every_saved_error_is_served(se
 def test_each_route_of_the_fake_is_its_methods_verb_and_path(route):
     verb, pattern, doc, method_id, _handler = route
     described = google_schemas.method(doc, method_id)
-    template = re.sub(r"\{[^}]+\}", "[^/]+", re.escape(described["flatPath"]).replace(r"\{", "{").replace(r"\}", "}"))
+    flat_path = google_schemas.document(doc).get("servicePath", "") + described["flatPath"]  # compute/v1/...
+    template = re.sub(r"\{[^}]+\}", "[^/]+", re.escape(flat_path).replace(r"\{", "{").replace(r"\}", "}"))
     requested = [path.split("?", 1)[0] for method, path, _ in REQUESTS if method == verb and re.fullmatch(
         pattern, path.split("?", 1)[0])]
     assert described["httpMethod"] == verb and requested
     assert all(re.fullmatch("/" + template, path) for path in requested), (described["flatPath"], requested)
+
+
+@pytest.mark.parametrize("route", PROTO_ROUTES, ids=[route[3] for route in PROTO_ROUTES])
+def test_each_proto_route_of_the_fake_is_the_verb_and_path_its_client_library_calls(route):
+    """Without a discovery document, the client library's REST transport says where the method is."""
+    from google.cloud.cloudquotas_v1.services.cloud_quotas.transports import rest_base
+
+    verb, pattern, _module, message, _handler = route
+    transport = rest_base._BaseCloudQuotasRestTransport
+    options = {"QuotaInfo": transport._BaseGetQuotaInfo}[message]._get_http_options()[0]
+    template = re.sub(r"\{name=([^}]+)\}", lambda m: m[1].replace("*", "[^/]+"), options["uri"])
+    requested = [path for method, path, _ in REQUESTS if method == verb and re.fullmatch(pattern, path)]
+    assert options["method"].upper() == verb and requested
+    assert all(re.fullmatch(template, path) for path in requested), (options["uri"], requested)
+
+
+def test_a_quota_info_google_does_not_send_is_refused():
+    """The library's strict parse is a real check: a field QuotaInfo lacks, a value of the wrong type."""
+    answer = json.loads((FIXTURES / "google" / "quota-run-cpu.json").read_text())
+    assert problems(RESPONSE, *QUOTA_INFO, {**answer, "quotaValue": 20}) != []
+    assert problems(RESPONSE, *QUOTA_INFO, {**answer, "dimensionsInfos": [{"dimensions": ["region"]}]}) != []
+    assert problems(RESPONSE, *QUOTA_INFO, answer) == []
 
 
 def test_the_validator_refuses_what_google_does_not_send():

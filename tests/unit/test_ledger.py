@@ -1,7 +1,14 @@
 """The Locust suite's ledger of every visit, by visit id (pure logic)."""
+import hashlib
+import json
+import random
+import uuid
+
 import pytest
 
-from ledger import OUTCOMES, VisitLedger, settled
+import ledger as ledger_module
+from ledger import OUTCOMES, VisitLedger, sample_fraction, sampled, settled
+from visitkit.results import audit
 
 
 def one_visit(ledger, visit_id, page, *statuses):
@@ -22,7 +29,7 @@ def test_each_visit_lands_in_one_outcome_with_its_id():
         "unanswered": {"home": 2}, "retried": {}}
     assert written["visits"]["home"]["acknowledged"] == ["id-0"]
     assert sorted(written["visits"]["home"]["unanswered"]) == ["id-7", "id-9"]
-    assert written["format"] == 4 and written["complete"] and written["workers"] == {}
+    assert written["format"] == 5 and written["complete"] and written["workers"] == {}
     assert written["gave_up"] == {}  # one 429 and no retry: refused, as the study's visitor counts it
 
 
@@ -146,3 +153,80 @@ def test_a_visit_that_gave_up_reaches_the_master_in_the_next_report():
     written = master.as_dict()
     assert written["gave_up"] == {"home": 1} and written["refused"] == {} and written["retried"] == {"home": 1}
     assert written["visits"]["home"] == {"gave_up": ["g"]}
+
+
+# ---- a uniform sample of the visit ids, beyond the id limit ---------------------------------------
+def ids_in_order(count):
+    """Visit ids as Locust makes them (UUIDs), the same at every run of the test."""
+    return [str(uuid.UUID(int=random.Random(n).getrandbits(128), version=4)) for n in range(count)]
+
+
+def test_every_id_is_kept_when_the_plan_fits_under_the_limit_and_a_sample_of_80_percent_of_it_beyond():
+    assert sample_fraction(200, 150) == sample_fraction(200, 200) == 1.0
+    assert sample_fraction(200, None) == 1.0  # no plan: the first 200, as before samples
+    assert sample_fraction(200, 1000) == pytest.approx(0.8 * 200 / 1000)
+    assert sample_fraction(2_000_000, 90_000_000) == pytest.approx(1.6 / 90)
+
+
+def test_a_visit_is_sampled_when_the_sha256_of_its_id_falls_below_the_fraction():
+    ids = ids_in_order(20_000)
+    below = {visit_id for visit_id in ids  # the rule, written out again: the first 16 hex digits as a number
+             if int(hashlib.sha256(visit_id.encode()).hexdigest()[:16], 16) / 2 ** 64 < 0.05}
+    assert {visit_id for visit_id in ids if sampled(visit_id, 0.05)} == below
+    assert len(below) == pytest.approx(1000, rel=0.15)
+    assert below <= {visit_id for visit_id in ids if sampled(visit_id, 0.1)}  # a smaller sample lies within
+    assert all(sampled(visit_id, 1.0) for visit_id in ids[:10])
+
+
+def test_beyond_its_plan_a_ledger_keeps_a_sample_spread_over_the_whole_run_and_counts_the_rest():
+    ledger = VisitLedger(id_limit=300, fraction=0.05, planned_visits=5000)
+    ids = ids_in_order(4000)
+    for n, visit_id in enumerate(ids):
+        one_visit(ledger, visit_id, "home", 202 if n % 10 else 503)
+        ledger.record_done(visit_id)
+    written = ledger.as_dict()
+    kept = set(audit.visit_ids(written))
+    assert kept == {visit_id for visit_id in ids if sampled(visit_id, 0.05)}
+    assert kept & set(ids[:400]) and kept & set(ids[-400:])  # the first tenth and the last
+    assert written["sent"] == {"home": 4000} and written["unsampled"] == {"home": 4000 - len(kept)}
+    assert written["untracked"] == {} and written["complete"]  # every sampled visit is held by id
+    assert written["sample"] == {"fraction": 0.05, "planned_visits": 5000} and not ledger.in_flight
+    assert len(audit.sent_times(written)) == len(kept)
+
+
+def test_a_sample_that_outgrows_the_limit_counts_the_rest_as_untracked():
+    ledger = VisitLedger(id_limit=10, fraction=0.5)
+    for visit_id in ids_in_order(200):
+        one_visit(ledger, visit_id, "jobs", 202)
+        ledger.record_done(visit_id)
+    written = ledger.as_dict()
+    assert len(audit.visit_ids(written)) == 10 and written["untracked"]["jobs"] > 0 and not written["complete"]
+    assert written["untracked"]["jobs"] + written["unsampled"]["jobs"] == 190
+
+
+def test_two_workers_sample_alike_and_the_master_merges_their_samples_with_when_each_visit_was_sent(monkeypatch):
+    fraction, ids = 0.2, ids_in_order(1000)
+    one, two, master = (VisitLedger(id_limit=500, fraction=fraction) for _ in range(3))
+    monkeypatch.setattr(ledger_module.time, "time", lambda: 1_700_000_000.7)
+    for n, visit_id in enumerate(ids):
+        one_visit(one if n % 2 else two, visit_id, "about", 202)
+    master.report("w1", one.counts(), one.take())
+    master.report("w2", two.counts(), two.take())
+    master.report("w1", one.counts(), one.everything(), final=True)
+    master.report("w2", two.counts(), two.everything(), final=True)
+    written = master.as_dict()
+    assert set(audit.visit_ids(written)) == {visit_id for visit_id in ids if sampled(visit_id, fraction)}
+    assert written["sent"] == {"about": 1000} and written["complete"]
+    assert sum(written["unsampled"].values()) == 1000 - len(audit.visit_ids(written))
+    assert set(audit.sent_times(written).values()) == {1_700_000_000}
+
+
+def test_the_ledger_file_is_replaced_whole_or_left_as_it_was(tmp_path, monkeypatch):
+    path, ledger = tmp_path / "ledger.json", VisitLedger()
+    one_visit(ledger, "a", "home", 202)
+    ledger.write(path)
+    before = path.read_text()
+    monkeypatch.setattr(ledger, "as_dict", lambda: {"format": 5, "visits": {"home": object()}})  # fails half way
+    with pytest.raises(TypeError):
+        ledger.write(path)
+    assert path.read_text() == before and json.loads(before)["visits"] == {"home": {"acknowledged": ["a"]}}

@@ -1,5 +1,6 @@
 """The Locust visitor's POST of a visit and the reader's dwell (pure logic: a fake client answers in
 turn, a fake clock stands in for the waits), and the options the runner passes them."""
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -235,3 +236,45 @@ def test_each_worker_process_makes_its_share_of_the_rate_its_arrivals_between_th
     locustfile.arrival_clock.clear()
     locustfile.start_arrivals(SimpleNamespace(shape="load", shape_set="", stages=None), SimpleNamespace(), 1)
     assert locustfile.arrival_clock == []  # a closed-model shape starts no clock
+
+
+def test_every_process_sizes_the_ledgers_sample_from_the_shapes_plan_and_the_think_time():
+    def options(**given):
+        return SimpleNamespace(**{"shape": "load", "shape_set": "warmup_users=10,warmup_s=60,rampup_s=0,plateau_s=0,"
+                                  "cleanup_s=0", "stages": None, "think_time": "3-5", "dwell": 0.0, **given})
+
+    assert locustfile.planned_visits(options()) == 10 * 60 / 3 + 10
+    assert locustfile.planned_visits(options(dwell=30.0)) == 10 * 60 / 30 + 10  # a reader's visit lasts its dwell
+    assert locustfile.planned_visits(options(think_time="0")) is None
+    assert locustfile.planned_visits(options(shape="none")) is None
+    assert locustfile.planned_visits(options(shape_set="arrival_rate=40,duration_s=30")) == 1200
+
+
+def test_the_runner_passes_the_id_limit_only_when_asked_to_every_locust_process():
+    from visitkit.errors import RunError
+    from visitkit.runs.config import LoadPlan
+
+    assert "--ledger-ids" not in dict(LoadPlan.build("load").options("http://x"))  # Locust's own 2,000,000
+    low = LoadPlan.build("load", ledger_ids=200, workers=2)
+    assert dict(low.options("http://x"))["--ledger-ids"] == 200 and "ledger-ids = 200" in low.run_conf("http://x")
+    with pytest.raises(RunError, match="--ledger-ids"):
+        LoadPlan.build("load", ledger_ids=0)
+
+
+def test_the_ledger_is_written_every_interval_while_the_run_goes_on_and_a_failed_write_is_not_the_end(
+        monkeypatch, tmp_path, ledger):
+    path, written, sleeps = tmp_path / "ledger.json", [], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            monkeypatch.setattr(ledger, "write", lambda _path: (_ for _ in ()).throw(OSError("disk full")))
+        if len(sleeps) == 4:
+            raise SystemExit  # the run is over (the greenlet is killed)
+        written.append(json.loads(path.read_text())["sent"] if path.exists() else None)
+
+    monkeypatch.setattr(locustfile.gevent, "sleep", sleep)
+    locustfile.post_visit(SimpleNamespace(client=Client(202), host="http://x"), "home", 0)
+    with pytest.raises(SystemExit):
+        locustfile.keep_writing_ledger(path, 60)
+    assert sleeps == [60] * 4 and written == [None, {"home": 1}, {"home": 1}]  # the last good write stays

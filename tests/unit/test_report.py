@@ -2,6 +2,7 @@
 import csv
 import dataclasses
 import json
+import re
 
 import pytest
 from fakes import a_summary
@@ -343,3 +344,25 @@ def test_an_exact_audit_says_how_many_gave_up_and_a_report_before_them_renders_a
     by_totals = dataclasses.replace(summary, audit=None)
     assert "| home | 3 | 1 | 1 | 0 |" in "\n".join(report.visits_section(by_totals, {}))
     assert "gave up" not in "\n".join(report.headline_section(summary, {}))
+
+
+def test_a_sampled_audit_reports_the_sample_across_the_load_and_the_loss_rate_it_rules_out(iteration):
+    results = make_results(iteration)  # 120 visits acknowledged and stored over a load from 1000 s to ~1054 s
+    ids = [f"s{n}" for n in range(12)]
+    (results / "ledger.json").write_text(json.dumps({
+        "format": 5, "sent": {"home": 30}, "acknowledged": {"home": 30}, "gave_up": {}, "unsampled": {"home": 18},
+        "sample": {"fraction": 0.4, "planned_visits": 300}, "visits": {"home": {"acknowledged": ids}},
+        "sent_at": {"home": {"acknowledged": [1000 + round(4.6 * n) for n in range(12)]}}}))
+    (results / "audit.json").write_text(json.dumps({"format": 1, "method": "sample", "why": "a sample read",
+                                                    "reads": 12, "read_cost_usd": None, "not_stored": []}))
+    summary = publish.publish(results)
+    sample = summary.audit["sample"]
+    assert sample["loss_rate_bound"] == pytest.approx(1 - 0.05 ** (1 / 12))
+    assert sum(part["sampled"] for part in sample["parts"]) == 12 and sample["parts"][-1]["sampled"] > 0
+    assert json.loads((results / "summary.json").read_text())["audit"]["sample"]["loss_rate_bound"] == pytest.approx(
+        sample["loss_rate_bound"])
+    text = (results / "report.md").read_text()
+    assert "### The sample of visit ids, across the load" in text and "1 in 2.5 visit ids" in text
+    assert "rules out a loss rate above **22.1 %** (95%, one-sided" in text
+    rows = [line for line in text.splitlines() if re.match(r"\| [\d.]+-[\d.]+ \|", line)]
+    assert len(rows) == 10 and all(line.endswith("| 0 | 0 |") for line in rows)  # a row per tenth, none lost

@@ -205,3 +205,15 @@ def test_iteration_5s_stages_in_visits_per_second_follow_the_same_ramp_to_10000(
     assert all(later <= 1.5 * earlier for earlier, later in zip(rates, rates[1:]))
     assert [hold for _, hold in shape.stages] == [300] * 10 + [900]
     assert shape.rate_at(0) == 250 and shape.rate_at(shape.own_seconds() - 1) == 10000
+
+
+def test_the_planned_visits_are_an_open_shapes_arrivals_or_each_users_visits_at_its_shortest_think_time():
+    held = shapes.make_shape("load", {"arrival_rate": "40", "duration_s": "30"})
+    assert held.planned_visits() == pytest.approx(40 * 30)
+    ramp = shapes.make_shape("breakpoint", {"arrival_ramp": "10", "arrival_start": "0", "duration_s": "60"})
+    assert ramp.planned_visits() == pytest.approx(10 * 60 ** 2 / 2)
+    users = shapes.make_shape("load", {"warmup_users": "12", "warmup_s": "30", "rampup_s": "0", "plateau_s": "0",
+                                       "cleanup_s": "0"})
+    assert users.planned_visits(3.0) == pytest.approx(12 * 30 / 3 + 12)  # each at once, then one per 3 s at most
+    assert users.planned_visits(0) is None  # without think time nothing bounds them
+    assert shapes.make_shape("breakpoint").planned_visits(3.0) is None  # no end: no plan

@@ -1,10 +1,14 @@
 # Nonsense settings are rejected before anything is planned.
 mock_provider "google" {}
+mock_provider "google" {
+  alias = "billing"
+}
 
 variables {
-  project_id = "visitkit-test"
-  workers    = 2
-  run_dir    = "tests/run"
+  project_id  = "visitkit-test"
+  workers     = 2
+  run_dir     = "tests/run"
+  run_minutes = 30
 }
 
 run "sane_settings_plan" {
@@ -127,6 +131,15 @@ run "run_dir_without_the_suite" {
   expect_failures = [var.run_dir]
 }
 
+# The VMs install the module's lock: a staged requirements.txt beside it would be a second list.
+run "run_dir_with_its_own_requirements" {
+  command = plan
+  variables {
+    run_dir = "tests/run-with-requirements"
+  }
+  expect_failures = [var.run_dir]
+}
+
 run "missing_run_dir" {
   command = plan
   variables {
@@ -165,4 +178,81 @@ run "bad_project_id" {
     project_id = "Not A Project"
   }
   expect_failures = [var.project_id]
+}
+
+# The planned length bounds every VM's life: a missing, zero, fractional or absurd one is refused.
+run "missing_run_minutes" {
+  command = plan
+  variables {
+    run_minutes = null
+  }
+  expect_failures = [var.run_minutes]
+}
+
+run "zero_run_minutes" {
+  command = plan
+  variables {
+    run_minutes = 0
+  }
+  expect_failures = [var.run_minutes]
+}
+
+run "fractional_run_minutes" {
+  command = plan
+  variables {
+    run_minutes = 12.5
+  }
+  expect_failures = [var.run_minutes]
+}
+
+run "run_minutes_over_a_day" {
+  command = plan
+  variables {
+    run_minutes = 1441
+  }
+  expect_failures = [var.run_minutes]
+}
+
+run "a_day_long_run_is_accepted" {
+  command = plan
+  variables {
+    run_minutes = 1440
+  }
+  assert {
+    condition     = output.max_run_seconds == (15 + 1440 + 10) * 60
+    error_message = "A run of 1440 minutes (the kit's longest) must plan."
+  }
+}
+
+run "boot_minutes_too_short" {
+  command = plan
+  variables {
+    boot_minutes = 4
+  }
+  expect_failures = [var.boot_minutes]
+}
+
+run "boot_minutes_too_long" {
+  command = plan
+  variables {
+    boot_minutes = 61
+  }
+  expect_failures = [var.boot_minutes]
+}
+
+run "bad_billing_account" {
+  command = plan
+  variables {
+    billing_account = "my-billing-account"
+  }
+  expect_failures = [var.billing_account]
+}
+
+run "zero_budget" {
+  command = plan
+  variables {
+    billing_account = "012345-6789AB-CDEF01"
+    budget_amount   = 0
+  }
+  expect_failures = [var.budget_amount]
 }

@@ -2,6 +2,9 @@
 # Plans against the mocked provider (nothing leaves the process); the last run applies to the
 # mocks so that computed values such as the service account's member have values to follow.
 mock_provider "google" {}
+mock_provider "google" {
+  alias = "billing"
+}
 
 variables {
   project_id           = "visitkit-test"
@@ -12,6 +15,7 @@ variables {
   nat_min_ports_per_vm = 4096
   run_dir              = "tests/run"
   invoked_services     = ["app", "get-counter", "inc-counter"]
+  run_minutes          = 20
 }
 
 run "nothing_is_open_to_the_internet" {
@@ -26,7 +30,7 @@ run "nothing_is_open_to_the_internet" {
     error_message = "The master must have no external address (no access_config)."
   }
   assert {
-    condition     = length(google_compute_instance_template.worker.network_interface[0].access_config) == 0
+    condition     = alltrue([for w in google_compute_instance.worker : length(w.network_interface[0].access_config) == 0])
     error_message = "The workers must have no external address (no access_config)."
   }
   assert {
@@ -47,7 +51,7 @@ run "workers_reach_the_master_on_its_port_only" {
     error_message = "The master-port rule must allow tcp on master_port and nothing else."
   }
   assert {
-    condition     = google_compute_instance.master.tags == toset(["visitkit-locust-master"]) && google_compute_instance_template.worker.tags == toset(["visitkit-locust-worker"])
+    condition     = google_compute_instance.master.tags == toset(["visitkit-locust-master"]) && alltrue([for w in google_compute_instance.worker : w.tags == toset(["visitkit-locust-worker"])])
     error_message = "The master and the workers must carry the tags the rules name."
   }
 }
@@ -68,7 +72,7 @@ run "ssh_only_through_iap" {
     error_message = "The IAP rule must reach the master and the workers."
   }
   assert {
-    condition     = alltrue([for m in [google_compute_instance.master.metadata, google_compute_instance_template.worker.metadata] : m["enable-oslogin"] == "TRUE" && m["block-project-ssh-keys"] == "true"])
+    condition     = alltrue([for m in concat([google_compute_instance.master.metadata], [for w in google_compute_instance.worker : w.metadata]) : m["enable-oslogin"] == "TRUE" && m["block-project-ssh-keys"] == "true"])
     error_message = "Both the master and the workers must use OS Login and block project-wide SSH keys."
   }
   assert {
@@ -81,12 +85,12 @@ run "vms_are_hardened" {
   command = plan
 
   assert {
-    condition = alltrue([for s in [google_compute_instance.master.shielded_instance_config[0], google_compute_instance_template.worker.shielded_instance_config[0]] :
+    condition = alltrue([for s in concat([google_compute_instance.master.shielded_instance_config[0]], [for w in google_compute_instance.worker : w.shielded_instance_config[0]]) :
     s.enable_secure_boot && s.enable_vtpm && s.enable_integrity_monitoring])
     error_message = "The master and the workers must be Shielded VMs (secure boot, vTPM, integrity monitoring)."
   }
   assert {
-    condition     = google_compute_instance.master.boot_disk[0].initialize_params[0].image == "debian-cloud/debian-12" && google_compute_instance_template.worker.disk[0].source_image == "debian-cloud/debian-12"
+    condition     = alltrue([for i in concat([google_compute_instance.master], values(google_compute_instance.worker)) : i.boot_disk[0].initialize_params[0].image == "debian-cloud/debian-12"])
     error_message = "The master and the workers must boot Debian 12."
   }
 }
@@ -116,7 +120,7 @@ run "every_staged_file_is_uploaded_under_run" {
   command = plan
 
   assert {
-    condition     = toset(keys(google_storage_bucket_object.run)) == toset(["locust/node.py", "requirements.txt", "run.conf"])
+    condition     = toset(keys(google_storage_bucket_object.run)) == toset(["locust/node.py", "run.conf"])
     error_message = "There must be one bucket object per file of run_dir."
   }
   assert {
@@ -141,24 +145,24 @@ run "startup_scripts_connect_master_and_workers" {
     error_message = "The master must use its reserved internal address."
   }
   assert {
-    condition     = strcontains(google_compute_instance_template.worker.metadata["startup-script"], "locust/node.py worker --config run.conf --master-host ${output.master_internal_ip} --master-port 6000 --processes 4")
-    error_message = "The workers' startup script must name the master's internal address, master_port and processes_per_worker."
+    condition     = alltrue([for w in google_compute_instance.worker : strcontains(w.metadata["startup-script"], "locust/node.py worker --config run.conf --master-host ${output.master_internal_ip} --master-port 6000 --processes 4 --master-wait 900")])
+    error_message = "The workers' startup script must name the master's internal address, master_port and processes_per_worker, and wait boot_minutes for the master."
   }
   assert {
     condition     = strcontains(google_compute_instance.master.metadata["startup-script"], "locust/node.py master --config run.conf --out /opt/visitkit/out --bind-port 6000 --expect-workers 12")
     error_message = "The master's startup script must bind master_port and wait for workers x processes_per_worker processes."
   }
   assert {
-    condition     = alltrue([for s in [google_compute_instance.master.metadata["startup-script"], google_compute_instance_template.worker.metadata["startup-script"]] : strcontains(s, "gs://$bucket/run") && strcontains(s, "bucket=\"visitkit-test-visitkit-loadgen\"")])
+    condition     = alltrue([for s in concat([google_compute_instance.master.metadata["startup-script"]], [for w in google_compute_instance.worker : w.metadata["startup-script"]]) : strcontains(s, "gs://$bucket/run") && strcontains(s, "bucket=\"visitkit-test-visitkit-loadgen\"")])
     error_message = "Both startup scripts must fetch run/ from the fleet's bucket."
   }
   assert {
-    condition     = !strcontains(google_compute_instance_template.worker.metadata["startup-script"], "node.py master") && !strcontains(google_compute_instance.master.metadata["startup-script"], "node.py worker")
+    condition     = alltrue([for w in google_compute_instance.worker : !strcontains(w.metadata["startup-script"], "node.py master")]) && !strcontains(google_compute_instance.master.metadata["startup-script"], "node.py worker")
     error_message = "Each VM must run its own role only."
   }
   assert {
-    condition     = google_compute_instance_group_manager.workers.target_size == 3 && google_compute_instance_group_manager.workers.zone == output.zone && output.zone == "southamerica-east1-a"
-    error_message = "The workers' group must hold workers VMs, in the master's zone (REGION-a by default)."
+    condition     = output.worker_names == tolist(["visitkit-locust-worker-01", "visitkit-locust-worker-02", "visitkit-locust-worker-03"]) && alltrue([for w in google_compute_instance.worker : w.zone == output.zone]) && output.zone == "southamerica-east1-a"
+    error_message = "There must be workers worker VMs, in the master's zone (REGION-a by default)."
   }
 }
 
@@ -195,11 +199,11 @@ run "least_privilege" {
     error_message = "The fleet's storage role must be objectAdmin on its own bucket only."
   }
   assert {
-    condition     = google_compute_instance.master.service_account[0].email == google_service_account.fleet.email && google_compute_instance_template.worker.service_account[0].email == google_service_account.fleet.email
+    condition     = alltrue([for i in concat([google_compute_instance.master], values(google_compute_instance.worker)) : i.service_account[0].email == google_service_account.fleet.email])
     error_message = "The master and the workers must run as the fleet's account."
   }
   assert {
-    condition     = output.service_account_email == google_service_account.fleet.email && output.bucket == google_storage_bucket.run.name && output.worker_group == google_compute_instance_group_manager.workers.name
-    error_message = "The outputs must name the fleet's account, bucket and group."
+    condition     = output.service_account_email == google_service_account.fleet.email && output.bucket == google_storage_bucket.run.name
+    error_message = "The outputs must name the fleet's account and bucket."
   }
 }

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from visitkit.errors import VisitkitError
-from visitkit.paths import ROOT
+from visitkit.paths import BENCHMARKS_DIR as BENCHMARKS_DIR  # re-exported: the benchmarks' home
 
-BENCHMARKS_DIR = ROOT / "benchmarks"
 RECORD = "benchmark.json"
 SUMMARY = "summary.md"
 

@@ -2,11 +2,14 @@
 region, each starting Locust with locust/node.py as a local `--workers` run does, one worker
 process per vCPU. The run's files go up through a bucket and its results come back through it:
 
-  stage     build/fleet/<run>/: locust/, the visitkit modules the suite imports, run.conf (the test's
-            options, the stages file beside it) and requirements.txt (the kit's pins of Locust and
-            google-auth)
-  provision terraform apply infra/loadgen: the VMs boot, install, and the master waits for every
-            worker process (--expect-workers), runs the test and uploads its files
+  stage     build/fleet/<run>/: locust/, the visitkit modules the suite imports and run.conf (the
+            test's options, the stages file beside it); the VMs install infra/loadgen's hashed lock,
+            requirements.txt, which must pin the kit's Locust and google-auth
+  provision terraform apply infra/loadgen with the run's planned length: the VMs boot, install, and
+            the master waits for every worker process (--expect-workers), runs the test and uploads
+            its files; Compute Engine deletes every VM at the latest BOOT_ALLOWANCE_S + planned +
+            END_MINUTES after it starts, even if this kit is gone, and each worker sooner, by itself,
+            once its part is over
   collect   wait for results/exit-code in the bucket, then copy results/ into the results folder
   destroy   terraform destroy, after a failure too
 
@@ -15,6 +18,7 @@ Every command, the bucket and the clock can be injected, so tests never reach Go
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
@@ -37,11 +41,14 @@ if TYPE_CHECKING:  # google-cloud-storage is imported when the bucket is first r
 LOADGEN_DIR = INFRA_DIR / "loadgen"
 STAGE_ROOT = ROOT / "build" / "fleet"
 BOOT_ALLOWANCE_S = 900  # VMs boot, install Python's venv and Locust, connect (node.py waits 600 s for them)
+UNPLANNED_S = 24 * 3600  # a load with no planned length: the longest the kit waits for it, and the VMs live
+END_MINUTES = 10  # infra/loadgen's end_minutes: a VM's life after the planned load (the last upload, the copy)
 POLL_S = 15
 # The suite imports these of the kit (ID tokens on an authenticated deployment), by their paths in it.
 SUITE_MODULES = ("__init__.py", "errors.py", "cloud/__init__.py", "cloud/credentials.py", "cloud/idtoken.py")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # scripts/visitkit
 SUITE_PINS = ("locust", "google-auth")  # from requirements-cloud.txt: the VMs run the kit's versions
+LOCK = LOADGEN_DIR / "requirements.txt"  # what the VMs install (infra/loadgen/requirements.in: how it is made)
 PROGRESS_EVERY_S = 60
 LOGS_DIR = "fleet-logs"  # in the results folder: the VMs' boot and Locust logs (not committed)
 LOGS_WAIT_S = 60  # workers upload their logs once their master has quit them
@@ -68,13 +75,29 @@ def suite_pins(requirements: str | Path = ROOT / "requirements-cloud.txt") -> li
     return pins
 
 
+def check_lock(pins: Iterable[str], lock: str | Path = LOCK) -> None:
+    """Refuses a fleet whose lock would install another Locust or google-auth than the kit's pins."""
+    locked = set(re.findall(r"^([A-Za-z0-9][\w.-]*==[^\s;\\]+)", Path(lock).read_text(), re.M))
+    stale = [pin for pin in pins if pin not in locked]
+    if stale:
+        raise GcpError(f"{lock} does not pin {', '.join(stale)} as requirements-cloud.txt does: regenerate it "
+                       "(infra/loadgen/requirements.in says how)")
+
+
+def planned_minutes(planned_s: float | None) -> int:
+    """The load's planned length in whole minutes, rounded up, as infra/loadgen's run_minutes."""
+    return math.ceil((UNPLANNED_S if planned_s is None else planned_s) / 60)
+
+
 class Fleet:
     """One run's fleet; `steps()` gives the runner its provision and destroy steps, `run(...)` the load.
     `loadgen_record`: a load-generator benchmark's record (the runner hands in the newest), which sizes
-    the VMs' NAT ports by the users each worker process carries."""
+    the VMs' NAT ports by the users each worker process carries. `planned_s`: the load's planned length
+    (None: UNPLANNED_S), which bounds how long the VMs live."""
 
     def __init__(self, project: str | None, region: str | None, workers: int, worker_type: str | None = None,
                  access: str = "public", run_name: str = "<run>", *, loadgen_record: dict[str, Any],
+                 planned_s: float | None = None,
                  run: firstrun.RunCommand = firstrun.stream_command, bucket: Bucket | None = None,
                  now: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                  log: Callable[[str], None] = print, loadgen_dir: str | Path = LOADGEN_DIR,
@@ -90,6 +113,7 @@ class Fleet:
         self.outputs: dict[str, Any] = {}
         self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
         self.nat_ports = nat_ports(self.processes, loadgen_record)
+        self.run_minutes = planned_minutes(planned_s)
         self._run, self._bucket, self._now, self._sleep, self._log = run, bucket, now, sleep, log
 
     @property
@@ -110,7 +134,8 @@ class Fleet:
         variables = [f"-var=project_id={self.project}", f"-var=region={self.region}", f"-var=workers={self.workers}",
                      f"-var=worker_machine_type={self.worker_type}", f"-var=processes_per_worker={self.processes}",
                      f"-var=run_dir={self.stage_dir}", f"-var=invoked_services={json.dumps(self.invoked_services)}",
-                     f"-var=nat_min_ports_per_vm={self.nat_ports}"]
+                     f"-var=nat_min_ports_per_vm={self.nat_ports}", f"-var=run_minutes={self.run_minutes}",
+                     f"-var=boot_minutes={BOOT_ALLOWANCE_S // 60}"]
         base = ["terraform", f"-chdir={self.loadgen_dir}"]
         return {"init": base + ["init", "-input=false"],
                 "apply": base + ["apply", "-auto-approve", "-input=false"] + variables,
@@ -126,19 +151,26 @@ class Fleet:
         venv = "/opt/visitkit/venv/bin/python"
         master[:2] = [venv, "locust/node.py"]
         worker[:2] = [venv, "locust/node.py"]
-        return master, worker
+        return master, [*worker, "--master-wait", str(BOOT_ALLOWANCE_S)]  # no master by then: the VM ends
 
     def describe(self) -> str:
         hourly = hourly_cost(self.workers, self.worker_type, self.region)
         return (f"{self.workers} worker VMs {self.worker_type} x {self.processes} Locust workers "
                 f"({self.expect_workers} processes) and a master {MASTER_TYPE}, in {self.region} (project "
                 f"{self.project}); about {hourly:.2f} USD per hour with its NAT gateway (prices.json); "
-                f"{self.nat_ports:,} NAT ports per VM, one per kept-alive user connection to the system")
+                f"{self.nat_ports:,} NAT ports per VM, one per kept-alive user connection to the system; "
+                f"Compute Engine deletes each VM at the latest {self.max_run_minutes} minutes after it starts")
+
+    @property
+    def max_run_minutes(self) -> int:
+        """infra/loadgen's bound on every VM's life: boot, the planned load, the end."""
+        return BOOT_ALLOWANCE_S // 60 + self.run_minutes + END_MINUTES
 
     # --- the steps' actions ---
     def stage(self, load: FleetLoad, base_url: str) -> Path:
-        """The folder Terraform uploads: the suite, the modules it imports, run.conf, requirements."""
-        pins = suite_pins()
+        """The folder Terraform uploads: the suite, the modules it imports, run.conf. The packages come
+        from infra/loadgen's lock, which Terraform uploads itself."""
+        check_lock(suite_pins())
         if self.stage_dir.exists():
             shutil.rmtree(self.stage_dir)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -151,7 +183,6 @@ class Fleet:
             shutil.copy(load.stages, self.stage_dir / "stages.csv")
             stages = "stages.csv"  # the master starts in the run folder
         (self.stage_dir / RUN_CONF).write_text(load.run_conf(base_url, self.locust_args, stages))
-        (self.stage_dir / "requirements.txt").write_text("\n".join(pins) + "\n")
         return self.stage_dir
 
     def provision(self) -> None:

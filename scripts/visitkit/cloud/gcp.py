@@ -41,7 +41,7 @@ from visitkit.catalogue import (
     stored_totals,
     stored_visits,
 )
-from visitkit.cloud import firstrun, monitoring, preflight
+from visitkit.cloud import firstrun, monitoring, preflight, quotas
 from visitkit.cloud.failures import CommandFailed
 from visitkit.errors import GcpError
 from visitkit.model import cost
@@ -303,6 +303,8 @@ class GcpTarget:
         self.redelivery_wait = subscription.maximum_backoff_seconds + subscription.ack_deadline_seconds
         self.min_convergence_wait = self.redelivery_wait
         self.notes: list[str] = []
+        # (worker VMs, machine type) of a Locust fleet beside the functions: the preflight checks its CPUs' quota too
+        self.fleet_vms: tuple[int, str] | None = None
         self.ingestion_delay = ingestion_delay
         self._run, self._now, self._sleep = run, now, sleep
         self._http = status or status_of  # status(url, method, headers)
@@ -363,7 +365,8 @@ class GcpTarget:
                            "the run says which it chose and why")}[self.access]
         steps = [
             Step("preflight: check what the deployment needs, before anything is created",
-                 [access, *preflight.describe(self.project, self.access)], self._check, again=True),
+                 [access, *preflight.describe(self.project, self.access), *quotas.describe(self.quota_needs)],
+                 self._check, again=True),
             Step(f"deploy {self.iteration_name} to project {self.project}"
                  + (f", region {self.region}" if self.region else " (region: infra default)"),
                  [command_line(self.commands["init"]), command_line(self.commands["apply"]),
@@ -415,9 +418,17 @@ class GcpTarget:
         return {key: self.outputs[output] for key, output in monitoring.LOG_METRIC_OUTPUTS.items()
                 if output in self.outputs}
 
+    @property
+    def quota_needs(self) -> list[quotas.Need]:
+        """What the plan needs of the region's quotas: the functions at their maximum instances, the fleet."""
+        region = self.region or cost.DEFAULT_REGION
+        fleet = quotas.fleet_needs(*self.fleet_vms, region) if self.fleet_vms else []
+        return quotas.function_needs(self.settings, region) + fleet
+
     # --- actions ---
     def _check(self, _run: object = None) -> None:
-        self._preflight(self.project, self.access, credentials=self._credentials, before_creating=self._decided)
+        self._preflight(self.project, self.access, credentials=self._credentials, before_creating=self._decided,
+                        needs=self.quota_needs)
 
     def _decided(self, access: str) -> None:
         """The preflight's last call, before anything is created: the access to deploy with ("auto"

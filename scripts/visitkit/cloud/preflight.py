@@ -11,8 +11,11 @@ In order, each failure one sentence with the command that fixes it:
    iam.managed.allowedPolicyMembers): with access "auto", the default, it decides: "public" where
    it lets allUsers be granted run.invoker, "authenticated" where it refuses them; with "public" a
    refusal stops the run; with "authenticated", a restriction is only noted;
-6. the caller's own last check (an authenticated run's ID tokens);
-7. then, all checks passed, Pub/Sub is turned on and its service agent created if it does not
+6. the quotas the plan needs (quotas.py): Cloud Run's regional CPU and memory allocation for the
+   functions at their maximum instances, Compute Engine's regional CPUs for a Locust fleet; a plan
+   that exceeds one stops, naming it and how to ask for more; one that cannot be read is a note;
+7. the caller's own last check (an authenticated run's ID tokens);
+8. then, all checks passed, Pub/Sub is turned on and its service agent created if it does not
    exist yet, so that the dead-letter grants find it (Service Usage's generateServiceIdentity).
 
 Every Google call goes through `Apis`, built on Google's client libraries with the REST
@@ -28,11 +31,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from visitkit.cloud import quotas
 from visitkit.cloud.credentials import billed_to
 from visitkit.errors import GcpError
 
 if TYPE_CHECKING:  # Google's client libraries are imported when a check calls them
     from google.auth.credentials import Credentials
+    from google.cloud.cloudquotas_v1 import QuotaInfo
     from google.cloud.orgpolicy_v2 import Policy
 
 T = TypeVar("T")
@@ -41,8 +46,9 @@ Patient = Callable[[Callable[[], Any]], Any]
 
 # What these checks read, turned on before they read it (Service Usage itself is on in every project).
 # iamcredentials: an authenticated run's ID tokens, when it impersonates a service account.
+# cloudquotas: the quotas' limits (Compute's own regions.get is read only where Compute is on already).
 READ_APIS = ("cloudresourcemanager.googleapis.com", "cloudbilling.googleapis.com", "orgpolicy.googleapis.com",
-             "iamcredentials.googleapis.com")
+             "iamcredentials.googleapis.com", "cloudquotas.googleapis.com")
 PUBSUB_API = "pubsub.googleapis.com"
 DOMAINS_CONSTRAINT = "iam.allowedPolicyMemberDomains"
 MANAGED_CONSTRAINT = "iam.managed.allowedPolicyMembers"
@@ -140,6 +146,18 @@ class Apis:
     def effective_policy(self, constraint: str) -> Policy:
         client = self._client("google.cloud.orgpolicy_v2", "OrgPolicyClient")
         return client.get_effective_policy(name=f"projects/{self.project}/policies/{constraint}")
+
+    def quota_info(self, service: str, quota_id: str) -> QuotaInfo:
+        """A quota's limits by dimension (Cloud Quotas v1 getQuotaInfo)."""
+        client = self._client("google.cloud.cloudquotas_v1", "CloudQuotasClient")
+        return client.get_quota_info(
+            name=f"projects/{self.project}/locations/global/services/{service}/quotaInfos/{quota_id}")
+
+    def region_quotas(self, region: str) -> dict[str, tuple[float, float]]:
+        """{metric: (limit, usage)} of a Compute Engine region (Compute v1 regions.get)."""
+        client = self._client("google.cloud.compute_v1", "RegionsClient")
+        return {quota.metric: (quota.limit, quota.usage)
+                for quota in client.get(project=self.project, region=region).quotas}
 
     def create_pubsub_agent(self) -> str | None:
         """Pub/Sub's service agent, created if missing (idempotent); returns its email. The call is
@@ -317,11 +335,12 @@ def create_pubsub_agent(apis: Apis, pubsub_on: bool, log: Callable[[str], None])
 
 def run(project: str, access: str = "public", *, credentials: Credentials | None = None, apis: Apis | None = None,
         which: Callable[[str], str | None] = shutil.which, sleep: Callable[[float], None] = time.sleep,
-        log: Callable[[str], None] = print, before_creating: Callable[[str], None] | None = None) -> Preflight:
+        log: Callable[[str], None] = print, before_creating: Callable[[str], None] | None = None,
+        needs: Sequence[quotas.Need] = ()) -> Preflight:
     """The whole preflight; returns a Preflight or raises GcpError with one sentence. Nothing is
     created before every check passed (turning on the APIs the checks read aside);
     before_creating(access) is the caller's own last check, given the access to deploy with ("auto"
-    decided by then)."""
+    decided by then); `needs`: what the plan needs of the quotas (quotas.function_needs, fleet_needs)."""
     from google.api_core import exceptions
 
     check_tools(which)
@@ -339,6 +358,7 @@ def run(project: str, access: str = "public", *, credentials: Credentials | None
         notes += policy_notes
         if access_reason:
             log(access_reason)
+        notes += quotas.check(project, needs, functools.partial(quotas.read, apis, patient=patient))
         if before_creating is not None:
             before_creating(access)
         notes += create_pubsub_agent(apis, pubsub_on, log)
@@ -391,6 +411,10 @@ def describe(project: str, access: str) -> list[str]:
         lines.append(f"Organization Policy: the effective {DOMAINS_CONSTRAINT} and {MANAGED_CONSTRAINT} on {project} "
                      "read for a note only: access \"authenticated\" grants run.invoker to named accounts, never "
                      "allUsers")
+    lines.append("Cloud Quotas (and Compute Engine regions.get, limit and usage, where Compute is on): the plan's "
+                 "Cloud Run CPU and memory allocation (the functions at their maximum instances) and a Locust fleet's "
+                 "Compute Engine CPUs fit the region's quotas; if not, stop and name the quota and how to ask for "
+                 "more; a quota that cannot be read is a note")
     lines += [f"then {PUBSUB_API} on and Service Usage v1beta1 generateServiceIdentity: Pub/Sub's service agent exists "
               "before the apply grants it the dead-letter roles",
               "each failure is one sentence with the command that fixes it; nothing is created before every check "

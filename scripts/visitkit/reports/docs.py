@@ -25,7 +25,8 @@ naming an iteration folder.
 Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->` (a run's headline),
 `<!-- figures report-section: results/X Chaos -->` (a section of its report),
 `<!-- figures benchmark: ../benchmarks/X -->` (a benchmark's summary table) and
-`<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder) and
+`<!-- figures predict: . --profile study -->` (what `scripts/predict` prints for an iteration folder),
+`<!-- figures fleet: ../benchmarks/X 10000 [REGION] -->` (the Locust fleet predict --fleet sizes from it) and
 `<!-- figures cost-per-million: ../iterations study [iteration-3 ...] -->` (a million visits' cost in each
 iteration, or in those named), `<!-- figures cost-items: ../iterations study iteration-4 -->` (one iteration's,
 item by item, in words), `<!-- figures hold: . study 10000 [60 [us-central1]] -->` (what an iteration's settings
@@ -462,6 +463,21 @@ def predict_output(iteration: Path, _link: str, arguments: str) -> str:
     return "```\n" + output + "```\n"
 
 
+def fleet_output(folder: Path, _link: str, arguments: str) -> str:
+    """What `scripts/predict ITERATION --fleet VISITS [--region REGION] --loadgen FOLDER` prints of the Locust
+    fleet (model/fleet.py), from the load-generator benchmark's record alone: arguments: VISITS [REGION]."""
+    from visitkit.model.fleet import fleet_lines, fleet_plan, load_benchmark
+
+    visits_text, *rest = arguments.split()
+    try:
+        path, record = load_benchmark(folder)
+        output = "\n".join(fleet_lines(fleet_plan(float(visits_text), region=rest[0] if rest else None,
+                                                   record=record), path))
+    except VisitkitError as error:
+        raise DocsError(f"fleet {folder.name} {arguments}: {error}") from None
+    return "```\n" + output + "\n```\n"
+
+
 def cost_table(iterations_dir: Path, _link: str, arguments: str) -> str:
     """What a million visits cost in each iteration at its knee on Google Cloud (capacity.cost_per_million), in
     each of cost.PER_MILLION_REGIONS; arguments: the profile whose service times apply, then the iterations
@@ -693,8 +709,9 @@ def read_json(folder: Path, stem: str) -> dict[str, Any]:
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
-                "predict": predict_output, "cost-per-million": cost_table, "cost-items": cost_items,
-                "hold": hold_text, "cost-hour": cost_hour_text, "study-convergence": study_convergence_table}
+                "predict": predict_output, "fleet": fleet_output, "cost-per-million": cost_table,
+                "cost-items": cost_items, "hold": hold_text, "cost-hour": cost_hour_text,
+                "study-convergence": study_convergence_table}
 
 
 def differences(block: Block, rendered: str, lines: list[tuple[str, list[tuple[str, str]]]]) -> list[str]:

@@ -8,7 +8,18 @@ from visitkit.formatting import fmt, ms, percent
 from visitkit.model.capacity import figure_to_measure, first_429_visits_per_s
 from visitkit.results import analysis, generator, thresholds
 from visitkit.results import folder as results
-from visitkit.results.records import ArrivalRate, Headline, Saturation, Store, Summary, Verdict, VisitRow
+from visitkit.results.audit import one_in
+from visitkit.results.records import (
+    ArrivalRate,
+    GeneratorWatch,
+    Headline,
+    Heartbeats,
+    Saturation,
+    Store,
+    Summary,
+    Verdict,
+    VisitRow,
+)
 from visitkit.results.summary import headline_table
 
 MAX_PROCESS_ROWS = 8  # the busiest of a fleet's processes
@@ -63,6 +74,11 @@ def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
     if early:
         lines.append(f"- **The load generator saturated first**: {saturation_words(early[0], start)}, before "
                      "the knee: the knee may be Locust's, not the system's (see Load generator)")
+    watch = s.load_generator.get("watch") if s.load_generator else None
+    warned = [found for found in (watch["warnings"] if watch else []) if found["before_knee"]]
+    if s.headline.get("knee_generator_warned") and warned:
+        lines.append(f"- **The knee is the load generator's, not the system's**: Locust warned first, "
+                     f"{saturation_words(warned[0], start)}, before the knee (see Load generator)")
     if not conv["converged"]:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
     extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact")
@@ -259,6 +275,35 @@ def saturation_words(found: Saturation, load_start: float | None) -> str:
     return f"{found['process']} ({found['why']}){offset}, {found['users']:,} users"
 
 
+def watch_lines(watch: GeneratorWatch | None, start: float | None) -> list[str]:
+    """A watched run's warnings (results/generator.py, Watch), as the runner showed them."""
+    if not watch:
+        return []
+    when = "in the terminal as each came" if watch["live"] else "once the fleet's files came, not live"
+    source = watch["source"] or "none found: Locust's own warning"
+    head = (f"- Watched: a load process (a worker, or the only one) at or above {watch['cpu_percent']:g} % CPU "
+            f"(where the load-generator benchmark's latency holds: {source}) or its loop "
+            f"{generator.LAG_SATURATED_MS:g} ms late for {generator.HOLD_S} s running, a worker's heartbeat "
+            f"{generator.HEARTBEAT_LATE_S:g} s late or missing")
+    if not watch["warnings"]:
+        return [f"{head}: no warning."]
+    return [f"{head}; warned {when}:", *(f"  - **Warned**: {saturation_words(item, start)}"
+                                         + (" — before the knee" if item["before_knee"] else " — after the knee")
+                                         for item in watch["warnings"])]
+
+
+def heartbeat_lines(beats: Heartbeats | None, workers: int, start: float | None) -> list[str]:
+    """The master's view of its workers' heartbeats (health.csv's worker columns)."""
+    if beats is None:
+        return (["- Workers' heartbeats, the master's view: unknown (a health.csv from before the master recorded "
+                 "them)"] if workers else [])
+    missing = (f"**{beats['missing_max']} missing** at worst, from {offset(beats['missing_at'], start)}"
+               if beats["missing_max"] else "none missing")
+    return [f"- Workers' heartbeats, the master's view: {beats['expected']} expected, {missing}; a heartbeat at most "
+            f"{fmt(beats['heartbeat_late_max_s'], 0)} s late; users rebalanced {beats['rebalances']} times (a worker "
+            "lost or back)"]
+
+
 def generator_section(s: Summary, _plots: Collection[str]) -> list[str]:
     """Locust's own processes: was the load generator the limit?"""
     found = s.load_generator
@@ -277,6 +322,7 @@ def generator_section(s: Summary, _plots: Collection[str]) -> list[str]:
                   for item in found["saturated"]]
     else:
         lines.append("- No process saturated: the figures are the system's, not Locust's.")
+    lines += watch_lines(found.get("watch"), start) + heartbeat_lines(found.get("heartbeats"), found["workers"], start)
     ledger = s.ledger
     if ledger and ledger["missing_workers"]:
         lines.append(f"- **The visit ledger is incomplete**: {', '.join(ledger['missing_workers'])} sent no final "
@@ -501,7 +547,35 @@ def totals_visit_lines(s: Summary) -> list[str]:
                   "gave up (--retry-visits: a 429 at each try). Failed (5xx) and "
                   "'no answer' visits are ambiguous: they may or may not be stored. Duplicated: stored beyond "
                   "acknowledged + ambiguous."]
-    return lines
+    return lines + sample_lines(s)
+
+
+def sample_lines(s: Summary) -> list[str]:
+    """The audit of the ledger's sample of visit ids across the load, and the loss rate it rules out."""
+    sample = s.audit.get("sample") if s.audit else None
+    if not sample:
+        return []
+    n, lost = sample["acknowledged"], sample["lost"]
+    bound = sample["loss_rate_bound"]
+    confidence = f"{sample['confidence']:.0%}"
+    verdict = (f"none of the {n:,} acknowledged was lost: the run rules out a loss rate above "
+               f"**{percent(bound)}** ({confidence}, one-sided: 1 - {1 - sample['confidence']:.2f}^(1/{n:,}), "
+               "about 3/n)" if bound is not None else
+               f"**{lost:,} of the {n:,} acknowledged were lost** (a loss rate near "
+               f"{percent(lost / n if n else None)})")
+    planned = sample["planned_visits"]
+    return ["", "### The sample of visit ids, across the load", "",
+            f"The ledger kept {one_in(sample['fraction'])} visit ids, a share set before the run from its plan"
+            + (f" of {planned:,} visits" if planned else "")
+            + f" (an id is kept when its sha256 falls below that fraction, alike in every worker): "
+            f"{sample['sampled']:,} visits, each audited by its marker; {verdict}. "
+            f"{sample['stored_unacknowledged']:,} not acknowledged were stored (a 5xx or no answer whose publish "
+            "landed). A visit id is stored at most once by its marker, so duplicates show only in the totals above.",
+            "", "| Load (s) | visits/s (sampled / fraction) | sampled | acknowledged | lost "
+                "| not acknowledged, stored |", "|---|---:|---:|---:|---:|---:|",
+            *(f"| {part['start_s']:g}-{part['end_s']:g} | {fmt(part['visits_per_s'])} | {part['sampled']:,} | "
+              f"{part['acknowledged']:,} | {part['lost']:,} | {part['stored_unacknowledged']:,} |"
+              for part in sample["parts"])]
 
 
 def errors_section(s: Summary, _plots: Collection[str]) -> list[str]:

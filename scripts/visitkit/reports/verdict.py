@@ -28,7 +28,8 @@ def evaluate_check(expression: str, figures: Mapping[str, Any],
     """'store.throughput_per_s >= 1.8 x iteration-2' -> (True/False/None, explanation).
 
     other_figures(name) gives another iteration's latest headline figures (or None). A knee this machine's
-    CPU set says nothing of the system, so it leaves a hypothesis undetermined."""
+    CPU set, or one after the load generator warned, says nothing of the system, so it leaves a hypothesis
+    undetermined."""
     check = Threshold.read(expression)
     if check is None:
         return None, f"cannot read check `{expression}`"
@@ -36,6 +37,9 @@ def evaluate_check(expression: str, figures: Mapping[str, Any],
     if value is not None and check.figure in MACHINE_SET and figures.get("knee_machine_busy"):
         return None, (f"{check.figure} = {fmt(value)} was set by this machine's CPU (busy at the knee), not by "
                       "the system")
+    if value is not None and check.figure in MACHINE_SET and figures.get("knee_generator_warned"):
+        return None, (f"{check.figure} = {fmt(value)} came after the load generator warned (see Load generator): "
+                      "the knee is Locust's, not the system's")
     return check.judge(figures, other_figures)
 
 

@@ -95,10 +95,17 @@ def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[s
     return series
 
 
+HEALTH_WORKER_COLUMNS = {"workers_expected": int, "workers_connected": int, "workers_missing": int,
+                         "heartbeat_late_s": float, "rebalances": int}  # the master's view (locust/health.py)
+
+
 def health_rows(rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
-    """The load generator's health.csv (locust/health.py) as dicts."""
+    """The load generator's health.csv (locust/health.py) as dicts. The master's view of its workers is on
+    its own rows only: None on the others, and on every row of a file from before it was recorded (unknown)."""
     return [{"time": float(row["time"]), "process": row["process"], "cpu_percent": number(row["cpu_percent"]),
-             "loop_lag_ms": number(row["loop_lag_ms"]), "users": int(float(row["users"] or 0))} for row in rows]
+             "loop_lag_ms": number(row["loop_lag_ms"]), "users": int(float(row["users"] or 0)),
+             **{column: kind(float(row[column])) if row.get(column) else None
+                for column, kind in HEALTH_WORKER_COLUMNS.items()}} for row in rows]
 
 
 def load_window(series: Iterable[Mapping[str, Any]]) -> tuple[float, float] | tuple[None, None]:

@@ -7,29 +7,36 @@ exact   reads the store's marker of every visit id in the ledger (batched docume
         twice, or one from outside the run's ledger, such as a warm-up visit with a 5xx that landed late).
 totals  compares each page's shard growth with the ledger's counts: a 5xx or unanswered visit is
         ambiguous, and only a growth beyond every acknowledged and ambiguous visit is duplicated.
-        For a target whose store the kit cannot read, a ledger without ids or with visits it only
-        counted (beyond Locust's --ledger-ids), or a Google Cloud run above EXACT_MAX_READS visits
-        (--audit exact reads them anyway).
+        For a target whose store the kit cannot read, a ledger without ids or with sampled visits it
+        only counted (beyond Locust's --ledger-ids), or a Google Cloud run above EXACT_MAX_READS
+        visits (--audit exact reads them anyway).
+sample  for a ledger that kept a uniform sample of the ids (locust/ledger.py: the run planned more
+        visits than --ledger-ids): the sample's markers are read as exact reads them all, and the
+        visits' accounting goes by the totals. `sample_figures` gives the sample's fate in each part
+        of the load (a tenth of it: for a ramp, a load level) and the loss rate it rules out. The
+        reads are at most --ledger-ids, so a Google Cloud run reads them whatever its size.
 
 The markers are read after convergence, and again for the ids still without one, until every
 acknowledged visit has its marker or `wait_s` passes (convergence can end while acknowledged visits
 still wait in a retry backoff, when visits with a 5xx that did land make up the totals), and until
 the stored totals read before and after a round agree, so the markers and the totals are one moment.
 
-audit.json (format 1): {"format": 1, "method": "exact"|"totals", "why": words, "reads": N,
+audit.json (format 1): {"format": 1, "method": "exact"|"sample"|"totals", "why": words, "reads": N,
 "read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker],
-"totals": {page: stored} read with the markers (exact only)}.
+"totals": {page: stored} read with the markers (exact and sample only)}.
 
 A visit posted several times (--retry-visits) has one id and one marker: it counts once among the
 stored, and its store counting it twice would show as duplicated. The outcomes are the ledger's
 (locust/ledger.py, one definition); a ledger of an older format lacks the newer ones (`upgraded`).
 """
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from visitkit.catalogue import PAGES
 from visitkit.model import cost
+from visitkit.results.records import SampledAudit, SamplePart
 from visitkit.suite import locust_module
 
 FORMAT = 1
@@ -41,6 +48,8 @@ EXACT_MAX_READS = 1_000_000
 
 OUTCOMES = locust_module("ledger").OUTCOMES
 GAVE_UP_SINCE = 4  # the ledger format that added gave_up
+PARTS = 10  # the sample's audit across the load: in tenths of it
+CONFIDENCE = 0.95  # of the loss rate a sample rules out (one-sided)
 NEVER_PUBLISHED = ("refused", "gave_up")  # every answer a 4xx: nothing was published
 STEADY_WAIT_S = 60  # beyond the wait, how long the totals may keep moving before the audit takes them as they are
 
@@ -53,16 +62,29 @@ def upgraded(ledger: dict[str, Any]) -> dict[str, Any]:
     return {**ledger, "gave_up": {}}
 
 
+def one_in(fraction: float) -> str:
+    """A sample's fraction in words: "1 in 12.5"."""
+    return f"1 in {1 / fraction:,.1f}".removesuffix(".0")
+
+
+def sample_fraction(ledger: Mapping[str, Any]) -> float:
+    """The share of the visits the ledger kept by id: 1 (every one, up to its limit) for one without a
+    sample, as every ledger before format 5 (which added it, and each id's time) is."""
+    return float((ledger.get("sample") or {}).get("fraction", 1.0))
+
+
 def visit_ids(ledger: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """{visit id: (page, outcome)} of a ledger.json; empty for a ledger written before visit ids."""
     return {visit_id: (page, outcome) for page, by_outcome in ledger.get("visits", {}).items()
             for outcome, ids in by_outcome.items() for visit_id in ids}
 
 
-def choose(requested: str, ids: int, can_read: bool, billed: bool, untracked: int = 0) -> tuple[str, str]:
+def choose(requested: str, ids: int, can_read: bool, billed: bool, untracked: int = 0,
+           fraction: float = 1.0) -> tuple[str, str]:
     """(method, why) for `ids` visits: exact where the store's markers can be read and, on a billed
-    store, the reads are few enough or were asked for; never when the ledger counted visits it kept
-    no id of (`untracked`)."""
+    store, the reads are few enough or were asked for; sample for a ledger that kept a sample
+    (`fraction` < 1) of the ids; never when the ledger counted visits it should have kept by id
+    (`untracked`)."""
     if requested == "totals":
         return "totals", "asked for (--audit totals)"
     if not ids:
@@ -72,6 +94,9 @@ def choose(requested: str, ids: int, can_read: bool, billed: bool, untracked: in
                           "(Locust's --ledger-ids)")
     if not can_read:
         return "totals", "the kit cannot read this target's store (a deployment known only by its URL)"
+    if fraction < 1:
+        return "sample", (f"the ledger kept a uniform sample of the visit ids, {one_in(fraction)} (Locust's "
+                          f"--ledger-ids): the store's marker of each of its {ids:,} ids read")
     if billed and requested == "auto" and ids > EXACT_MAX_READS:
         return "totals", (f"{ids:,} visits is above {EXACT_MAX_READS:,} billed reads (--audit exact reads "
                           "them anyway)")
@@ -94,12 +119,13 @@ def run(ledger: Mapping[str, Any], requested: str, stored_visits: Callable[[set[
     reads the stored totals per page."""
     ids = visit_ids(ledger)
     untracked = sum(ledger.get("untracked", {}).values())
-    method, why = choose(requested, len(ids), stored_visits is not None, region is not None, untracked)
+    method, why = choose(requested, len(ids), stored_visits is not None, region is not None, untracked,
+                         sample_fraction(ledger))
     record: dict[str, Any] = {"format": FORMAT, "method": method, "why": why, "reads": 0, "read_cost_usd": None,
                               "not_stored": []}
-    if method != "exact":
+    if method == "totals":
         return record
-    assert stored_visits is not None  # choose: exact only where the store's markers can be read
+    assert stored_visits is not None  # choose: markers are read only where they can be
     acknowledged = {visit_id for visit_id, (_, outcome) in ids.items() if outcome == "acknowledged"}
     missing, reads, deadline = set(ids), 0, now() + wait_s
     while True:
@@ -144,3 +170,52 @@ def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before
     # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
     rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
     return rows
+
+
+def sent_times(ledger: Mapping[str, Any]) -> dict[str, int]:
+    """{visit id: when it was first posted (unix s)} of a ledger.json of format 5 (empty before)."""
+    return {visit_id: sent for page, by_outcome in ledger.get("visits", {}).items()
+            for outcome, ids in by_outcome.items()
+            for visit_id, sent in zip(ids, (ledger.get("sent_at") or {}).get(page, {}).get(outcome, ()))}
+
+
+def loss_rate_bound(acknowledged: int, lost: int, confidence: float = CONFIDENCE) -> float | None:
+    """The loss rate a sample of `acknowledged` visits with none lost rules out (one-sided): a higher
+    rate would leave all of them stored with a chance below 1 - confidence, 1 - (1 - c)^(1/n) (about
+    3/n at 95 %). None when some were lost (then the sample's rate is the estimate) or none sampled."""
+    if lost or not acknowledged:
+        return None
+    return 1 - (1 - confidence) ** (1 / acknowledged)
+
+
+def sample_figures(ledger: Mapping[str, Any], record: Mapping[str, Any], load_start: float | None,
+                   load_end: float | None, parts: int = PARTS) -> SampledAudit:
+    """The sampled visits' fate over the whole run and in each of `parts` equal parts of the load
+    (load_start..load_end, unix s; without them, the sample's own first and last times): per part its
+    visits/s (its sampled visits over the fraction), the sampled and acknowledged visits, the lost
+    (acknowledged, no marker) and the stored ones not acknowledged. A visit posted outside the load
+    (the last users finishing) counts in the nearest part."""
+    fraction, not_stored = sample_fraction(ledger), set(record["not_stored"])
+    ids, times = visit_ids(ledger), sent_times(ledger)
+    start = load_start if load_start is not None else min(times.values(), default=0)
+    end = load_end if load_end is not None else max(times.values(), default=0) + 1
+    width = max(end - start, 1) / parts
+    rows: list[SamplePart] = [{"start_s": round(k * width, 1), "end_s": round((k + 1) * width, 1),
+                               "visits_per_s": 0.0, "sampled": 0, "acknowledged": 0, "lost": 0,
+                               "stored_unacknowledged": 0} for k in range(parts)]
+    for visit_id, (_page, outcome) in ids.items():
+        row = rows[min(parts - 1, max(0, math.floor((times.get(visit_id, start) - start) / width)))]
+        row["sampled"] += 1
+        stored = visit_id not in not_stored
+        if outcome == "acknowledged":
+            row["acknowledged"] += 1
+            row["lost"] += not stored
+        else:
+            row["stored_unacknowledged"] += stored
+    for row in rows:
+        row["visits_per_s"] = round(row["sampled"] / fraction / width, 1)
+    acknowledged, lost = sum(row["acknowledged"] for row in rows), sum(row["lost"] for row in rows)
+    return {"fraction": fraction, "planned_visits": (ledger.get("sample") or {}).get("planned_visits"),
+            "sampled": len(ids), "acknowledged": acknowledged, "lost": lost,
+            "stored_unacknowledged": sum(row["stored_unacknowledged"] for row in rows),
+            "loss_rate_bound": loss_rate_bound(acknowledged, lost), "confidence": CONFIDENCE, "parts": rows}

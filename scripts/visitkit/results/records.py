@@ -215,20 +215,45 @@ class VisitRow(TypedDict):
     dead_lettered: NotRequired[int | None]  # the total's only; None: not measured
 
 
+class SamplePart(TypedDict):
+    """The sampled visits posted in one part of the load (audit.sample_figures), seconds into it."""
+    start_s: float
+    end_s: float
+    visits_per_s: float  # all the part's visits, estimated: its sampled ones over the fraction
+    sampled: int
+    acknowledged: int
+    lost: int  # acknowledged, not stored
+    stored_unacknowledged: int
+
+
+class SampledAudit(TypedDict):
+    """The audit of a ledger's uniform sample of visit ids (audit.sample_figures)."""
+    fraction: float  # of the visits kept by id
+    planned_visits: int | None  # the plan the fraction was set from
+    sampled: int
+    acknowledged: int
+    lost: int
+    stored_unacknowledged: int
+    loss_rate_bound: float | None  # the loss rate the sample rules out at `confidence`; None when some were lost
+    confidence: float
+    parts: list[SamplePart]
+
+
 class Audit(TypedDict):
     """How the visits were audited (summary.audit_figures)."""
-    method: str  # "exact" or "totals"
+    method: str  # "exact", "sample" or "totals"
     why: str
     reads: int
     read_cost_usd: float | None
     lost_ids: list[str]  # the first acknowledged visits not stored
+    sample: NotRequired[SampledAudit]  # the method "sample" only (ledgers of format 5)
 
 
 class LedgerFigures(TypedDict):
     complete: bool
     workers: int
     missing_workers: list[str]  # workers whose final ledger did not arrive
-    untracked: int  # visits counted beyond Locust's --ledger-ids, without their ids
+    untracked: int  # visits counted beyond Locust's --ledger-ids without their ids (of the sample, if one)
 
 
 class MissingMetric(TypedDict):
@@ -348,12 +373,32 @@ class Saturation(TypedDict):
     before_knee: bool
 
 
+class Heartbeats(TypedDict):
+    """The master's view of its workers (health.csv's worker columns; results/generator.py, heartbeats)."""
+    expected: int
+    missing_max: int
+    missing_at: float | None
+    heartbeat_late_max_s: float
+    rebalances: int
+
+
+class GeneratorWatch(TypedDict):
+    """A watched run's warnings (results/generator.py, Watch): at `cpu_percent`, from `source`, shown `live`
+    in the terminal (a local run) or once the files came (a fleet's)."""
+    cpu_percent: float
+    source: str | None
+    live: bool
+    warnings: list[Saturation]
+
+
 class LoadGenerator(TypedDict):
     """Locust's own health (results/generator.py, figures)."""
     workers: int
     processes: int
     per_process: dict[str, ProcessHealth]
     saturated: list[Saturation]
+    heartbeats: NotRequired[Heartbeats]  # absent: one process, or a health.csv from before them (unknown)
+    watch: NotRequired[GeneratorWatch]  # runs watched while they ran
 
 
 class Check(TypedDict):

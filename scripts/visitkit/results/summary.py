@@ -62,7 +62,7 @@ def summarize(data: RunData) -> Summary:
         "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
         "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after),
                                     None if no_dead_letter else dead_lettered(samples), exact=is_exact(data.audit)),
-        "audit": audit_figures(ledger, data.audit),
+        "audit": audit_figures(ledger, data.audit, load_start=load_start, load_end=load_end),
         "ledger": ledger_figures(ledger),
         "failures": data.failures[:10],
         "notes": [*run.get("notes", []), *data.notes],
@@ -82,7 +82,8 @@ def summarize(data: RunData) -> Summary:
                         else None)
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     knee = summary["breakpoint"]["knee"]
-    summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0))
+    summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0),
+                                                  run.get("generator_watch"))
     summary["model_load"] = model_for_load(run, data.history, load_start, load_end, data.arrivals)
     summary["headline"] = headline(summary)
     return Summary.from_json({**summary, "format_version": FORMAT_VERSION})
@@ -210,16 +211,21 @@ def visit_accounting(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] 
     return rows
 
 
-def audit_figures(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] | None, shown: int = 10) -> Audit:
-    """How the visits were audited, and the first acknowledged visits not stored (to look up)."""
+def audit_figures(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] | None, shown: int = 10,
+                  load_start: float | None = None, load_end: float | None = None) -> Audit:
+    """How the visits were audited, and the first acknowledged visits not stored (to look up); for a
+    sample, its fate across the load (`load_start`..`load_end`) and the loss rate it rules out."""
     if not audit_record:
         return {"method": "totals", "why": "the run was recorded before audits", "reads": 0, "read_cost_usd": None,
                 "lost_ids": []}
     acknowledged = {visit_id for visit_id, (_, outcome) in audit.visit_ids(ledger).items()
                     if outcome == "acknowledged"}
     lost = [visit_id for visit_id in audit_record["not_stored"] if visit_id in acknowledged]
-    return {"method": audit_record["method"], "why": audit_record["why"], "reads": audit_record["reads"],
-            "read_cost_usd": audit_record["read_cost_usd"], "lost_ids": lost[:shown]}
+    figures: Audit = {"method": audit_record["method"], "why": audit_record["why"], "reads": audit_record["reads"],
+                      "read_cost_usd": audit_record["read_cost_usd"], "lost_ids": lost[:shown]}
+    if audit_record["method"] == "sample":
+        figures["sample"] = audit.sample_figures(ledger, audit_record, load_start, load_end)
+    return figures
 
 
 def dead_lettered(samples: Sequence[Sample]) -> int | None:
@@ -316,6 +322,9 @@ def headline(summary: Mapping[str, Any]) -> Headline:
             figures[f"arrival_rate.{key}"] = arrival[key]
     machine = (summary.get("machine") or {}).get("knee")
     figures["knee_machine_busy"] = machine["busy"] if machine else None
+    locust_health = summary.get("load_generator") or {}
+    if locust_health.get("watch") is not None:  # a watched run's: a knee after a warning is Locust's, not the system's
+        figures["knee_generator_warned"] = generator.knee_warned(locust_health, bool(bp["knee"]))
     client = summary["client"]
     if client:
         figures["slowest_function"] = max(client, key=lambda name: client[name]["p95_ms"] or 0)
@@ -339,6 +348,7 @@ def headline_names() -> list[str]:
     public = [name for name in FUNCTIONS if CATALOGUE[name].public]  # the client reaches these alone
     probe = _Unmeasured(load=_Unmeasured(arrival_rate=_Unmeasured()),  # as an open-model run's
                         breakpoint=_Unmeasured(arrivals=_Unmeasured()),
+                        load_generator=_Unmeasured(watch=_Unmeasured()),  # a watched run's
                         client={name: _Unmeasured() for name in public},
                         server={name: _Unmeasured() for name in FUNCTIONS},
                         store=dict.fromkeys(Store.__annotations__))

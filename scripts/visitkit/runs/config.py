@@ -166,6 +166,7 @@ class LoadPlan:
     dwell: float = 0.0  # > 0: readers who keep each page open this many seconds (locust/locustfile.py's Reader)
     counter_ttl: float = 0.0  # with a dwell: get-counter's cache TTL, which the page's re-reads wait at least
     arrivals: Arrivals | None = None  # the open model: a rate in visits/s (None: users, the closed model)
+    ledger_ids: int | None = None  # Locust's --ledger-ids: the most visit ids kept (None: its default, 2,000,000)
 
     @property
     def load_model(self) -> str:
@@ -177,7 +178,7 @@ class LoadPlan:
               processes: int | None = None, local: bool = True, retry_visits: int | None = 0,
               workers: int | None = None, dwell: float | None = 0.0, counter_ttl: float | None = 0.0,
               arrival_rate: float | None = None, arrival_ramp: float | None = None,
-              arrival_start: float | None = None) -> Self:
+              arrival_start: float | None = None, ledger_ids: int | None = None) -> Self:
         if test not in TESTS:
             raise RunError(f"--test must be one of {', '.join(TESTS)}, not {test!r}")
         seconds = parse_duration(duration)
@@ -205,13 +206,15 @@ class LoadPlan:
             raise RunError(f"--retry-visits must be 0 to {MAX_RETRY_VISITS}")
         if (dwell or 0) < 0:
             raise RunError("--dwell must be 0 seconds (the study's visitor) or more")
+        if ledger_ids is not None and ledger_ids < 1:
+            raise RunError("--ledger-ids must be 1 or more")
         dwell = float(dwell or 0)
         shape_set, arrivals = Arrivals.build(test, shape_set, stages, arrival_rate, arrival_ramp, arrival_start)
         if arrivals and dwell:
             raise RunError("--dwell runs readers, users who stay; arrivals at a rate make the study's visit: "
                            "choose one")
         return cls(test, seconds, shape_set, stages, processes, retry_visits or 0, workers, dwell,
-                   float(counter_ttl or 0) if dwell else 0.0, arrivals)
+                   float(counter_ttl or 0) if dwell else 0.0, arrivals, ledger_ids)
 
     def describe(self) -> str:
         stages = ""
@@ -226,6 +229,8 @@ class LoadPlan:
                    f"{PAGE_REFRESH_SECONDS:g} s refresh and the {self.counter_ttl:g} s cache TTL) plus jitter"
                    if self.dwell else "")
                 + (f", {self.arrivals.describe()}" if self.arrivals else "")
+                + (f", at most {self.ledger_ids:,} visit ids kept (a uniform sample of a larger plan)"
+                   if self.ledger_ids else "")
                 + (", the rate split evenly among the Locust worker processes"
                    if self.arrivals and (self.workers or self.processes) else ""))
 
@@ -244,6 +249,8 @@ class LoadPlan:
             options.append(("--retry-visits", self.retry_visits))
         if self.dwell:
             options += [("--dwell", f"{self.dwell:g}"), ("--counter-ttl", f"{self.counter_ttl:g}")]
+        if self.ledger_ids is not None:
+            options.append(("--ledger-ids", self.ledger_ids))
         target_args = list(target_args)
         for i, arg in enumerate(target_args):
             if arg.startswith("--"):
@@ -366,7 +373,8 @@ class RunConfig:
               workers: int | None = None, worker_type: str | None = None, profile: str | None = None,
               chaos: str | None = None, warm_up: str | float | None = None, warm_up_users: int | None = None,
               retry_visits: int | None = 0, dwell: float | None = 0.0, arrival_rate: float | None = None,
-              arrival_ramp: float | None = None, arrival_start: float | None = None, **options: Any) -> Self:
+              arrival_ramp: float | None = None, arrival_start: float | None = None, ledger_ids: int | None = None,
+              **options: Any) -> Self:
         """`profile`: a latency profile's name or file (local only); `chaos`: a chaos plan's text; `arrival_*`: the
         open model (Arrivals); `options`: the other fields by name (convergence_timeout, project, access, ...)."""
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
@@ -395,7 +403,7 @@ class RunConfig:
             check_abort_on_fail(options["thresholds"], target, workers)
         load = LoadPlan.build(test, duration, shape_set, stages, processes, local=(target == "local"),
                               retry_visits=retry_visits, workers=workers, dwell=dwell, arrival_rate=arrival_rate,
-                              arrival_ramp=arrival_ramp, arrival_start=arrival_start)
+                              arrival_ramp=arrival_ramp, arrival_start=arrival_start, ledger_ids=ledger_ids)
         if worker_type is not None and (workers is None or target == "local"):
             raise RunError("--worker-type is the machine type of a fleet's worker VMs: use it with --workers and "
                            "--target gcp or a URL")

@@ -104,9 +104,11 @@ def audit_visits(state: RunState) -> None:
     record = audit.run(ledger, state.config.audit, target.stored_visits if target.reads_visits else None,
                        target.billed_region, totals=target.totals, wait_s=wait)
     state.folder.save_audit(record)
-    if record["method"] == "exact":
+    if record["method"] != "totals":
         paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""
-        state.log(f"audit: {record['reads']:,} visit markers read{paid}; {len(record['not_stored']):,} not stored")
+        sampled = " (a sample)" if record["method"] == "sample" else ""
+        state.log(f"audit: {record['reads']:,} visit markers read{sampled}{paid}; "
+                  f"{len(record['not_stored']):,} not stored")
     else:
         state.log(f"audit: by the totals ({record['why']})")
 
@@ -114,7 +116,8 @@ def audit_visits(state: RunState) -> None:
 def audit_words(requested: str, target: Target) -> str:
     if requested == "totals" or not target.reads_visits:
         return "compare each page's stored total with the visits' outcomes (5xx and unanswered stay ambiguous)"
-    words = "read the store's marker of every visit id in the ledger, in batches: each visit's fate is known"
+    words = ("read the store's marker of every visit id in the ledger, in batches: each visit's fate is known (of "
+             "a uniform sample of them when the run plans more visits than --ledger-ids)")
     if target.billed_region and requested == "auto":
         words += (f" (one billed read per visit; above {audit.EXACT_MAX_READS:,} visits by the totals instead, "
                   "unless --audit exact)")

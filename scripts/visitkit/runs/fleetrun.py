@@ -12,6 +12,7 @@ from visitkit.results import folder as results
 from visitkit.runs.config import STOP_TIMEOUT_S, LoadPlan, RunConfig
 from visitkit.runs.state import RunState, Sampler
 from visitkit.runs.targets import Target
+from visitkit.runs.watch import LiveWatch
 from visitkit.settings import DEPLOYED_ACCESS_MODES
 from visitkit.steps import Step
 
@@ -29,10 +30,14 @@ def make_fleet(config: RunConfig, folder: results.ResultsFolder) -> "Fleet | Non
     access = config.access or config.settings.access if config.target == "gcp" else "public"
     assert config.load.workers is not None  # on_fleet: the workers were asked for
     return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name,
-                 loadgen_record=loadgen.latest()[1])
+                 loadgen_record=loadgen.latest()[1], planned_s=config.load.planned_seconds())
 
 
 def fleet_steps(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet: "Fleet") -> list[Step]:
+    from visitkit.cloud.gcp import GcpTarget
+
+    if isinstance(target, GcpTarget):  # its preflight, before anything is created, checks the fleet's CPU quota
+        target.fleet_vms = (fleet.workers, fleet.worker_type)
     load = config.load
     commands = fleet.commands()
     master, worker = fleet.node_lines(load)
@@ -41,8 +46,8 @@ def fleet_steps(config: RunConfig, folder: results.ResultsFolder, target: Target
     return [
         Step("provision the Locust fleet", [
             fleet.describe(),
-            f"stage {fleet.stage_dir}: locust/, the visitkit modules it imports, requirements.txt (the kit's "
-            "Locust and google-auth pins) and run.conf:",
+            f"stage {fleet.stage_dir}: locust/, the visitkit modules it imports and run.conf (the VMs install "
+            "infra/loadgen/requirements.txt, a hashed lock holding the kit's Locust and google-auth pins):",
             *(f"    {line}" for line in conf.splitlines()[1:]),
             f"$ {shlex.join(commands['init'])}", f"$ {shlex.join(commands['apply'])}",
             f"apply retry policy: {_retry_policy()}",
@@ -60,7 +65,8 @@ def fleet_steps(config: RunConfig, folder: results.ResultsFolder, target: Target
             "whole visit ledger, and uploads its files to gs://<bucket>/results/ and then results/exit-code",
             f"wait for results/exit-code (up to {fleet_timeout(load):.0f} s), then copy results/ into {folder.path}: "
             "the Locust CSVs and HTML, ledger.json, per_second.csv, health.csv (each worker's CPU and event-loop lag "
-            "every second: the report flags a saturated worker and when)"], run_on_fleet),
+            "every second, the master's view of their heartbeats: the report flags a saturated worker and when); "
+            "then the load generator's warnings, from health.csv once it is here (not live)"], run_on_fleet),
         Step("leave the Locust fleet running (--keep-fleet)", [
             f"look inside: infra/loadgen/README.md; clean up later: $ {shlex.join(commands['destroy'])}"], None)
         if config.keep_fleet else
@@ -116,6 +122,7 @@ def run_on_fleet(state: RunState) -> None:
     state.load_started = float(seconds[0]) if seconds else waited_from
     state.load_ended = float(seconds[-1] + 1) if seconds else time.time()
     state.record["load_window"] = [state.load_started, state.load_ended]
+    LiveWatch(state, folder / results.HEALTH, live=False).poll()  # the master's file, read once it is here
     state.folder.save_run(state.record)
 
 
@@ -131,6 +138,6 @@ def destroy_fleet(state: RunState) -> None:
 
 def fleet_timeout(load: LoadPlan) -> float:
     """How long the kit waits for a fleet's results: its VMs' start, the load, its end."""
-    from visitkit.cloud.fleet import BOOT_ALLOWANCE_S
+    from visitkit.cloud.fleet import BOOT_ALLOWANCE_S, UNPLANNED_S
 
-    return BOOT_ALLOWANCE_S + (load.planned_seconds() or 24 * 3600) + STOP_TIMEOUT_S + 120
+    return BOOT_ALLOWANCE_S + (load.planned_seconds() or UNPLANNED_S) + STOP_TIMEOUT_S + 120

@@ -24,6 +24,7 @@ from visitkit.runs.config import LOCAL_WAIT_WORKERS_S, STOP_TIMEOUT_S, WARM_UP_D
 from visitkit.runs.progress import Progress
 from visitkit.runs.state import RunState, Sampler
 from visitkit.runs.targets import LocalTarget, Target
+from visitkit.runs.watch import LiveWatch
 from visitkit.twin.chaos import Chaos
 
 END_TEST_MARGIN_S = 30  # --abort-on-fail: beyond --stop-timeout, for Locust to write its files and quit
@@ -142,6 +143,7 @@ def run_load(state: RunState) -> None:
     timeout = config.load.seconds + STOP_TIMEOUT_S + 120 if config.load.seconds is not None else None
     state.load_started = time.time()
     progress, faults, stopped = Progress("load"), None, False
+    watch = LiveWatch(state, folder / results.HEALTH)  # warns as soon as Locust itself is the limit
     try:
         with LocustProcesses(locust_commands(state)) as locust:
             try:
@@ -163,6 +165,7 @@ def run_load(state: RunState) -> None:
                                     failures=row.get("Total Failure Count"),
                                     responses_429=sampler.figure("functions", "responses_429", since_first=True),
                                     backlog=sampler.figure("store", "backlog"))
+                    watch.poll()
                     time.sleep(1)
             except BaseException:  # Ctrl-C or kill: leaving `with` would wait for Locust, so stop it first
                 locust.stop()
@@ -173,6 +176,7 @@ def run_load(state: RunState) -> None:
             faults.stop()  # before the convergence wait: nothing stays frozen
             state.record["chaos"] = {"plan": config.chaos.describe(), "events": faults.events}
     state.load_ended = time.time()
+    watch.poll()  # the last rows: the workers' final reports, in the file the master wrote as it quit
     state.record["load_window"] = [state.load_started, state.load_ended]
     state.record["locust_exit_code"] = locust.returncode
     if locust.returncode != 0:

@@ -28,6 +28,7 @@ from visitkit.runs.fleetrun import fleet_steps, make_fleet
 from visitkit.runs.load import locust_lines, run_load, warm_up_stack
 from visitkit.runs.state import RunState
 from visitkit.runs.targets import Target
+from visitkit.runs.watch import plan_line as watch_plan_line
 from visitkit.steps import Step, plan_lines, run_steps
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def plan(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet
         Step("read the totals before the load", [f"from {target.totals_source}"], read_totals_before),
         *(fleet_steps(config, folder, target, fleet) if fleet else [
             Step(f"run the Locust test '{load.test}'", [f"{load.describe()}, against {shown_url}",
-                                                        *locust_lines(config, folder, target),
+                                                        *locust_lines(config, folder, target), watch_plan_line(),
                                                         *([f"chaos during the load: {config.chaos.describe()}"]
                                                           if config.chaos else []), *abort_lines(config)],
                  run_load)]),

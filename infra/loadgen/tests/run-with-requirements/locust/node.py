@@ -1,0 +1,1 @@
+"""Test fixture: stands in for locust/node.py, which the kit stages (never run)."""

@@ -1,0 +1,166 @@
+"""The preflight's quota check (visitkit.cloud.quotas): what the plan needs of Cloud Run's regional CPU
+and memory allocation and of Compute Engine's regional CPUs, read through Google's own client
+libraries from the local recorded fake of Cloud Quotas and Compute's regions.get
+(tests/integration/fake_google.py; its answers are checked against Google's schemas by
+test_google_schemas.py). Nothing is created where the plan exceeds a quota; a quota that cannot be
+read is a note."""
+import sys
+from pathlib import Path
+
+import pytest
+from google.oauth2.credentials import Credentials
+
+from visitkit.cloud import preflight, quotas
+from visitkit.errors import GcpError
+from visitkit.settings import load_settings
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.append(str(TESTS / "integration"))  # the fake, a local HTTP server
+from fake_google import FakeGoogle, Scenario  # noqa: E402
+
+PROJECT = "visitkit-fake"
+REGION = "southamerica-east1"  # the fixtures: 24 CPUs, 4 in use; Cloud Run 200 vCPUs, 400 GiB
+ITERATION_5 = TESTS.parent / "iterations" / "iteration-5" / "settings.tfvars.json"
+ON = preflight.READ_APIS + ("pubsub.googleapis.com", "compute.googleapis.com")
+
+
+def run(scenario, needs):
+    logged = []
+    with FakeGoogle(scenario) as fake:
+        apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
+        try:
+            result = preflight.run(PROJECT, "public", apis=apis, which=lambda name: f"/usr/bin/{name}",
+                                   sleep=lambda _s: None, log=logged.append, needs=needs)
+        except GcpError as error:
+            result = error
+    return result, fake, logged
+
+
+def created(fake):
+    return [path for path in fake.mutations if "generateServiceIdentity" in path]
+
+
+def functions(region=REGION):
+    return quotas.function_needs(load_settings(ITERATION_5), region)
+
+
+# --- what the plan needs --------------------------------------------------------------------------
+
+def test_the_functions_need_their_maximum_instances_times_cpu_and_memory():
+    cpu, memory = functions()
+    # iteration 5: 20 + 20 + 30 + 40 instances, concurrency 80 so 1 vCPU each, 256M each
+    assert (cpu.quota.quota_id, cpu.amount) == ("CpuAllocPerProjectRegion", 110 * 1000)
+    assert (memory.quota.quota_id, memory.amount) == ("MemAllocPerProjectRegion", 110 * 256 * 10**6)
+    assert "store-inc-counter 40 x 1 vCPU" in cpu.parts and cpu.region == REGION
+
+
+def test_the_fleet_needs_its_workers_and_its_masters_vcpus_from_the_quota_of_their_series():
+    [cpus] = quotas.fleet_needs(7, "e2-standard-4", REGION)
+    assert (cpus.quota.quota_id, cpus.quota.compute_metric, cpus.amount) == ("CPUS-per-project-region", "CPUS", 30)
+    n2, master = quotas.fleet_needs(3, "n2-standard-4", REGION)
+    assert (n2.quota.quota_id, n2.quota.compute_metric, n2.amount) == ("N2-CPUS-per-project-region", "N2_CPUS", 12)
+    assert (master.quota.quota_id, master.amount) == ("CPUS-per-project-region", 2)
+
+
+# --- the judgement, through the client libraries and the fake --------------------------------------
+
+def test_a_plan_under_the_quotas_passes_and_reads_compute_with_its_usage():
+    needs = functions() + quotas.fleet_needs(4, "e2-standard-4", REGION)  # 18 vCPUs of the 20 left
+    result, fake, logged = run(Scenario(enabled=ON), needs)
+    assert isinstance(result, preflight.Preflight), result
+    assert result.notes == () and created(fake)
+    assert f"/compute/v1/projects/{PROJECT}/regions/{REGION}" in fake.paths()
+    assert not any("CPUS-per-project-region" in path for path in fake.paths())  # Compute's own figures
+
+
+def test_a_fleet_over_what_is_left_of_the_cpu_quota_stops_before_anything_is_created():
+    # 5 x 4 + 2 = 22 vCPUs: under the limit of 24, over the 20 left with 4 in use
+    result, fake, _ = run(Scenario(enabled=ON), functions() + quotas.fleet_needs(5, "e2-standard-4", REGION))
+    assert isinstance(result, GcpError) and created(fake) == []
+    message = str(result)
+    assert "\n" not in message
+    for words in ("Compute Engine CPUS", "compute.googleapis.com quota CPUS-per-project-region",
+                  f"in region {REGION}", "needs 22 vCPUs", "5 x e2-standard-4 (4 vCPUs) and 1 x e2-standard-2",
+                  "allows 24 vCPUs, 4 vCPUs of it in use", "Run fewer --workers",
+                  f"https://console.cloud.google.com/iam-admin/quotas?project={PROJECT}",
+                  "gcloud quotas preferences create --service=compute.googleapis.com "
+                  f"--quota-id=CPUS-per-project-region --preferred-value=26 --dimensions=region={REGION} "
+                  f"--project={PROJECT}"):
+        assert words in message, (words, message)
+    assert "Cloud Run" not in message  # the functions fit
+
+
+def test_functions_over_cloud_runs_allocation_stop_with_both_quotas_named():
+    result, fake, _ = run(Scenario(enabled=ON), functions("us-central1"))  # its default: 20 vCPUs, 40 GiB
+    assert isinstance(result, GcpError) and created(fake) == []
+    message = str(result)
+    assert "Cloud Run CPU allocation (run.googleapis.com quota CpuAllocPerProjectRegion) in region us-central1: " \
+           "the plan needs 110 vCPUs" in message
+    assert "allows 20 vCPUs (Cloud Quotas: limit; usage not read" in message
+    assert "--quota-id=CpuAllocPerProjectRegion --preferred-value=110000 --dimensions=region=us-central1" in message
+    assert "lower the functions' max_instances" in message.lower()
+    assert "MemAllocPerProjectRegion" not in message  # 28.2 GB of 40 GiB fits
+
+
+def test_a_region_without_a_dimension_of_its_own_gets_the_quotas_default():
+    with FakeGoogle(Scenario(enabled=ON)) as fake:
+        apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
+        own = quotas.read(apis, quotas.RUN_CPU, REGION)
+        default = quotas.read(apis, quotas.RUN_CPU, "europe-west9")  # listed nowhere: the entry without dimensions
+    assert (own.limit, default.limit) == (200_000, 20_000)
+
+
+def test_with_compute_off_the_cpu_limit_comes_from_cloud_quotas_and_nothing_is_in_use():
+    # a new project: Compute Engine's API off, so no VM runs; 24 CPUs by default there
+    off = tuple(api for api in ON if api != "compute.googleapis.com")
+    result, fake, _ = run(Scenario(enabled=off), quotas.fleet_needs(6, "e2-standard-4", REGION))  # 26 vCPUs
+    assert isinstance(result, GcpError) and created(fake) == []
+    assert "needs 26 vCPUs" in str(result) and "allows 24 vCPUs (Cloud Quotas: limit; no VM running" in str(result)
+    result, _, _ = run(Scenario(enabled=off), quotas.fleet_needs(5, "e2-standard-4", REGION))  # 22: fits
+    assert isinstance(result, preflight.Preflight) and result.notes == ()
+
+
+def test_a_quota_api_that_refuses_is_a_note_and_the_run_goes_on():
+    off = tuple(api for api in ON if api != "compute.googleapis.com")
+    result, fake, logged = run(Scenario(enabled=off, errors={"cloudquotas": "error-quotas-denied"}),
+                               functions() + quotas.fleet_needs(5, "e2-standard-4", REGION))
+    assert isinstance(result, preflight.Preflight), result
+    assert len(result.notes) == 3 and created(fake)  # each quota said, then the run goes on
+    assert "the quota CpuAllocPerProjectRegion (run.googleapis.com) in southamerica-east1 could not be read " \
+           "(Permission 'cloudquotas.quotas.get' denied" in result.notes[0]
+    assert any("preflight: the quota CPUS-per-project-region" in line for line in logged)
+
+
+def test_a_quota_api_still_turning_on_is_waited_for_then_read():
+    scenario = Scenario(enabled=ON, errors={"cloudquotas": "error-crm-disabled"})  # SERVICE_DISABLED, once
+    scenario.errors_left["cloudquotas"] = 1
+    scenario.enabled.discard("cloudquotas.googleapis.com")  # so the preflight turns it on, and waits for it
+    result, fake, _ = run(scenario, functions("us-central1"))
+    assert isinstance(result, GcpError) and "CpuAllocPerProjectRegion" in str(result)
+
+
+def test_the_dry_run_names_the_check():
+    assert any("Cloud Quotas" in line and "ask for more" in line for line in preflight.describe(PROJECT, "public"))
+    lines = quotas.describe(functions())
+    assert lines[0].startswith(f"quota CpuAllocPerProjectRegion (run.googleapis.com) in {REGION}: the plan needs 110")
+
+
+@pytest.mark.parametrize("limit, usage, need, exceeds",
+                         [(24, 4, 20, False), (24, 4, 21, True), (None, 0, 10**9, False)])
+def test_the_judgement_is_on_what_is_left(limit, usage, need, exceeds):
+    [cpus] = quotas.fleet_needs(1, "e2-standard-2", REGION)
+    need = quotas.Need(cpus.quota, REGION, need, cpus.parts, cpus.fix)
+    assert (quotas.excess(PROJECT, need, quotas.Available(limit, usage, "test")) is not None) == exceeds
+
+
+def test_the_gcp_targets_preflight_is_given_the_functions_and_the_fleets_needs_in_its_region():
+    from visitkit.cloud.gcp import GcpTarget
+
+    seen = []
+    target = GcpTarget(load_settings(ITERATION_5), ITERATION_5.parent, "p1", region="us-east1", log=lambda *_: None,
+                       preflight=lambda project, access, credentials, before_creating, needs: seen.extend(needs))
+    target.fleet_vms = (7, "e2-standard-4")  # as fleetrun.fleet_steps sets it
+    target._check()
+    assert [(need.quota.quota_id, need.region, need.amount) for need in seen] == [
+        ("CpuAllocPerProjectRegion", "us-east1", 110_000), ("MemAllocPerProjectRegion", "us-east1", 110 * 256 * 10**6),
+        ("CPUS-per-project-region", "us-east1", 30)]
