@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gevent
+import gevent.ssl
 import locust.argument_parser
 import locust.stats
 import requests.utils
@@ -155,9 +156,23 @@ def read_count(user, page):
                            headers=request_headers(user, "/get-counter"))
 
 
-class Visitor(FastHttpUser):
-    wait_time = between(3, 5)
+@functools.cache
+def shared_tls_context(cafile: str | None = None, **_: Any) -> gevent.ssl.SSLContext:
+    """One TLS context for all of a process's users, unverified as Locust's default (insecure): geventhttpclient
+    would make one per user, loading the CA bundle into it (`cafile`) although nothing is verified, ~22 ms of
+    CPU per new HTTPS user (benchmarks/loadgen-*): a process adding hundreds of users stalled for seconds."""
+    return gevent.ssl._create_unverified_context()
+
+
+class StudyUser(FastHttpUser):
+    """What every user of the suite shares: the study's headers, one TLS context per process."""
+    abstract = True
     default_headers = STUDY_HEADERS
+    ssl_context_factory = staticmethod(shared_tls_context)
+
+
+class Visitor(StudyUser):
+    wait_time = between(3, 5)
 
     @task(3)
     def home(self):
@@ -180,7 +195,7 @@ class Visitor(FastHttpUser):
         visit(self, "about_legals")
 
 
-class Reader(FastHttpUser):
+class Reader(StudyUser):
     """A person who keeps the page open (--dwell S > 0): a page picked as the Visitor picks one, its
     visit and first read as the Visitor makes them, then the page stays open `dwell_s` seconds and
     re-reads the count as functions/templates/page.html does: once the previous read has ended, after
@@ -193,7 +208,6 @@ class Reader(FastHttpUser):
     refresh_s = 5.0  # the page's own refresh (serve-page's COUNTER_REFRESH_SECONDS)
     jitter = 0.2  # up to a fifth more
     backoff_max_s = 60.0  # the page's longest wait after errors (COUNTER_BACKOFF_MAX_SECONDS)
-    default_headers = STUDY_HEADERS
     pause_s = 0.0  # what the current wait() sleeps: nothing between pages
 
     def wait_time(self):
@@ -227,13 +241,12 @@ class Reader(FastHttpUser):
         self.pause(max(0.0, ends - time.monotonic()))
 
 
-class Arrival(FastHttpUser):
+class Arrival(StudyUser):
     """The open model's visitor (a shape in visits/s): takes its process's next arrival (arrivals.py),
     waits until it is due, makes the study's visit to a page picked at the Visitor's weights, without think
     time, and takes the next. Users are many enough that one is free when an arrival is due (the shape
     sizes them); an arrival none took in time is not started. Its waits are Locust's own (User.wait): at the
     end of the load a user waiting for an arrival stops at once."""
-    default_headers = STUDY_HEADERS
     idle_s = 1.0  # with no arrival left to take (the load is over): looks again after this
     pause_s = 0.0  # what the current wait() sleeps: nothing between visits
     wait_time = Reader.wait_time

@@ -278,3 +278,15 @@ def test_the_ledger_is_written_every_interval_while_the_run_goes_on_and_a_failed
     with pytest.raises(SystemExit):
         locustfile.keep_writing_ledger(path, 60)
     assert sleeps == [60] * 4 and written == [None, {"home": 1}, {"home": 1}]  # the last good write stays
+
+
+def test_every_user_of_a_process_shares_one_tls_context_and_loads_no_ca_bundle_into_it():
+    # geventhttpclient's own setup of a user's HTTPS pool, as FastHttpUser's session calls it: with Locust's
+    # factory each call built a context and loaded the CA bundle (~22 ms of CPU per user), to verify nothing
+    from geventhttpclient.connectionpool import _CA_CERTS, init_ssl_context
+
+    users = [locustfile.Visitor, locustfile.Reader, locustfile.Arrival]
+    contexts = [init_ssl_context(user.ssl_context_factory, _CA_CERTS, check_hostname=False) for user in users * 2]
+    assert all(context is contexts[0] for context in contexts)
+    assert contexts[0].cert_store_stats()["x509_ca"] == 0
+    assert contexts[0].verify_mode == 0  # ssl.CERT_NONE: unverified, as Locust's insecure default
