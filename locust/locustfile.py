@@ -42,7 +42,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import gevent
-import gevent.ssl
 import locust.argument_parser
 import locust.stats
 import requests.utils
@@ -53,6 +52,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 import arrivals
 import health
 import shapes
+import tls
 from ledger import VisitLedger, outcome_of, sample_fraction
 
 # The study's percentile columns (50/60/70/80/90/95 %), plus the tail.
@@ -156,19 +156,11 @@ def read_count(user, page):
                            headers=request_headers(user, "/get-counter"))
 
 
-@functools.cache
-def shared_tls_context(cafile: str | None = None, **_: Any) -> gevent.ssl.SSLContext:
-    """One TLS context for all of a process's users, unverified as Locust's default (insecure): geventhttpclient
-    would make one per user, loading the CA bundle into it (`cafile`) although nothing is verified, ~22 ms of
-    CPU per new HTTPS user (benchmarks/loadgen-*): a process adding hundreds of users stalled for seconds."""
-    return gevent.ssl._create_unverified_context()
-
-
 class StudyUser(FastHttpUser):
     """What every user of the suite shares: the study's headers, one TLS context per process."""
     abstract = True
     default_headers = STUDY_HEADERS
-    ssl_context_factory = staticmethod(shared_tls_context)
+    ssl_context_factory = staticmethod(tls.shared_context)
 
 
 class Visitor(StudyUser):

@@ -172,7 +172,8 @@ def test_a_benchmark_is_chosen_by_path_or_by_name_and_by_default_the_newest(tmp_
 def test_a_run_writes_a_folder_its_loader_reads_back_and_a_failed_one_leaves_none(tmp_path, monkeypatch):
     started = datetime.datetime(2026, 11, 26, 2, 50, 0)
     measured = {"scenarios": a_record()["scenarios"], "steps": a_record()["curve"]["steps"],
-                "haproxy": "2.6.12", "tls": "TLSv1.3 TLS_AES_256_GCM_SHA384", "tls_user_setup_ms": 20.0}
+                "haproxy": "2.6.12", "tls": "TLSv1.3 TLS_AES_256_GCM_SHA384", "tls_user_setup_ms": 20.0,
+                "tls_user_setup_ms_suite": 0.1}
     monkeypatch.setattr(loadgen, "measure", lambda *_: measured)
     clock = iter([started, started + datetime.timedelta(minutes=5)]).__next__  # a second reading would differ
     folder, record = loadgen.benchmark(10, out_root=tmp_path, now=clock)
@@ -183,6 +184,8 @@ def test_a_run_writes_a_folder_its_loader_reads_back_and_a_failed_one_leaves_non
     summary = (folder / "summary.md").read_text()
     assert summary == "\n".join(loadgen.summary_lines(record, folder.name)) + "\n"
     assert "| https-new-connection | 250 | 750 | 75 | 1,000 | 3.00x | 1.00 | 1 / 3 |" in summary
+    assert "each new HTTPS user costs the worker 20 ms of CPU once" in summary
+    assert "one context per process (locust/tls.py): 0.1 ms per new user" in summary
     assert "| 600 | 1,800 | 75 | 1 | 7 | 1 | yes |\n| 750 | 2,250 | 92 | 1 | 19 | 1 | no |" in summary
 
     def fails(*_):

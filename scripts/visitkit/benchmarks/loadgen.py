@@ -68,6 +68,7 @@ SCENARIOS = ({"name": PLAIN, "scheme": "http", "connections": "kept-alive"},
              {"name": NEW_CONNECTION, "scheme": "https", "connections": "per-request"})
 CURVE = "curve"  # the curve's files: curve-health.csv, ...
 LATENCY = "latency.csv"  # the Aggregated rows of Locust's stats history: time, users, p50_ms, p95_ms
+TLS_SETUP = ("tls_user_setup_ms", "tls_user_setup_ms_suite")  # CPU ms per new HTTPS user: Locust's, the suite's
 USER_CLASS = "Arrival (locust/locustfile.py: the open model's visitor, as iteration 5's fleet runs it)"
 
 
@@ -90,7 +91,8 @@ def make_record(measured: Mapping[str, Any], started: datetime.datetime, seconds
     record: dict[str, Any] = {
         "format": FORMAT, "benchmark": KIND, "when": started.isoformat(timespec="seconds"),
         "machine": benchfolder.machine(), "locust": locust_version(), "haproxy": measured["haproxy"],
-        "tls": measured["tls"], "tls_user_setup_ms": measured["tls_user_setup_ms"], "user_class": USER_CLASS,
+        "tls": measured["tls"], **{key: measured[key] for key in TLS_SETUP if key in measured},
+        "user_class": USER_CLASS,
         "users_max": USERS_MAX,
         "target": "HAProxy answering as the no-op function, on the same machine (benchmarks/loadgen.py, noopfront.py)",
         "seconds": seconds, "step_seconds": step_seconds, "settle_seconds": SETTLE_S,
@@ -122,7 +124,7 @@ def measure(folder: Path, seconds: float, scenarios: Iterable[Mapping[str, Any]]
         run_and_keep(folder, CURVE, front.urls[KEPT_ALIVE], stages)
         steps = stage_figures(folder, CURVE, stages)
         return {"scenarios": measured, "steps": steps, "haproxy": front.version, "tls": front.tls,
-                "tls_user_setup_ms": tls_user_setup_ms()}
+                **tls_user_setup()}
 
 
 def run_and_keep(folder: Path, name: str, url: str, stages: Sequence[tuple[float, float]]) -> None:
@@ -216,9 +218,10 @@ def stage_figures(folder: Path, name: str, stages: Sequence[tuple[float, float]]
     return found
 
 
-def tls_user_setup_ms(repeats: int = 20) -> float:
+def tls_user_setup_ms(factory: Any = None, repeats: int = 20) -> float:
     """CPU ms one new HTTPS user of Locust's FastHttpUser costs before its first connection: the SSL context
-    geventhttpclient makes for the user's connection pool (Locust's insecure factory, handed the CA bundle)."""
+    geventhttpclient makes for the user's connection pool with `factory` (default: Locust's insecure one, handed
+    the CA bundle; the suite's users hand it locust/tls.py's shared context)."""
     import time
 
     from geventhttpclient.connectionpool import SSLConnectionPool, init_ssl_context
@@ -226,8 +229,26 @@ def tls_user_setup_ms(repeats: int = 20) -> float:
 
     started = time.process_time()
     for _ in range(repeats):
-        init_ssl_context(insecure_ssl_context_factory, SSLConnectionPool.default_options["ca_certs"], False)
+        init_ssl_context(factory or insecure_ssl_context_factory, SSLConnectionPool.default_options["ca_certs"], False)
     return round(1000 * (time.process_time() - started) / repeats, 1)
+
+
+def tls_user_setup() -> dict[str, float]:
+    """{"tls_user_setup_ms": Locust's default, "tls_user_setup_ms_suite": the suite's users'}."""
+    return {"tls_user_setup_ms": tls_user_setup_ms(),
+            "tls_user_setup_ms_suite": tls_user_setup_ms(suite.locust_module("tls").shared_context)}
+
+
+def tls_setup_lines(record: Mapping[str, Any]) -> list[str]:
+    locust_ms, suite_ms = record.get("tls_user_setup_ms"), record.get("tls_user_setup_ms_suite")
+    if locust_ms is None:
+        return []
+    line = (f"With Locust's own TLS setup each new HTTPS user costs the worker {locust_ms:g} ms of CPU once, before "
+            "its first connection: geventhttpclient loads the CA bundle into every user's SSL context, even an "
+            "insecure one, and a process adding hundreds of users at once stalls for seconds.")
+    if suite_ms is not None:
+        line += (f" The suite's users share one context per process (locust/tls.py): {suite_ms:g} ms per new user.")
+    return [line]
 
 
 def locust_version() -> str:
@@ -281,9 +302,7 @@ def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
         f"at {record['per_process_rps']:,.0f} requests/s per worker process: {plain_rate:,.0f} per core-second over "
         f"plain HTTP, over {cpu_ratio(record, planned):.2f} (TLS on kept-alive connections), at {share:.0f}% of a "
         "core (`scripts/predict ITERATION --fleet VISITS_PER_S`).", "", *holding_notes(record), "",
-        f"Each new HTTPS user costs the worker {record['tls_user_setup_ms']:g} ms of CPU once, before its first "
-        "connection: geventhttpclient loads the CA bundle into every user's SSL context, even an insecure one. A "
-        "process that adds hundreds of users at once stalls for seconds, and may miss the master's heartbeats.", "",
+        *tls_setup_lines(record), "",
         "This machine's 2 cores are shared by the worker, its master and HAProxy, so the rates are not a cloud VM's; "
         "the ratio of CPU per request is measured side by side for that reason. Only a run on Google Cloud settles "
         "the rest: a vCPU of an e2-standard-4 is one hyperthread (one Locust process per vCPU, two per physical "
