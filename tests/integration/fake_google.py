@@ -54,6 +54,7 @@ class Scenario:
         self.errors_left = {}  # api name -> how many times the error is given (default: always)
         self.may_enable = may_enable
         self.quota_infos = quota_infos or {"CPUS-per-project-region": "quota-compute-cpus",
+                                           "CPUS-ALL-REGIONS-per-project": "quota-compute-cpus-all-regions",
                                            "CpuAllocPerProjectRegion": "quota-run-cpu",
                                            "MemAllocPerProjectRegion": "quota-run-memory"}
         self.regions = regions or {"southamerica-east1": "region-southamerica-east1"}
@@ -227,6 +228,14 @@ class Handler(BaseHTTPRequestHandler):
                                    "found", "status": "NOT_FOUND"}}
         return 200, fixture(s.regions[m[2]])
 
+    def get_compute_project(self, m, body):
+        s = self.server.scenario
+        if err := self.error("compute"):
+            return err
+        if "compute.googleapis.com" not in s.enabled:
+            return 403, fixture("error-compute-disabled")
+        return 200, fixture("compute-project")
+
     def get_quota_info(self, m, body):
         s = self.server.scenario
         if err := self.error("cloudquotas"):
@@ -266,6 +275,7 @@ GOOGLE_ROUTES = [
     ("POST", r"/v1beta1/projects/([^/]+)/services/(pubsub\.googleapis\.com):generateServiceIdentity",
      "serviceusage.v1beta1", "serviceusage.services.generateServiceIdentity", "generate_service_identity"),
     ("GET", r"/compute/v1/projects/([^/]+)/regions/([^/]+)", "compute.v1", "compute.regions.get", "get_region"),
+    ("GET", r"/compute/v1/projects/([^/]+)", "compute.v1", "compute.projects.get", "get_compute_project"),
 ]
 
 # Methods of APIs whose discovery document google-api-python-client does not ship (Cloud Quotas): HTTP

@@ -30,6 +30,7 @@ PROJECTS_GET = ("cloudresourcemanager.v3", "cloudresourcemanager.projects.get")
 BATCH_GET = ("serviceusage.v1", "serviceusage.services.batchGet")
 BATCH_ENABLE = ("serviceusage.v1", "serviceusage.services.batchEnable")
 REGIONS_GET = ("compute.v1", "compute.regions.get")
+COMPUTE_PROJECT_GET = ("compute.v1", "compute.projects.get")
 QUOTA_INFO = ("google.cloud.cloudquotas_v1", "QuotaInfo")  # no discovery document: the library's message
 
 # Each saved answer (path under tests/fixtures/) -> what it is: a method's response, or an error
@@ -49,6 +50,8 @@ SAVED = {
     "google/region-southamerica-east1.json": (RESPONSE, *REGIONS_GET),
     "google/error-compute-disabled.json": (ERROR, *REGIONS_GET),
     "google/quota-compute-cpus.json": (RESPONSE, *QUOTA_INFO),
+    "google/compute-project.json": (RESPONSE, *COMPUTE_PROJECT_GET),
+    "google/quota-compute-cpus-all-regions.json": (RESPONSE, *QUOTA_INFO),
     "google/quota-run-cpu.json": (RESPONSE, *QUOTA_INFO),
     "google/quota-run-memory.json": (RESPONSE, *QUOTA_INFO),
     "google/error-quotas-denied.json": (ERROR, *QUOTA_INFO),
@@ -114,8 +117,10 @@ REQUESTS = [
     *[("GET", f"/v2/projects/{PROJECT}/policies/{constraint}:getEffectivePolicy", None) for constraint in CONSTRAINTS],
     ("POST", f"/v1beta1/projects/{PROJECT}/services/pubsub.googleapis.com:generateServiceIdentity", {}),
     ("GET", f"/compute/v1/projects/{PROJECT}/regions/southamerica-east1", None),
+    ("GET", f"/compute/v1/projects/{PROJECT}", None),
     *[("GET", f"/v1/projects/{PROJECT}/locations/global/services/{service}/quotaInfos/{quota}", None)
       for service, quota in (("compute.googleapis.com", "CPUS-per-project-region"),
+                             ("compute.googleapis.com", "CPUS-ALL-REGIONS-per-project"),
                              ("run.googleapis.com", "CpuAllocPerProjectRegion"),
                              ("run.googleapis.com", "MemAllocPerProjectRegion"))],
     ("GET", f"/v1/projects/{PROJECT}/services:batchEnable", None),  # a verb the path does not take: 404

@@ -55,11 +55,13 @@ def test_the_functions_need_their_maximum_instances_times_cpu_and_memory():
 
 
 def test_the_fleet_needs_its_workers_and_its_masters_vcpus_from_the_quota_of_their_series():
-    [cpus] = quotas.fleet_needs(7, "e2-standard-4", REGION)
+    cpus, everywhere = quotas.fleet_needs(7, "e2-standard-4", REGION)
     assert (cpus.quota.quota_id, cpus.quota.compute_metric, cpus.amount) == ("CPUS-per-project-region", "CPUS", 30)
-    n2, master = quotas.fleet_needs(3, "n2-standard-4", REGION)
+    assert (everywhere.quota.compute_metric, everywhere.region, everywhere.amount) == ("CPUS_ALL_REGIONS", "global", 30)
+    n2, master, everywhere = quotas.fleet_needs(3, "n2-standard-4", REGION)
     assert (n2.quota.quota_id, n2.quota.compute_metric, n2.amount) == ("N2-CPUS-per-project-region", "N2_CPUS", 12)
     assert (master.quota.quota_id, master.amount) == ("CPUS-per-project-region", 2)
+    assert everywhere.amount == 14  # every series counts against the project's CPUs in all regions
 
 
 # --- the judgement, through the client libraries and the fake --------------------------------------
@@ -125,7 +127,7 @@ def test_a_quota_api_that_refuses_is_a_note_and_the_run_goes_on():
     result, fake, logged = run(Scenario(enabled=off, errors={"cloudquotas": "error-quotas-denied"}),
                                functions() + quotas.fleet_needs(5, "e2-standard-4", REGION))
     assert isinstance(result, preflight.Preflight), result
-    assert len(result.notes) == 3 and created(fake)  # each quota said, then the run goes on
+    assert len(result.notes) == 4 and created(fake)  # each quota said, then the run goes on
     assert "the quota CpuAllocPerProjectRegion (run.googleapis.com) in southamerica-east1 could not be read " \
            "(Permission 'cloudquotas.quotas.get' denied" in result.notes[0]
     assert any("preflight: the quota CPUS-per-project-region" in line for line in logged)
@@ -148,7 +150,7 @@ def test_the_dry_run_names_the_check():
 @pytest.mark.parametrize("limit, usage, need, exceeds",
                          [(24, 4, 20, False), (24, 4, 21, True), (None, 0, 10**9, False)])
 def test_the_judgement_is_on_what_is_left(limit, usage, need, exceeds):
-    [cpus] = quotas.fleet_needs(1, "e2-standard-2", REGION)
+    cpus = quotas.fleet_needs(1, "e2-standard-2", REGION)[0]
     need = quotas.Need(cpus.quota, REGION, need, cpus.parts, cpus.fix)
     assert (quotas.excess(PROJECT, need, quotas.Available(limit, usage, "test")) is not None) == exceeds
 
@@ -163,4 +165,29 @@ def test_the_gcp_targets_preflight_is_given_the_functions_and_the_fleets_needs_i
     target._check()
     assert [(need.quota.quota_id, need.region, need.amount) for need in seen] == [
         ("CpuAllocPerProjectRegion", "us-east1", 110_000), ("MemAllocPerProjectRegion", "us-east1", 110 * 256 * 10**6),
-        ("CPUS-per-project-region", "us-east1", 30)]
+        ("CPUS-per-project-region", "us-east1", 30), ("CPUS-ALL-REGIONS-per-project", "global", 30)]
+
+
+def test_a_fleet_over_the_projects_cpus_in_all_regions_stops_though_its_region_has_room():
+    # the region allows 40 (4 in use); the project 32 in all regions, 4 in use: 7 x 4 + 2 = 30 > 28 left
+    scenario = Scenario(enabled=ON, regions={REGION: "region-southamerica-east1"})
+    with FakeGoogle(scenario) as fake:
+        apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
+        regional, everywhere = quotas.fleet_needs(7, "e2-standard-4", REGION)
+        found = quotas.read(apis, everywhere.quota, everywhere.region)
+        paths = fake.paths()
+    assert (found.limit, found.usage) == (32, 4) and "projects.get" in found.source
+    assert f"/compute/v1/projects/{PROJECT}" in paths
+    message = quotas.excess(PROJECT, everywhere, found)
+    assert message is not None and "Compute Engine CPUs in all regions" in message and "across all regions" in message
+    assert "--quota-id=CPUS-ALL-REGIONS-per-project --preferred-value=34 --project=" in message
+    assert "--dimensions" not in message
+    assert quotas.excess(PROJECT, regional, quotas.Available(40, 4, "test")) is None
+
+
+def test_with_compute_off_the_projects_cpus_come_from_cloud_quotas():
+    off = tuple(api for api in ON if api != "compute.googleapis.com")
+    with FakeGoogle(Scenario(enabled=off)) as fake:
+        apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
+        found = quotas.read(apis, quotas.CPUS_ALL_REGIONS, quotas.EVERYWHERE)
+    assert (found.limit, found.usage) == (32, 0) and found.source.startswith("Cloud Quotas")

@@ -159,6 +159,11 @@ class Apis:
         return {quota.metric: (quota.limit, quota.usage)
                 for quota in client.get(project=self.project, region=region).quotas}
 
+    def project_quotas(self) -> dict[str, tuple[float, float]]:
+        """{metric: (limit, usage)} of the project's Compute Engine quotas in all regions (Compute v1 projects.get)."""
+        client = self._client("google.cloud.compute_v1", "ProjectsClient")
+        return {quota.metric: (quota.limit, quota.usage) for quota in client.get(project=self.project).quotas}
+
     def create_pubsub_agent(self) -> str | None:
         """Pub/Sub's service agent, created if missing (idempotent); returns its email. The call is
         only in Service Usage's v1beta1, which the client library does not cover."""

@@ -19,6 +19,9 @@ anything is created: it stops where the plan exceeds one, naming the quota and h
   (VMs already running count), so the judgement is on what is left; where the Compute Engine API
   is off in the project (a new one), no VM can be running there: the limit comes from Cloud
   Quotas and the usage is 0.
+- Compute Engine's CPUs in all regions for the same fleet (CPUS_ALL_REGIONS in Compute's projects.get, with
+  its usage; Cloud Quotas id CPUS-ALL-REGIONS-per-project where Compute is off): a project-wide cap
+  beside the regional one, small in new and trial projects.
 
 A quota that cannot be read (permission denied, an API off) is a note, not a stop: the apply then
 meets Google's own quota error, which names the quota too.
@@ -60,6 +63,9 @@ class Quota:
         return f"{amount:,.0f} vCPUs"
 
 
+EVERYWHERE = "global"  # the "region" of a project-wide quota
+CPUS_ALL_REGIONS = Quota(COMPUTE_API, "CPUS-ALL-REGIONS-per-project", "Compute Engine CPUs in all regions", "vCPUs",
+                         compute_metric="CPUS_ALL_REGIONS")
 RUN_CPU = Quota(RUN_API, "CpuAllocPerProjectRegion", "Cloud Run CPU allocation", "milli-vCPU")
 RUN_MEMORY = Quota(RUN_API, "MemAllocPerProjectRegion", "Cloud Run memory allocation", "bytes")
 
@@ -80,6 +86,10 @@ class Need:
     amount: float
     parts: str  # "serve-page 20 x 1 vCPU, ..."
     fix: str  # how the plan asks for less
+
+    @property
+    def where(self) -> str:
+        return "across all regions" if self.region == EVERYWHERE else f"in region {self.region}"
 
 
 @dataclass(frozen=True)
@@ -113,16 +123,21 @@ def function_needs(settings: Settings, region: str) -> list[Need]:
 
 def fleet_needs(workers: int, worker_type: str, region: str,
                 prices: Mapping[str, Any] | None = None) -> list[Need]:
-    """Compute Engine's regional CPUs for a Locust fleet: its worker VMs and its master."""
+    """Compute Engine's CPUs for a Locust fleet, its worker VMs and its master: in its region (by the quota of
+    their series), and in all regions."""
     vms = [(worker_type, workers), (MASTER_TYPE, 1)]
     by_quota: dict[Quota, list[tuple[str, int]]] = {}
     for machine_type, count in vms:
         by_quota.setdefault(compute_cpus(machine_type), []).append((machine_type, count))
     fix = "run fewer --workers, or put the fleet in another region (--region, with the functions)"
-    return [Need(quota, region, sum(count * machine(t, prices)["vcpus"] for t, count in kinds),
-                 " and ".join(f"{count} x {t} ({machine(t, prices)['vcpus']} vCPUs)" for t, count in kinds)
-                 + " (the Locust fleet)", fix)
-            for quota, kinds in by_quota.items()]
+
+    def need(quota: Quota, where: str, kinds: list[tuple[str, int]], fix: str) -> Need:
+        return Need(quota, where, sum(count * machine(t, prices)["vcpus"] for t, count in kinds),
+                    " and ".join(f"{count} x {t} ({machine(t, prices)['vcpus']} vCPUs)" for t, count in kinds)
+                    + " (the Locust fleet)", fix)
+
+    return [*(need(quota, region, kinds, fix) for quota, kinds in by_quota.items()),
+            need(CPUS_ALL_REGIONS, EVERYWHERE, vms, "run fewer --workers")]
 
 
 # --- what the project has -------------------------------------------------------------------------
@@ -146,14 +161,15 @@ def read(apis: Any, quota: Quota, region: str, patient: Callable[[Callable[[], A
 
     if quota.compute_metric is not None:
         try:  # not `patient`: Compute off is how a new project is, not an API still turning on
-            quotas = apis.region_quotas(region)
+            quotas = apis.project_quotas() if region == EVERYWHERE else apis.region_quotas(region)
         except exceptions.GoogleAPICallError as error:
             if getattr(error, "reason", None) != "SERVICE_DISABLED":
                 raise
         else:
             if quota.compute_metric in quotas:
                 limit, usage = quotas[quota.compute_metric]
-                return Available(limit, usage, "Compute Engine regions.get: limit and usage")
+                method = "projects.get" if region == EVERYWHERE else "regions.get"
+                return Available(limit, usage, f"Compute Engine {method}: limit and usage")
     info = patient(lambda: apis.quota_info(quota.service, quota.quota_id))
     usage_note = ("no VM running, the Compute Engine API being off" if quota.compute_metric is not None else
                   "usage not read: other Cloud Run services running in the region take from it too")
@@ -165,10 +181,12 @@ def read(apis: Any, quota: Quota, region: str, patient: Callable[[Callable[[], A
 def request_more(project: str, need: Need, available: Available) -> str:
     """How to ask for enough: the console's Quotas page, or the gcloud command (Cloud Quotas)."""
     wanted = math.ceil(need.amount + available.usage)
+    everywhere = need.region == EVERYWHERE
     return (f"ask for at least {wanted:,} {need.quota.unit} on the Quotas page ({CONSOLE.format(project=project)}, "
-            f"filter by {need.quota.quota_id} and region {need.region}) or with `gcloud quotas preferences create "
-            f"--service={need.quota.service} --quota-id={need.quota.quota_id} --preferred-value={wanted} "
-            f"--dimensions=region={need.region} --project={project} --email=YOUR_EMAIL`, which Google reviews "
+            f"filter by {need.quota.quota_id}{'' if everywhere else f' and region {need.region}'}) or with `gcloud "
+            f"quotas preferences create --service={need.quota.service} --quota-id={need.quota.quota_id} "
+            f"--preferred-value={wanted}{'' if everywhere else f' --dimensions=region={need.region}'} "
+            f"--project={project} --email=YOUR_EMAIL`, which Google reviews "
             "(https://cloud.google.com/docs/quotas/help/request_increase)")
 
 
@@ -178,7 +196,7 @@ def excess(project: str, need: Need, available: Available) -> str | None:
         return None
     quota = need.quota
     in_use = f", {quota.shown(available.usage)} of it in use" if available.usage else ""
-    return (f"{quota.title} ({quota.service} quota {quota.quota_id}) in region {need.region}: the plan needs "
+    return (f"{quota.title} ({quota.service} quota {quota.quota_id}) {need.where}: the plan needs "
             f"{quota.shown(need.amount)} ({need.parts}), the project allows {quota.shown(available.limit)}{in_use} "
             f"({available.source}). {need.fix[0].upper()}{need.fix[1:]}; or {request_more(project, need, available)}.")
 
