@@ -29,13 +29,21 @@ SPARE_S = 1.0  # and a second's arrivals more: the visit's measured duration lag
 LOOK_AHEAD_S = 2.0  # users are sized for the highest rate of the next seconds (a ramp's)
 VISIT_GUESS_S = 1.0  # a visit's duration until requests have been measured
 VISIT_WINDOW_S = 10.0  # the visit's duration is measured over the requests of the last seconds
-REQUESTS_PER_VISIT = 3  # the page, inc-counter, get-counter
 IDLE_STEP_S = 0.1  # while the rate is 0, the clock looks again this much later
 INTEGRAL_STEP_S = 0.002  # the target is integrated in steps this short: a rate's jump (its end) is off by half
 END_EPSILON_S = 1e-6  # no arrival is due closer than this to the schedule's end
 MIDPOINT_ROUNDS = 4  # next_due's refinements: exact for a linear rate after the first
 VISITS_COLUMN = "visits_per_s"  # an endurance stages file in visits/s has this column instead of `users`
 VISITS_SUFFIX = "/s"  # and an inline stage `15/s:120` (15 visits/s held 120 s)
+
+
+def requests_per_visit(page_embeds_count: bool) -> int:
+    """The requests of one visit: the page, inc-counter and, unless the page comes with its count (serve-page's
+    PAGE_EMBEDS_COUNT, the settings' page_embeds_count), get-counter's first read."""
+    return 2 if page_embeds_count else 3
+
+
+REQUESTS_PER_VISIT = requests_per_visit(False)  # by default, and in iterations 0-6
 
 RateAt = Callable[[float], float | None]  # elapsed seconds -> visits/s, None once the schedule is over
 
@@ -179,11 +187,13 @@ def users_wanted(users: int, rate: float, visit_s: float, short: int = 0, headro
 
 class VisitDuration:
     """A visit's current duration, from Locust's running totals of requests and their response times:
-    their mean over the last VISIT_WINDOW_S, times the requests of a visit."""
+    their mean over the last VISIT_WINDOW_S, times the requests of a visit (requests_per_visit: the
+    locustfile sets it once the visitors meet pages that come with their count)."""
 
     def __init__(self) -> None:
         self.seen: collections.deque[tuple[float, int, float]] = collections.deque()
         self.seconds = VISIT_GUESS_S
+        self.requests_per_visit = REQUESTS_PER_VISIT
 
     def update(self, elapsed: float, requests: int, total_ms: float) -> float:
         self.seen.append((elapsed, requests, total_ms))
@@ -191,7 +201,7 @@ class VisitDuration:
             self.seen.popleft()
         _, requests_then, ms_then = self.seen[0]
         if requests > requests_then:  # else nothing answered lately: the last figure stands
-            self.seconds = REQUESTS_PER_VISIT * (total_ms - ms_then) / (requests - requests_then) / 1000
+            self.seconds = self.requests_per_visit * (total_ms - ms_then) / (requests - requests_then) / 1000
         return self.seconds
 
 

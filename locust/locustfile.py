@@ -1,5 +1,6 @@
 """The study's visitor: picks a page (home 3 : jobs 4 : about 2 : about_offices 2 : about_legals 1),
-loads its HTML, counts the visit and reads the page's counter; waits 3 to 5 s between pages.
+loads its HTML, counts the visit and reads the page's counter (unless the page came with its count, as
+serve-page serves it with PAGE_EMBEDS_COUNT=1: then it reads none); waits 3 to 5 s between pages.
 With --dwell S > 0 the users are Readers instead: the same visit, then the page kept open S seconds,
 re-reading its counter as the page does, then the next page. A shape given in visits/s (the open model:
 arrival_rate, arrival_ramp, stages in visits/s) runs Arrivals instead: the same visit, started when the
@@ -36,6 +37,7 @@ import functools
 import logging
 import math
 import random
+import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -81,6 +83,11 @@ arrival_table: dict[int, list[float]] = {}  # open model, the master's: every wo
 RETRIED_OUTCOMES = ("failed", "unanswered")  # and a 429, refused for now
 TOO_MANY_REQUESTS = 429
 RETRY_WAIT_MAX_S = 30.0  # the longest wait before a visit is posted again, whatever Retry-After asks
+# A page served with its count carries it in its config (functions/serve_page.py), as json.dumps writes it:
+# read from the bytes without parsing the page.
+EMBEDDED_COUNT = re.compile(rb'"count": (\d+)[,}]')
+EMBEDS_KEY = "page_embeds_count"  # a worker's report: it met a page that came with its count
+pages_with_count: list[bool] = []  # [True] once this process met one
 
 
 def study_headers():
@@ -144,10 +151,31 @@ def post_visit(user, page, retries):
         ledger.record_done(visit_id)
 
 
+def embedded_count(response):
+    """The count a served page came with, or None (a page without one, or no page)."""
+    found = EMBEDDED_COUNT.search(response.content or b"") if 200 <= (response.status_code or 0) < 300 else None
+    return int(found[1]) if found else None
+
+
+def met_a_page_with_its_count(environment):
+    """From the first page that came with its count on, a visit is one request fewer: the open model's
+    shape sizes its users from the visit's duration, the requests of a visit times their mean time."""
+    if pages_with_count:
+        return
+    pages_with_count.append(True)
+    shape = environment.shape_class
+    if shape is not None:  # the master's, or the only process's (a worker says so in its reports)
+        shape.visit_duration.requests_per_visit = arrivals.requests_per_visit(True)
+
+
 def visit(user, page):
-    user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=request_headers(user, "/app"))
+    """The page, its visit and the count's first read; the response the page's count came in."""
+    served = user.client.get(f"/app?view={page}", name=f"/app?view={page}", headers=request_headers(user, "/app"))
     # Read at each visit: a worker's options are the master's once the test starts (Locust issue #2206).
     post_visit(user, page, max(0, user.environment.parsed_options.retry_visits))
+    if embedded_count(served) is not None:  # the page shows it: no first read, as the page makes none
+        met_a_page_with_its_count(user.environment)
+        return served
     return read_count(user, page)
 
 
@@ -429,6 +457,7 @@ def serve_as_worker(runner):
     @events.report_to_master.add_listener
     def ship_ledger(client_id, data):
         data[LEDGER_KEY], data[COUNTS_KEY], data[HEALTH_KEY] = ledger.take(), ledger.counts(), probe.take()
+        data[EMBEDS_KEY] = bool(pages_with_count)
         if arrival_clock:
             data[ARRIVALS_KEY] = arrival_clock[0].take_rows(arrival_clock[0].elapsed())
 
@@ -446,6 +475,8 @@ def collect_as_master(runner):
         if probes and probes[0].log:  # the kit watches them while the load runs
             probes[0].log.append(data.get(HEALTH_KEY, ()))
         arrivals.merge(arrival_table, data.get(ARRIVALS_KEY, ()))
+        if data.get(EMBEDS_KEY):
+            met_a_page_with_its_count(runner.environment)
 
     def receive_final_ledger(environment, msg):
         ledger.report(msg.node_id, msg.data[COUNTS_KEY], msg.data[LEDGER_KEY], final=True)

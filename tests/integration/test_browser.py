@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import running_stack
-from helpers import call, function_server, platform_figures, settle
+from helpers import call, closed_address, function_server, platform_figures, settle
 
 from visitkit.net import wait_until
 from visitkit.paths import ITERATIONS_DIR, SETTINGS_FILE
@@ -463,3 +463,71 @@ def test_a_visible_page_left_alone_reads_no_faster_than_get_counters_cache(cache
     assert browser.execute_script("return document.visibilityState") == "visible"
     assert 5 <= made <= MOST_READS, made  # and it did keep reading
     assert 5 <= asked <= MOST_READS, asked
+
+
+# ---- a page served with its count (serve-page's PAGE_EMBEDS_COUNT=1) ------------------------------
+@contextlib.contextmanager
+def counted_page(browser, firestore, post_delay_s=1.5, answer=lambda n: 1000 + n, **settings):
+    """The jobs page, served by a real serve-page that embeds its count read from `firestore` (host:port),
+    opened in the browser beside stand-ins for inc-counter (202 after post_delay_s) and get-counter (its
+    n-th read answers answer(n)). Yields (posts, reads): the monotonic times each came."""
+    posts, reads = [], []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server interface
+            reads.append(time.monotonic())
+            send(self, 200, {"count": answer(len(reads))})
+
+        def do_POST(self):  # noqa: N802
+            posts.append(time.monotonic())
+            time.sleep(post_delay_s)
+            send(self, 202, {})
+
+        def log_message(self, *_):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        with function_server("serve-page", PAGE_EMBEDS_COUNT="1", FIRESTORE_EMULATOR_HOST=firestore,
+                             INC_COUNTER_URL=f"{base}/inc-counter", GET_COUNTER_URL=f"{base}/get-counter",
+                             **{name: str(value) for name, value in settings.items()}) as page_url:
+            browser.get(f"{page_url}/?view=jobs")
+            yield posts, reads
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_served_with_its_count_shows_it_then_one_more_for_its_visit_and_reads_only_later(stack, browser):
+    """The count at once (no read), + 1 once the visit's 202 came, the first read one refresh interval later."""
+    stored = stack.totals()["jobs"]
+    with counted_page(browser, stack.state()["firestore"], answer=lambda n: stored + 1000 + n,
+                      COUNTER_REFRESH_SECONDS=3) as (posts, reads):
+        assert displayed_count(browser) == stored  # as the page loaded, before its visit was answered
+        assert wait_until(lambda: displayed_count(browser) == stored + 1, timeout=10, interval=0.05)
+        acknowledged = time.monotonic()
+        assert reads == [] and len(posts) == 1
+        assert wait_until(lambda: displayed_count(browser) == stored + 1001, timeout=10, interval=0.05)
+        assert reads[0] - acknowledged >= 3 - 0.3  # a refresh interval (and its jitter) after the 202
+
+
+def test_a_page_whose_count_could_not_be_read_is_served_and_reads_it_as_by_default(browser):
+    """Firestore unreachable: the page is served all the same, without a count, and reads it at once."""
+    with closed_address() as nowhere, counted_page(browser, nowhere, post_delay_s=0, CALL_DEADLINE_SECONDS=2,
+                                                   COUNTER_REFRESH_SECONDS=30) as (posts, reads):
+        assert browser.title == "Jobs · Institute for Public Research"
+        assert wait_until(lambda: displayed_count(browser) == 1001, timeout=10, interval=0.05)
+        assert len(reads) == 1 and reads[0] >= posts[0]  # its first read, once its visit was registered
+
+
+def test_a_read_behind_the_count_shown_does_not_take_the_visit_back(stack, browser):
+    """The store has not counted this visit yet (its batch is still open): the first read answers the total
+    without it, and the page keeps showing the visit counted, since a total only grows."""
+    stored = stack.totals()["jobs"]
+    with counted_page(browser, stack.state()["firestore"], post_delay_s=0, answer=lambda n: stored,
+                      COUNTER_REFRESH_SECONDS=1) as (_posts, reads):
+        assert wait_until(lambda: displayed_count(browser) == stored + 1, timeout=10, interval=0.05)
+        assert wait_until(lambda: len(reads) >= 2, timeout=10, interval=0.05)
+        assert displayed_count(browser) == stored + 1

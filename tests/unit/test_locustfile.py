@@ -7,10 +7,13 @@ import pytest
 
 import locustfile
 
+PAGE = b'<script>\n  const config = {"view": "jobs", "visitRetryMs": 1000};\n'  # as serve-page serves it by default
+
 
 class Client:
-    def __init__(self, *statuses, headers=None):
+    def __init__(self, *statuses, headers=None, page=PAGE):
         self.statuses, self.headers, self.posts, self.gets = list(statuses), headers or {}, [], []
+        self.page = page  # what a page's GET answers
 
     def answer(self):
         return SimpleNamespace(status_code=self.statuses.pop(0), headers=self.headers)
@@ -21,8 +24,9 @@ class Client:
 
     def get(self, url, name, headers):
         self.gets.append(url)
-        return self.answer() if url.startswith("/get-counter") and self.statuses else SimpleNamespace(
-            status_code=200, headers={})
+        if url.startswith("/get-counter") and self.statuses:
+            return self.answer()
+        return SimpleNamespace(status_code=200, headers={}, content=self.page if url.startswith("/app") else b"")
 
 
 @pytest.fixture
@@ -290,3 +294,86 @@ def test_every_user_of_a_process_shares_one_tls_context_and_loads_no_ca_bundle_i
     assert all(context is contexts[0] for context in contexts)
     assert contexts[0].cert_store_stats()["x509_ca"] == 0
     assert contexts[0].verify_mode == 0  # ssl.CERT_NONE: unverified, as Locust's insecure default
+
+
+# ---- a page that comes with its count (serve-page's PAGE_EMBEDS_COUNT=1) ---------------------------------
+COUNTED_PAGE = b'<script>\n  const config = {"view": "jobs", "visitRetryMs": 1000, "count": 41};\n'
+
+
+@pytest.fixture
+def no_page_with_count_yet(monkeypatch):
+    monkeypatch.setattr(locustfile, "pages_with_count", [])
+
+
+def test_the_count_a_page_came_with_is_read_from_its_config():
+    def page(body, status=200):
+        return SimpleNamespace(status_code=status, content=body)
+
+    assert locustfile.embedded_count(page(COUNTED_PAGE)) == 41
+    assert locustfile.embedded_count(page(COUNTED_PAGE.replace(b"41}", b"0}"))) == 0
+    assert locustfile.embedded_count(page(PAGE)) is None
+    assert locustfile.embedded_count(page(COUNTED_PAGE, status=500)) is None
+    assert locustfile.embedded_count(page(None, status=0)) is None  # no answer at all
+
+
+def test_the_visitor_reads_the_count_from_the_page_serve_page_renders():
+    import serve_page
+
+    def page(body):
+        return SimpleNamespace(status_code=200, content=body.encode())
+
+    assert locustfile.embedded_count(page(serve_page.render_with("about_offices", 1234567))) == 1234567
+    assert locustfile.embedded_count(page(serve_page.render("about_offices"))) is None
+
+
+def test_a_visit_of_a_page_with_its_count_lasts_its_two_requests():
+    duration = locustfile.arrivals.VisitDuration()
+    duration.update(0.0, 0, 0.0)
+    assert duration.update(1.0, 10, 1000.0) == 0.3  # 100 ms a request, three requests
+    duration.requests_per_visit = locustfile.arrivals.requests_per_visit(True)
+    assert duration.update(2.0, 20, 2000.0) == 0.2
+
+
+def test_the_visitor_makes_no_first_read_when_the_page_came_with_its_count(monkeypatch, ledger, no_page_with_count_yet):
+    shape = SimpleNamespace(visit_duration=locustfile.arrivals.VisitDuration())
+    environment = SimpleNamespace(parsed_options=SimpleNamespace(retry_visits=0), shape_class=shape)
+    user = SimpleNamespace(client=Client(202, page=COUNTED_PAGE), host="http://x", environment=environment)
+    assert locustfile.visit(user, "jobs").content == COUNTED_PAGE  # the page's count is its first answer
+    assert user.client.gets == ["/app?view=jobs"] and len(user.client.posts) == 1
+    # the open model sizes its users from a visit of two requests now
+    assert shape.visit_duration.requests_per_visit == 2
+    user.client = Client(202)  # a page without its count (Firestore was down): read as by default
+    locustfile.visit(user, "jobs")
+    assert user.client.gets == ["/app?view=jobs", "/get-counter?visit_type=jobs"]
+
+
+def test_a_reader_whose_page_came_with_its_count_rereads_it_after_an_interval(monkeypatch, ledger,
+                                                                              no_page_with_count_yet):
+    user, clock = reader(monkeypatch, ttl=10)
+    user.client.page = COUNTED_PAGE
+    user.environment.shape_class = None
+    user.read_a_page()
+    page = user.client.gets[0].removeprefix("/app?view=")
+    assert user.client.gets[1:] == [f"/get-counter?visit_type={page}"] * 6  # at 10, 20 ... 60 s: none at 0 s
+    assert user.pauses[0] == 10
+
+
+def test_a_worker_that_met_a_page_with_its_count_tells_the_masters_shape(monkeypatch, no_page_with_count_yet):
+    handlers = {}
+    monkeypatch.setattr(locustfile.events.report_to_master, "add_listener", lambda f: handlers.setdefault("ship", f))
+    monkeypatch.setattr(locustfile.events.worker_report, "add_listener", lambda f: handlers.setdefault("take", f))
+    monkeypatch.setattr(locustfile.health, "Probe", lambda *a: SimpleNamespace(start=lambda: None, take=lambda: []))
+    shape = SimpleNamespace(visit_duration=locustfile.arrivals.VisitDuration())
+    runner = SimpleNamespace(client_id="w1", register_message=lambda *a: None,
+                             environment=SimpleNamespace(shape_class=shape))
+    locustfile.serve_as_worker(runner)
+    locustfile.collect_as_master(runner)
+    report = {}
+    handlers["ship"]("w1", report)
+    assert report[locustfile.EMBEDS_KEY] is False
+    locustfile.pages_with_count.append(True)  # this worker met one
+    handlers["ship"]("w1", report)
+    locustfile.pages_with_count.clear()  # the master's process never met one itself
+    monkeypatch.setattr(locustfile.ledger, "report", lambda *a, **k: None)
+    handlers["take"]("w1", report)
+    assert shape.visit_duration.requests_per_visit == 2

@@ -9,6 +9,7 @@ import os
 import re
 from unittest import mock
 
+import flask
 import pytest
 
 import serve_page
@@ -61,3 +62,86 @@ def test_the_idle_pause_and_the_visit_tries_are_settings():
     config = config_with(PAGE_IDLE_SECONDS="2.5", VISIT_TRIES="6")
     assert (config["idleMs"], config["visitTries"]) == (2500, 6)
     assert config_with(PAGE_IDLE_SECONDS="0")["idleMs"] == 0  # never stops (infra/variables.tf's 0)
+
+
+# ---- PAGE_EMBEDS_COUNT=1: the page comes with its count -------------------------------------------
+@pytest.fixture
+def embedding(monkeypatch):
+    """serve-page as loaded with PAGE_EMBEDS_COUNT=1; loaded again as the test process has it afterwards."""
+    monkeypatch.setenv("PAGE_EMBEDS_COUNT", "1")
+    module = importlib.reload(serve_page)
+    yield module
+    monkeypatch.delenv("PAGE_EMBEDS_COUNT")
+    del serve_page.totals  # a reload keeps the module's names: as a fresh default instance has it
+    importlib.reload(serve_page)
+
+
+def served(module, view="home"):
+    """(status, the page's config, its headers, the page) of GET /app?view=VIEW."""
+    app = flask.Flask(__name__)
+    with app.test_request_context(f"/app?view={view}"):
+        reply = flask.make_response(module.serve_page(flask.request))
+    page = reply.get_data(as_text=True)
+    config = json.loads(re.search(r"const config = (\{.*?\});\n", page)[1].replace("<\\/", "</"))
+    return reply.status_code, config, reply.headers, page
+
+
+def test_by_default_the_page_carries_no_count_and_serve_page_reads_none():
+    assert not serve_page.PAGE_EMBEDS_COUNT and not hasattr(serve_page, "totals")
+    status, config, headers, page = served(serve_page)
+    assert status == 200 and "count" not in config
+    assert page == serve_page.render("home") and dict(headers) | serve_page.page_headers("home") == dict(headers)
+
+
+def test_the_page_embeds_its_total_read_as_get_counter_reads_it(embedding, monkeypatch):
+    totals = embedding.totals
+    monkeypatch.setattr(totals, "cached_total", lambda page: {"home": (41, None, 7.5)}[page])
+    status, config, headers, page = served(embedding)
+    assert status == 200 and config["count"] == 41
+    # its own script, with the count in it: the policy allows that script by its hash
+    [script] = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert f"script-src {sha256(script)};" in headers["Content-Security-Policy"]
+    assert headers["Content-Security-Policy"] != serve_page.page_headers("home")["Content-Security-Policy"]
+
+
+def test_the_page_shares_get_counters_cache_rules(embedding, monkeypatch):
+    """One implementation (totals.py): with a cache, pages served within its lifetime read Firestore once."""
+    totals, reads = embedding.totals, []
+    monkeypatch.setattr(totals, "_cache", {})
+    monkeypatch.setattr(totals, "CACHE_TTL_SECONDS", 10)
+    monkeypatch.setattr(totals, "read_total", lambda page: reads.append(page) or 40 + len(reads))
+    assert [served(embedding)[1]["count"] for _ in range(3)] == [41, 41, 41]
+    assert reads == ["home"]
+
+
+@pytest.mark.parametrize("failure, severity", [("unavailable", "WARNING"), (RuntimeError("no credentials"), "ERROR")])
+def test_a_total_that_cannot_be_read_leaves_the_page_as_it_is_by_default(embedding, monkeypatch, capsys, failure,
+                                                                          severity):
+    totals = embedding.totals
+    error = totals.Unavailable("503 down", 2) if failure == "unavailable" else failure
+
+    def cached_total(page):
+        raise error
+
+    monkeypatch.setattr(totals, "cached_total", cached_total)
+    status, config, headers, page = served(embedding)
+    assert status == 200 and "count" not in config  # the page reads its count from get-counter itself
+    assert page == embedding.render("home") and headers["Content-Security-Policy"] == embedding.page_headers(
+        "home")["Content-Security-Policy"]
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert line["severity"] == severity and line["answered"] == "page without count"
+
+
+def test_a_stale_total_is_embedded_as_get_counter_answers_it_and_logged(embedding, monkeypatch, capsys):
+    monkeypatch.setattr(embedding.totals, "cached_total", lambda page: (41, "504 Deadline Exceeded", 0))
+    assert served(embedding)[1]["count"] == 41
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert line["severity"] == "WARNING" and line["answered"] == "stale"
+
+
+
+@pytest.mark.parametrize("view", ["home", "about_offices"])
+@pytest.mark.parametrize("count", [0, 7, 1234567, 10**12])
+def test_the_page_with_its_count_is_made_from_parts_exactly_as_rendered_whole(view, count):
+    assert serve_page.with_count(view, count) == (serve_page.render_with(view, count),
+                                                  serve_page.headers_of(serve_page.render_with(view, count)))
