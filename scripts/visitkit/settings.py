@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, READER_FUNCTION
+from visitkit.catalogue import CATALOGUE, FUNCTIONS, PUBLISHER_FUNCTION, PUSH_FUNCTION, READER_FUNCTION
 from visitkit.errors import SettingsError
 from visitkit.paths import SETTINGS_FILE
 
@@ -49,7 +49,16 @@ MESSAGES = {
               "\"authenticated\" (only the accounts in invokers, with a Google-signed ID token).",
     "invokers": "Each of invokers must be an IAM principal such as \"user:me@example.com\" or "
                 "\"serviceAccount:loadgen@my-project.iam.gserviceaccount.com\".",
+    "store_mode": "store_mode must be \"push\" (Pub/Sub pushes each visit to store-inc-counter) or \"pull\" "
+                  "(store-inc-counter pulls visits in batches).",
+    "pull": "pull.batch_size must be a whole number from 1 to 1000, pull.flush_ms from 10 to 10000 and "
+            "pull.dedup_window_minutes from 10 to 1440.",
+    "pull_instances": "With store_mode \"pull\", store-inc-counter must have max_instances 1 and min_instances 1 "
+                      "(one writer, running without requests).",
+    "page_embeds_count": "page_embeds_count must be true or false.",
 }
+# "push": Pub/Sub pushes each visit to store-inc-counter (iterations 0-6); "pull": it pulls them in batches.
+STORE_MODES = ("push", "pull")
 # "auto": the kit's preflight reads the organization policy and deploys "public" where it lets allUsers
 # invoke, "authenticated" where it refuses them; Terraform is only ever given the two others.
 ACCESS_MODES = ("auto", "public", "authenticated")
@@ -92,6 +101,14 @@ class SubscriptionSettings:
 
 
 @dataclass(frozen=True)
+class PullSettings:
+    """store_mode "pull": how store-inc-counter pulls and commits visits (ignored in push mode)."""
+    batch_size: int = 500  # messages per pull and per Firestore commit at most
+    flush_ms: int = 500  # a partial batch is committed after this long
+    dedup_window_minutes: int = 60  # a repeat published within this many minutes of its first copy is refused
+
+
+@dataclass(frozen=True)
 class Settings:
     shards_per_page: int
     cache_ttl_seconds: int
@@ -100,12 +117,20 @@ class Settings:
     marker_ttl_days: int = 7
     access: str = "auto"  # "public", "authenticated" (no allUsers, every request carries an ID token), or auto
     dead_letter: bool = True  # False: no dead-letter topic, and no grant names Pub/Sub's service agent
+    store_mode: str = "push"  # one of STORE_MODES
+    pull: PullSettings = PullSettings()
+    page_embeds_count: bool = False  # True: serve-page embeds the cached count, the page skips its first read
     raw: dict[str, Any] = field(default_factory=dict, compare=False)  # the file's own content
     source: str = ""  # where it was read from
 
     @property
     def largest_slots(self) -> int:
         return max(f.slots for f in self.functions.values())
+
+    @property
+    def pulls(self) -> bool:
+        """store-inc-counter pulls visits in batches (no push subscription, no request per visit)."""
+        return self.store_mode == "pull"
 
 
 def _whole(value: object, low: int, high: int | None = None) -> bool:
@@ -172,6 +197,20 @@ def _subscription(spec: object, where: str | Path) -> SubscriptionSettings:
     return result
 
 
+def _pull(spec: object, where: str | Path) -> PullSettings:
+    where = f"{where} pull"
+    if not isinstance(spec, dict):
+        raise SettingsError(f"{where}: must be an object.")
+    unknown = set(spec) - set(PullSettings.__dataclass_fields__)
+    if unknown:
+        raise SettingsError(f"{where}: unknown keys {sorted(unknown)}.")
+    result = PullSettings(**spec)
+    _require(_whole(result.batch_size, 1, 1000) and _whole(result.flush_ms, 10, 10000)
+             and _whole(result.dedup_window_minutes, 10, 1440), "pull", where,
+             (result.batch_size, result.flush_ms, result.dedup_window_minutes))
+    return result
+
+
 def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
     """A Settings value from a settings file's parsed JSON; SettingsError names the first problem."""
     if not isinstance(raw, dict):
@@ -193,14 +232,23 @@ def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
     dead_letter = raw.get("dead_letter", True)
     if not isinstance(dead_letter, bool):
         raise SettingsError(f"{source}: dead_letter must be true or false. Got {dead_letter!r}.")
+    store_mode = raw.get("store_mode", "push")
+    _require(store_mode in STORE_MODES, "store_mode", source, store_mode)
+    page_embeds_count = raw.get("page_embeds_count", False)
+    _require(isinstance(page_embeds_count, bool), "page_embeds_count", source, page_embeds_count)
     given = raw["functions"]
     _require(isinstance(given, dict) and set(given) == set(FUNCTIONS), "functions", source,
              sorted(given) if isinstance(given, dict) else given)
+    functions = {name: _function(name, given[name], source) for name in FUNCTIONS}
+    store = functions[PUSH_FUNCTION]
+    # One writer: the lease fences a second instance off; and it runs without requests, so one always runs.
+    _require(store_mode == "push" or (store.max_instances, store.min_instances) == (1, 1), "pull_instances",
+             f"{source} functions.{PUSH_FUNCTION}", (store.max_instances, store.min_instances))
     return Settings(
         shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
-        functions={name: _function(name, given[name], source) for name in FUNCTIONS},
-        subscription=_subscription(raw.get("subscription", {}), source),
-        marker_ttl_days=marker_ttl_days, access=access, dead_letter=dead_letter, raw=raw, source=str(source))
+        functions=functions, subscription=_subscription(raw.get("subscription", {}), source),
+        marker_ttl_days=marker_ttl_days, access=access, dead_letter=dead_letter, store_mode=store_mode,
+        pull=_pull(raw.get("pull", {}), source), page_embeds_count=page_embeds_count, raw=raw, source=str(source))
 
 
 def check_invokers(invokers: Sequence[str], where: str = "--invoker") -> tuple[str, ...]:
@@ -225,14 +273,17 @@ def load_settings(path: str | Path) -> Settings:
 
 
 def function_environment(settings: Settings, function: str, *, project: str, topic: str,
-                         base_url: str = "") -> dict[str, str]:
+                         base_url: str = "", pull_subscription: str | None = None) -> dict[str, str]:
     """A function's environment, as infra/main.tf sets it (a test checks the two agree): what all
     four share, and THREADS = the function's concurrency, so that functions-framework's gunicorn
     serves exactly as many requests at once as the platform sends it (its default is
     cpu_count x 4 threads). base_url: where the public functions live; "" keeps serve-page's calls
     relative (one host). The public functions also get CORS_ALLOWED_ORIGINS, which a settings file may
     set (cors_allowed_origins, as Terraform's variable), and serve-page PAGE_IDLE_SECONDS (page_idle_seconds:
-    how long an untouched page keeps re-reading its count, 0 for ever); its page also reads CACHE_TTL_SECONDS."""
+    how long an untouched page keeps re-reading its count, 0 for ever); its page also reads CACHE_TTL_SECONDS.
+    Every function gets STORE_MODE and PAGE_EMBEDS_COUNT; in pull mode store-inc-counter also gets its pull
+    subscription's short name (pull_subscription; None: Terraform's, f"{topic}-store-inc-counter") and the pull
+    settings."""
     public = {"CORS_ALLOWED_ORIGINS": ",".join(settings.raw.get("cors_allowed_origins") or [])} \
         if CATALOGUE[function].public else {}
     idle = settings.raw.get("page_idle_seconds")
@@ -249,11 +300,24 @@ def function_environment(settings: Settings, function: str, *, project: str, top
         "MARKER_TTL_DAYS": str(settings.marker_ttl_days),
         "INC_COUNTER_URL": f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}",
         "GET_COUNTER_URL": f"{base_url}{CATALOGUE[READER_FUNCTION].path}",
+        "STORE_MODE": settings.store_mode,
+        "PAGE_EMBEDS_COUNT": "1" if settings.page_embeds_count else "0",
+        **(_pull_environment(settings, pull_subscription or f"{topic}-{PUSH_FUNCTION}")
+           if settings.pulls and function == PUSH_FUNCTION else {}),
     }
+
+
+def _pull_environment(settings: Settings, subscription: str) -> dict[str, str]:
+    """What the puller reads: where it pulls from, its batches and its dedup horizon."""
+    return {"PULL_SUBSCRIPTION": subscription, "PULL_BATCH_SIZE": str(settings.pull.batch_size),
+            "PULL_FLUSH_MS": str(settings.pull.flush_ms),
+            "DEDUP_WINDOW_MINUTES": str(settings.pull.dedup_window_minutes)}
 
 
 def summary_line(settings: Settings) -> str:
     """One line for plans and reports: shards, cache and each function's instances x concurrency."""
     instances = ", ".join(f"{name} {f.max_instances}x{f.concurrency}" for name, f in settings.functions.items())
+    pull = (f"; {PUSH_FUNCTION} pulls batches of {settings.pull.batch_size}" if settings.pulls else "") \
+        + ("; the page embeds its count" if settings.page_embeds_count else "")
     return (f"{settings.shards_per_page} shards/page, {READER_FUNCTION} cache {settings.cache_ttl_seconds} s; "
-            f"instances x concurrency: {instances}")
+            f"instances x concurrency: {instances}{pull}")

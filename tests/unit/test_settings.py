@@ -82,6 +82,12 @@ def function(**changes):
     return lambda s: s["functions"]["get-counter"].update(changes)
 
 
+def pull_store(raw, **store):
+    """raw in pull mode, store-inc-counter given `store`."""
+    raw.update(store_mode="pull")
+    raw["functions"]["store-inc-counter"].update(store)
+
+
 @pytest.mark.parametrize("change, rule", [
     (lambda s: s.update(shards_per_page=0), "shards_per_page"),
     (lambda s: s.update(marker_ttl_days=0), "marker_ttl_days"),
@@ -106,6 +112,20 @@ def function(**changes):
     (lambda s: s.update(subscription={"minimum_backoff_seconds": 60, "maximum_backoff_seconds": 30}), "backoff"),
     (lambda s: s.update(subscription={"max_delivery_attempts": 4}), "max_delivery_attempts"),
     (lambda s: s.update(subscription={"message_retention_seconds": 599}), "message_retention_seconds"),
+    (lambda s: s.update(store_mode="pulls"), "store_mode"),
+    (lambda s: s.update(store_mode=None), "store_mode"),
+    (lambda s: s.update(pull={"batch_size": 0}), "pull"),
+    (lambda s: s.update(pull={"batch_size": 1001}), "pull"),
+    (lambda s: s.update(pull={"flush_ms": 9}), "pull"),
+    (lambda s: s.update(pull={"flush_ms": 10001}), "pull"),
+    (lambda s: s.update(pull={"dedup_window_minutes": 9}), "pull"),
+    (lambda s: s.update(pull={"dedup_window_minutes": 1441}), "pull"),
+    (lambda s: s.update(pull={"batch_size": 1.5}), "pull"),
+    (lambda s: s.update(store_mode="pull"), "pull_instances"),  # the study's 2 store instances, none kept warm
+    (lambda s: pull_store(s, max_instances=2, min_instances=1), "pull_instances"),
+    (lambda s: pull_store(s, max_instances=1, min_instances=0), "pull_instances"),
+    (lambda s: s.update(page_embeds_count="yes"), "page_embeds_count"),
+    (lambda s: s.update(page_embeds_count=1), "page_embeds_count"),
 ])
 def test_each_rule_refuses_with_its_message(change, rule):
     raw = good()
@@ -120,6 +140,10 @@ def test_each_rule_refuses_with_its_message(change, rule):
     function(concurrency=1000, cpu="4", memory="2Gi"),
     lambda s: s.update(subscription={"max_delivery_attempts": 100, "maximum_backoff_seconds": 60}),
     function(min_instances=2), lambda s: s.update(access="authenticated"), lambda s: s.update(access="public"),
+    lambda s: pull_store(s, max_instances=1, min_instances=1),
+    lambda s: s.update(pull={"batch_size": 1000, "flush_ms": 10, "dedup_window_minutes": 1440}),
+    lambda s: s.update(pull={"batch_size": 1, "flush_ms": 10000, "dedup_window_minutes": 10}),
+    lambda s: s.update(page_embeds_count=True),
 ])
 def test_what_cloud_run_accepts_loads(change):
     raw = good()
@@ -130,6 +154,66 @@ def test_what_cloud_run_accepts_loads(change):
 def test_unknown_settings_are_named():
     with pytest.raises(SettingsError, match="shards_per_pages"):
         parse_settings({**good(), "shards_per_pages": 3})
+
+
+def test_pull_settings_default_to_pushing_as_iterations_0_to_6_do():
+    settings = parse_settings(good())
+    assert (settings.store_mode, settings.page_embeds_count, settings.pulls) == ("push", False, False)
+    assert (settings.pull.batch_size, settings.pull.flush_ms, settings.pull.dedup_window_minutes) == (500, 500, 60)
+    # Terraform's defaults are the same
+    assert (variable_default("store_mode"), variable_default("page_embeds_count")) == ("push", False)
+    pull = re.search(r'^variable "pull" \{\n(.*?)^\}', VARIABLES_TF, re.M | re.S)
+    assert pull, "infra/variables.tf declares no pull"
+    optional = {key: int(value) for key, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", pull[1])}
+    assert optional == dataclasses.asdict(settings.pull)
+
+
+def test_unknown_pull_keys_are_named():
+    with pytest.raises(SettingsError, match="batchsize"):
+        parse_settings({**good(), "pull": {"batchsize": 10}})
+
+
+def pulling(**pull):
+    raw = good()
+    pull_store(raw, max_instances=1, min_instances=1)
+    return parse_settings({**raw, "pull": pull, "page_embeds_count": True})
+
+
+def test_every_function_is_told_the_store_mode_and_whether_the_page_embeds_its_count():
+    for settings, mode, embeds in ((parse_settings(good()), "push", "0"), (pulling(), "pull", "1")):
+        for name in FUNCTIONS:
+            environment = function_environment(settings, name, project="p", topic="t")
+            assert (environment["STORE_MODE"], environment["PAGE_EMBEDS_COUNT"]) == (mode, embeds)
+
+
+def test_in_pull_mode_the_store_alone_gets_its_subscription_and_batches():
+    settings = pulling(batch_size=200, flush_ms=250, dedup_window_minutes=30)
+    pulled = {"PULL_SUBSCRIPTION": "visits-store-inc-counter", "PULL_BATCH_SIZE": "200", "PULL_FLUSH_MS": "250",
+              "DEDUP_WINDOW_MINUTES": "30"}
+    store = function_environment(settings, "store-inc-counter", project="p", topic="visits")
+    assert {key: store[key] for key in pulled} == pulled
+    twin = function_environment(settings, "store-inc-counter", project="p", topic="visits", pull_subscription="own")
+    assert twin["PULL_SUBSCRIPTION"] == "own"
+    for name in FUNCTIONS:
+        if name != "store-inc-counter":
+            assert not set(pulled) & set(function_environment(settings, name, project="p", topic="visits"))
+    pushing = function_environment(parse_settings(good()), "store-inc-counter", project="p", topic="visits")
+    assert not set(pulled) & set(pushing)
+
+
+def test_the_pull_environment_is_the_one_terraform_gives_the_store():
+    block = re.search(r"\n  pull_environment = \{\n(.*?)\n  \}", MAIN_TF, re.S)
+    assert block, "infra/main.tf has no `pull_environment = {...}` local"
+    terraform = dict(re.findall(r"^\s*(\w+)\s*=\s*(.+?)\s*$", block[1], re.M))
+    store = function_environment(pulling(), "store-inc-counter", project="p", topic="visits")
+    shared = function_environment(parse_settings(good()), "store-inc-counter", project="p", topic="visits")
+    assert set(store) - set(shared) == set(terraform)
+    # the subscription's short name: Terraform's "${var.topic_name}-store-inc-counter", the default here
+    assert terraform["PULL_SUBSCRIPTION"] == '"${var.topic_name}-store-inc-counter"'
+    assert store["PULL_SUBSCRIPTION"] == "visits-store-inc-counter"
+    for variable, setting in (("PULL_BATCH_SIZE", "batch_size"), ("PULL_FLUSH_MS", "flush_ms"),
+                              ("DEDUP_WINDOW_MINUTES", "dedup_window_minutes")):
+        assert f"var.pull.{setting}" in terraform[variable]
 
 
 def test_subscription_defaults_are_terraforms():

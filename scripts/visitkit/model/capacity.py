@@ -18,6 +18,12 @@ store-inc-counter drains them at its own capacity, each push delivery holding a 
 time plus the profile's push overhead (the delivery's round trip and acknowledgement); the difference
 piles up as backlog, and the counters converge (backlog / drain) after the load.
 
+A pull store (store_mode "pull", iteration 7) is no push target: its one instance (the lease holder) pulls
+visits and commits them in batches, so it drains
+  batch_size / (the profile's pull_batch_ms: per_batch + batch_size x per_message) x 1000   visits per second,
+a full batch each commit once the backlog holds one, and it takes no request per visit. When the page embeds
+its count (page_embeds_count) a visit skips get-counter's first read: at dwell 0 a page makes 2 requests, not 3.
+
 get-counter with a cache (TTL > 0) reads Firestore at most once per page and TTL per instance, in
 the background, and answers every request from memory in the profile's cache_hit_ms.
 
@@ -95,6 +101,28 @@ class LatencyProfile(Protocol):
     def cpu_ms(self) -> Mapping[str, float] | None: ...  # function -> CPU ms per request (None: no CPU bound)
     @property
     def host(self) -> Mapping[str, float] | None: ...  # cores, cpu_ms_per_page[, cpu_ms_per_counter_read]
+    # A pull store's batch commit, {"per_batch": ms, "per_message": ms}, is read with pull_batch_ms(profile): the
+    # profile files give it (twin/profiles/*.json) and a Profile may not carry it yet.
+
+
+def pull_batch_ms(profile: LatencyProfile) -> Mapping[str, float]:
+    """{"per_batch", "per_message"} ms: what one batch commit of a pull store holds its one writer."""
+    found = getattr(profile, "pull_batch_ms", None)
+    if not found:
+        raise VisitkitError(f"profile {profile.name} gives no pull_batch_ms (what a pull store's batch commit takes): "
+                            "a pull store cannot be predicted on it")
+    return found
+
+
+def pull_commit_ms(settings: Settings, profile: LatencyProfile) -> float:
+    """One full batch's commit, ms: the profile's per-batch time and per-message time for batch_size messages."""
+    batch = pull_batch_ms(profile)
+    return batch["per_batch"] + settings.pull.batch_size * batch["per_message"]
+
+
+def pull_drain_per_s(settings: Settings, profile: LatencyProfile) -> float:
+    """Visits a second a pull store commits at most: one instance (the lease holder), full batches back to back."""
+    return settings.pull.batch_size / pull_commit_ms(settings, profile) * 1000
 
 
 class LoadConvergence(TypedDict):
@@ -133,21 +161,41 @@ def counter_reads_per_s(settings: Settings, pages_per_s: float) -> float:
     return min(pages_per_s, settings.functions[READER_FUNCTION].max_instances * len(PAGES) / ttl)
 
 
+def embedded_reads_per_s(settings: Settings, pages_per_s: float) -> float:
+    """serve-page's Firestore reads per second when it embeds the count (page_embeds_count; else none): its own
+    cache of the totals, by get-counter's rules (functions/totals.py), so at most one per page and TTL per
+    instance."""
+    if not settings.page_embeds_count:
+        return 0.0
+    ttl = settings.cache_ttl_seconds
+    page_instances = settings.functions[PAGE_FUNCTION].max_instances
+    return pages_per_s if ttl <= 0 else min(pages_per_s, page_instances * len(PAGES) / ttl)
+
+
+def count_reads_per_s(settings: Settings, visits_per_s: float, reads_per_visit: int) -> float:
+    """The aggregation reads of the counts per second: get-counter's for its reads_per_visit requests a visit and
+    serve-page's when it embeds the count."""
+    return (counter_reads_per_s(settings, visits_per_s * reads_per_visit)
+            + embedded_reads_per_s(settings, visits_per_s))
+
+
 def reread_interval(settings: Settings) -> float:
     """Seconds between the page's reads of its count while it stays open."""
     return max(PAGE_REFRESH_SECONDS, settings.cache_ttl_seconds)
 
 
 def reads_per_visit(settings: Settings, dwell_s: float = 0) -> int:
-    """get-counter requests one visit makes: the page's first read, then one each reread_interval while its
-    reader stays dwell_s seconds."""
+    """get-counter requests one visit makes: the page's first read (none when the page embeds its count), then
+    one each reread_interval while its reader stays dwell_s seconds."""
     if dwell_s < 0:
         raise VisitkitError(f"a dwell is 0 seconds or more, not {dwell_s:g}")
-    return 1 + math.floor(dwell_s / reread_interval(settings))
+    first = 0 if settings.page_embeds_count else 1
+    return first + math.floor(dwell_s / reread_interval(settings))
 
 
 def requests_per_visit(settings: Settings, dwell_s: float = 0) -> dict[str, int]:
-    """{public function: its requests per visit}: one each, get-counter reads_per_visit."""
+    """{public function: its requests per visit}: one each, get-counter reads_per_visit (0 possible: a page that
+    embeds its count, read once)."""
     return {name: reads_per_visit(settings, dwell_s) if name == READER_FUNCTION else 1 for name in PUBLIC}
 
 
@@ -159,19 +207,21 @@ def cost_per_million(settings: Settings, prediction: "Prediction", prices: Mappi
 
     knee_visits = prediction.knee_visits_per_s
     counter_requests = prediction.reads_per_visit
-    firestore_reads = counter_reads_per_s(settings, knee_visits * counter_requests) / knee_visits
+    firestore_reads = count_reads_per_s(settings, knee_visits, counter_requests) / knee_visits
     return knee_visits, cost.per_million_visits(settings, prediction.capacity_rps, firestore_reads, prices, region,
-                                                get_counter_requests_per_visit=counter_requests)
+                                                get_counter_requests_per_visit=counter_requests,
+                                                visits_per_s=knee_visits)
 
 
 def instances_to_hold(settings: Settings, profile: LatencyProfile, visits_per_s: float,
                       dwell_s: float = 0) -> dict[str, int]:
     """{function: the max_instances it needs to serve visits_per_s visits a second whose reader stays dwell_s
     seconds, at its own concurrency, CPU and (get-counter) cache; never fewer than the settings give}: each
-    public function gets its requests_per_visit, store-inc-counter one push delivery a visit. An instance's
-    rate does not depend on how many there are, so the instances needed are the requests over it, rounded up."""
+    public function gets its requests_per_visit, store-inc-counter one push delivery a visit (a pull store none:
+    it stays one instance). An instance's rate does not depend on how many there are, so the instances needed
+    are the requests over it, rounded up."""
     capacity = predict(settings, profile, dwell_s=dwell_s).capacity_rps
-    per_visit = {**requests_per_visit(settings, dwell_s), PUSH_FUNCTION: 1}
+    per_visit = {**requests_per_visit(settings, dwell_s), PUSH_FUNCTION: 0 if settings.pulls else 1}
     needed: dict[str, int] = {}
     for name, spec in settings.functions.items():
         per_instance = capacity[name] / spec.max_instances
@@ -217,9 +267,8 @@ def hold_lines(settings: Settings, profile: LatencyProfile, visits_per_s: float,
         knee_visits, found = cost_per_million(held, p, prices, where)
         parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
         lines.append(f"  cost per million visits in {where}: {found['total']:,.2f} {found['currency']} ({parts})")
-    counter_requests = visits_per_s * p.reads_per_visit
     hour = cost.hourly_at(held, visits_per_s, prices, region,
-                          get_counter_reads_per_s=counter_reads_per_s(held, counter_requests),
+                          get_counter_reads_per_s=count_reads_per_s(held, visits_per_s, p.reads_per_visit),
                           get_counter_requests_per_visit=p.reads_per_visit)
     lines.append(f"  cost of one hour at {visits_per_s:,.0f} visits/s in {region}: at most {hour['total']:,.2f} "
                  f"{hour['currency']} (every instance billed all hour; "
@@ -259,6 +308,8 @@ class Prediction:
     knee_visits_per_s: float  # visits a second at the knee (knee_rps / requests per visit)
     dwell_s: float = 0.0  # a reader's dwell on each page (0: the study's visitor)
     reads_per_visit: int = 1  # get-counter requests per visit
+    pull_batch_size: int | None = None  # a pull store's batch (None: Pub/Sub pushes each visit)
+    page_embeds_count: bool = False  # the page skips get-counter's first read
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,20 +325,24 @@ def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = 
     capacity = {name: spec.max_instances * min(instance_rate(spec.concurrency, slot_ms[name], ttl[name], hit),
                                                cpu_rate(spec, (profile.cpu_ms or {}).get(name)))
                 for name, spec in settings.functions.items()}
+    if settings.pulls:
+        capacity[PUSH_FUNCTION] = pull_drain_per_s(settings, profile)
     per_visit = requests_per_visit(settings, dwell_s)
-    limited_by = min(PUBLIC, key=lambda name: capacity[name] / per_visit[name])
+    asked = [name for name in PUBLIC if per_visit[name]]  # get-counter is not, at dwell 0 with the count embedded
+    limited_by = min(asked, key=lambda name: capacity[name] / per_visit[name])
     visits = capacity[limited_by] / per_visit[limited_by]  # visits/s at the knee
     # get-counter gets reads_per_visit requests a visit and reads Firestore on a share of them
     counter_rps = visits * per_visit[READER_FUNCTION]
-    reads_per_page = counter_reads_per_s(settings, counter_rps) / counter_rps
+    reads_per_page = counter_reads_per_s(settings, counter_rps) / counter_rps if counter_rps else 0.0
     response = {name: service[name] for name in PUBLIC}
     if ttl[READER_FUNCTION]:
         response[READER_FUNCTION] = hit  # its reads are off the requests' path
     on_page = dwell_s or sum(WAIT_SECONDS) / 2  # the re-reads run during the dwell, not after it
-    cycle = on_page + sum(response.values()) / 1000
+    cycle = on_page + sum(response[name] for name in asked) / 1000
     publish, drain = visits, capacity[PUSH_FUNCTION]
     surplus = max(0.0, publish - drain)
     extra = surplus / drain
+    requests = sum(per_visit.values())
     machine: dict[str, Any] = {}
     if profile.host and not dwell_s:  # the twin's visitor reads once per page
         cpu_per_page = (profile.host["cpu_ms_per_page"]
@@ -295,10 +350,9 @@ def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = 
         pages = profile.host["cores"] * 1000 / cpu_per_page
         held = min(visits, pages)
         machine = {"machine_pages_per_s": pages, "machine_knee_users": held * cycle,
-                   "machine_knee_rps": len(PUBLIC) * held,
+                   "machine_knee_rps": requests * held,
                    "machine_limited_by": limited_by if visits <= pages else MACHINE,
                    "machine_first_429_users": held * (cycle + queue_timeout), "machine_knee_visits_per_s": held}
-    requests = sum(per_visit.values())
     return Prediction(
         **machine,
         profile=profile.name, capacity_rps=capacity, response_ms=response,
@@ -307,7 +361,8 @@ def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = 
         first_429_users=visits * (cycle + queue_timeout), publish_per_s=publish, drain_per_s=drain,
         backlog_per_min=surplus * 60, extra_min_per_min=extra, load_minutes=load_minutes,
         convergence_min=extra * load_minutes, knee_visits_per_s=visits, dwell_s=dwell_s,
-        reads_per_visit=per_visit[READER_FUNCTION])
+        reads_per_visit=per_visit[READER_FUNCTION], page_embeds_count=settings.page_embeds_count,
+        pull_batch_size=settings.pull.batch_size if settings.pulls else None)
 
 
 def figure_to_measure(prediction: Mapping[str, Any], target: str | None, name: str) -> Any:
@@ -326,7 +381,9 @@ def convergence_for_load(prediction: Mapping[str, Any], series: Sequence[tuple[f
     serve: the module's docstring), and the store drains drain_per_s of them; what is left when the load ends
     drains after it. The steady figure extra_min_per_min assumes the whole load past the knee; a ramp or stages
     spend part of it below."""
-    pages_per_s = figure_to_measure(prediction, target, "knee_rps") / len(PUBLIC)
+    # a page of the closed loop asks each public function once, but get-counter when the page embeds its count
+    requests_per_page = len(PUBLIC) - (1 if prediction.get("page_embeds_count") else 0)
+    pages_per_s = figure_to_measure(prediction, target, "knee_rps") / requests_per_page
     if open_model:
         machine = prediction.get("machine_pages_per_s") if target == "local" else None
         pages_per_s = min(*(prediction["capacity_rps"][name] for name in BEFORE_PUBLISH),
@@ -362,14 +419,20 @@ def report_lines(p: Prediction, settings: Settings) -> list[str]:
     """What `visitkit predict` prints."""
     lines = [f"capacity model, profile {p.profile}:"]
     for name, spec in settings.functions.items():
+        if name == PUSH_FUNCTION and p.pull_batch_size:
+            lines.append(f"  {name:18} pull store: one instance, batches of {p.pull_batch_size}: {p.pull_batch_size} / "
+                         f"{1000 * p.pull_batch_size / p.capacity_rps[name]:.0f} ms a commit = "
+                         f"{p.capacity_rps[name]:.1f} visits/s")
+            continue
         lines.append(f"  {name:18} {spec.max_instances} x {spec.concurrency} / "
                      f"{1000 * spec.concurrency / (p.capacity_rps[name] / spec.max_instances):.0f} ms "
                      f"= {p.capacity_rps[name]:.1f} requests/s")
     responses_ms = 1000 * (p.cycle_s - (p.dwell_s or sum(WAIT_SECONDS) / 2))
+    requests = sum(requests_per_visit(settings, p.dwell_s).values())
+    first = "none first: the page embeds its count" if p.page_embeds_count else "the first"
     if p.dwell_s:
-        requests = sum(requests_per_visit(settings, p.dwell_s).values())
         lines += [
-            f"reads per visit: {p.reads_per_visit} get-counter requests at most (the first, then one every "
+            f"reads per visit: {p.reads_per_visit} get-counter requests at most ({first}, then one every "
             f"{reread_interval(settings):g} s while the page stays open {p.dwell_s:g} s: the longer of the page's "
             f"{PAGE_REFRESH_SECONDS:g} s refresh and the {settings.cache_ttl_seconds:g} s cache TTL, which the page's "
             f"jitter only lengthens), one to each other public function: {requests} requests per visit",
@@ -380,9 +443,10 @@ def report_lines(p: Prediction, settings: Settings) -> list[str]:
         ]
     else:
         lines += [
-            f"demand per user: {len(PUBLIC)} requests per page every {p.cycle_s:.2f} s "
+            f"demand per user: {requests} requests per page every {p.cycle_s:.2f} s "
             f"({sum(WAIT_SECONDS) / 2:g} s wait + {responses_ms:.0f} ms of responses) "
-            f"= {p.rps_per_user:.3f} RPS per user",
+            f"= {p.rps_per_user:.3f} RPS per user"
+            + (" (the page embeds its count: no get-counter read)" if p.page_embeds_count else ""),
             f"knee: {p.knee_users:.0f} users, {p.knee_rps:.0f} RPS, limited by {p.limited_by}",
         ]
     lines += [
@@ -390,7 +454,8 @@ def report_lines(p: Prediction, settings: Settings) -> list[str]:
            f"{p.machine_limited_by} (it serves at most {p.machine_pages_per_s:.0f} pages/s)"]
           if p.machine_limited_by == MACHINE else []),
         f"first 429: {p.first_429_users:.0f} {'readers' if p.dwell_s else 'users'} (queue beyond the queue timeout)",
-        f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s",
+        f"store: visits published {p.publish_per_s:.1f}/s past the knee, drained {p.drain_per_s:.1f}/s"
+        + (f" (pull store: one instance, batches of {p.pull_batch_size})" if p.pull_batch_size else ""),
         f"backlog: grows {p.backlog_per_min:.0f} visits per minute of load past the knee",
         f"convergence: {p.extra_min_per_min:.2f} extra minutes per minute of load; "
         f"{p.convergence_min:.1f} min after {p.load_minutes:g} min past the knee",

@@ -11,7 +11,7 @@ from typing import Any
 from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.model import capacity, cost
 from visitkit.model.fleet import fleet_lines, fleet_plan
-from visitkit.settings import Settings
+from visitkit.settings import Settings, load_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also print the cost of one hour at this many visits per second (prices.json)")
     parser.add_argument("--cost-per-million", action="store_true",
                         help="what a million visits cost at the knee's rate, in the study's region and a US one")
+    parser.add_argument("--compare", type=Path, metavar="ITERATION",
+                        help="with --cost-per-million: also price this iteration folder or settings file on the same "
+                             "profile and dwell, and print the ratio")
     parser.add_argument("--region", default="southamerica-east1",
                         help="with --cost-at, --hold or --fleet: the region whose prices apply (default: the "
                              "study's southamerica-east1)")
@@ -68,17 +71,23 @@ def lines(options: argparse.Namespace, settings: Settings, profile: capacity.Lat
         folder, record = chosen_loadgen(options.loadgen)
         yield "\n".join(fleet_lines(fleet_plan(options.fleet, options.worker_type, options.region, record), folder))
     if options.cost_per_million:
+        compared = options.compare
+        other = load_settings(compared) if compared else None
         for region in cost.PER_MILLION_REGIONS:
             knee_visits, found = capacity.cost_per_million(settings, prediction, cost.load_prices(), region)
             parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
             yield (f"cost per million visits in {region} (Cloud Run Tier {found['tier']}), at the knee's "
                    f"{knee_visits:,.0f} visits/s: {found['total']:,.2f} {found['currency']} ({parts}; instances packed "
                    f"to their concurrency, profile {prediction.profile}, list prices of {found['as_of']})")
+            if other is not None:
+                theirs = capacity.predict(other, profile, options.queue_timeout, options.minutes, dwell_s=options.dwell)
+                their_knee, their_cost = capacity.cost_per_million(other, theirs, cost.load_prices(), region)
+                yield (f"  beside {compared}: {their_cost['total']:,.2f} {their_cost['currency']} at its knee's "
+                       f"{their_knee:,.0f} visits/s; this costs {found['total'] / their_cost['total']:.2f} x that")
     if options.cost_at is not None:
         prices = cost.load_prices()
-        counter_requests = options.cost_at * prediction.reads_per_visit
-        estimate = cost.hourly_at(settings, options.cost_at, prices, options.region,
-                                  get_counter_reads_per_s=capacity.counter_reads_per_s(settings, counter_requests),
+        reads = capacity.count_reads_per_s(settings, options.cost_at, prediction.reads_per_visit)
+        estimate = cost.hourly_at(settings, options.cost_at, prices, options.region, get_counter_reads_per_s=reads,
                                   get_counter_requests_per_visit=prediction.reads_per_visit)
         yield (f"cost of one hour at {options.cost_at:g} visits/s in {options.region} (Cloud Run Tier "
                f"{estimate['tier']}; an upper bound from list prices of {estimate['as_of']}: every instance billed all "

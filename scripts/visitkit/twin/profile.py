@@ -43,6 +43,8 @@ class Profile:
     cpu_ms: dict[str, float] | None = None  # function -> CPU time per request on one vCPU, ms (None: no CPU bound)
     # the machine the twin runs on: cores, cpu_ms_per_page[, cpu_ms_per_counter_read] (None: unbounded)
     host: dict[str, float] | None = None
+    # a pull store's batch commit: {"per_batch": ms, "per_message": ms} (None: the profile gives none)
+    pull_batch_ms: dict[str, float] | None = None
 
     @property
     def push_overhead_ms(self) -> float:
@@ -94,9 +96,14 @@ def parse_profile(raw: object, source: str | Path) -> Profile:
                                     for v in host.values())):
         fail('host, when given, must be {"cores": n > 0, "cpu_ms_per_page": ms > 0} and may add '
              '"cpu_ms_per_counter_read": ms > 0.')
+    pull = raw.get("pull_batch_ms")
+    if pull is not None and (not isinstance(pull, dict) or set(pull) != {"per_batch", "per_message"}
+                             or any(not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0
+                                    for v in pull.values())):
+        fail('pull_batch_ms, when given, must be {"per_batch": ms >= 0, "per_message": ms >= 0}.')
     return Profile(raw["name"], dict(latency), dict(service), float(cache_hit),
                    tuple(raw.get("derivation", ())), str(source), dict(cpu) if cpu else None,
-                   dict(host) if host else None)
+                   dict(host) if host else None, dict(pull) if pull else None)
 
 
 def builtin_names() -> list[str]:
