@@ -57,3 +57,78 @@ resource "google_firestore_field" "marker_unindexed" {
   # data changed", which the provider now retries: issues/16329).
   depends_on = [google_firestore_field.marker_ttl]
 }
+
+# --- The pull store's batches (store_mode = "pull", iteration 7) ---------------------------------
+# One visit_batches document per committed batch: its visit ids, its pages' counts, the publish times it
+# covers, its writer and its expiry. The puller queries published_to alone (to load its dedup window), so
+# every other field is exempt from single-field indexing: ids alone (up to pull.batch_size strings) would
+# otherwise write two index entries per visit, the very writes the pull store saves. expire_at is the TTL
+# field, exempt like the markers'. Push mode creates none of these.
+locals {
+  # The catalogue names the collection (shared with the functions and the audit).
+  batches_collection = local.catalogue.firestore.batches
+  # Created one after the other (below): index exemptions on one collection created at once have been refused.
+  batch_unindexed_fields = ["ids", "pages", "writer", "published_from"]
+}
+
+resource "google_firestore_field" "batch_ttl" {
+  count = local.pull ? 1 : 0
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = local.batches_collection
+  field      = "expire_at"
+
+  ttl_config {}
+  index_config {}
+
+  depends_on = [google_firestore_field.marker_unindexed]
+}
+
+resource "google_firestore_field" "batch_ids" {
+  count = local.pull ? 1 : 0
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = local.batches_collection
+  field      = local.batch_unindexed_fields[0]
+  index_config {}
+
+  depends_on = [google_firestore_field.batch_ttl]
+}
+
+resource "google_firestore_field" "batch_pages" {
+  count = local.pull ? 1 : 0
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = local.batches_collection
+  field      = local.batch_unindexed_fields[1]
+  index_config {}
+
+  depends_on = [google_firestore_field.batch_ids]
+}
+
+resource "google_firestore_field" "batch_writer" {
+  count = local.pull ? 1 : 0
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = local.batches_collection
+  field      = local.batch_unindexed_fields[2]
+  index_config {}
+
+  depends_on = [google_firestore_field.batch_pages]
+}
+
+resource "google_firestore_field" "batch_published_from" {
+  count = local.pull ? 1 : 0
+
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = local.batches_collection
+  field      = local.batch_unindexed_fields[3]
+  index_config {}
+
+  depends_on = [google_firestore_field.batch_writer]
+}

@@ -2,7 +2,8 @@
 
 resource "google_cloudfunctions2_function" "this" {
   # checkov:skip=CKV_GCP_124: serve-page, get-counter and inc-counter are the public website (ALLOW_ALL, or ALLOW_INTERNAL_AND_GCLB behind edge_protection's load balancer); store-inc-counter is ALLOW_INTERNAL_ONLY.
-  for_each = var.functions
+  # In pull mode store-inc-counter is the Cloud Run service in pull.tf instead.
+  for_each = local.deployed_functions
 
   project     = var.project_id
   name        = local.deployed_names[each.key]
@@ -10,7 +11,7 @@ resource "google_cloudfunctions2_function" "this" {
   description = "Visit counter: ${each.key}"
 
   build_config {
-    runtime     = "python312"
+    runtime     = local.python_runtime
     entry_point = local.entry_points[each.key]
     # Our own build account: new projects' default build account may lack the roles.
     service_account   = google_service_account.build.id

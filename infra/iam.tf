@@ -8,7 +8,12 @@ locals {
 
   # Every project-wide role the kit grants, in one place (tests/wiring.tftest.hcl checks the
   # roles against an allow-list). Everything else is granted on the resource it concerns.
-  project_roles = {
+  project_roles = merge(local.base_project_roles, local.page_reads_firestore)
+  # With page_embeds_count, serve-page reads the page's total itself (functions/totals.py), as get-counter does.
+  page_reads_firestore = { for name, grant in {
+    "serve-page-reads-firestore" = { role = "roles/datastore.viewer", member = google_service_account.function["serve-page"].member }
+  } : name => grant if var.page_embeds_count }
+  base_project_roles = {
     # Firestore has no finer IAM resource than the project.
     "get-counter-reads-firestore" = { role = "roles/datastore.viewer", member = google_service_account.function["get-counter"].member }
     # datastore.user is the narrowest predefined role that can write entities
@@ -174,7 +179,8 @@ resource "google_pubsub_subscription_iam_member" "pubsub_agent_acks_dead_letters
 # names the agent, so dead_letter = false leaves it out as well (README.md says what an old
 # project then needs).
 resource "google_service_account_iam_member" "pubsub_agent_signs_push_tokens" {
-  count = var.dead_letter ? 1 : 0
+  # Pull mode sends no push, hence no token to sign.
+  count = var.dead_letter && !local.pull ? 1 : 0
 
   service_account_id = google_service_account.push.name
   role               = "roles/iam.serviceAccountTokenCreator"
@@ -234,11 +240,20 @@ moved {
   to   = google_cloud_run_v2_service_iam_member.invoker["inc-counter allUsers"]
 }
 
-# The push account is the only principal that may invoke store-inc-counter.
+# The push account is the only principal that may invoke store-inc-counter. In pull mode nobody
+# may: nothing pushes to the puller (pull.tf).
 resource "google_cloud_run_v2_service_iam_member" "push_invokes_store" {
+  count = local.pull ? 0 : 1
+
   project  = var.project_id
   location = var.region
   name     = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service
   role     = "roles/run.invoker"
   member   = google_service_account.push.member
+}
+
+# Deployments made before store_mode keep the push account's invoker grant.
+moved {
+  from = google_cloud_run_v2_service_iam_member.push_invokes_store
+  to   = google_cloud_run_v2_service_iam_member.push_invokes_store[0]
 }

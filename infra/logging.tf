@@ -6,14 +6,17 @@ locals {
     "resource.type=\"cloud_run_revision\"",
     "logName=\"projects/${var.project_id}/logs/run.googleapis.com%2Frequests\"",
   ]
-  services_term   = "resource.labels.service_name=(${join(" OR ", [for name in values(local.deployed_names) : "\"${name}\""])})"
-  store_log_terms = ["resource.type=\"cloud_run_revision\"", "resource.labels.service_name=\"${local.deployed_names["store-inc-counter"]}\""]
+  services_term = "resource.labels.service_name=(${join(" OR ", [for name in values(local.deployed_names) : "\"${name}\""])})"
+  # store-inc-counter's line: one per delivery in push mode, one per batch in pull mode (its counted,
+  # duplicates and malformed fields say how many visits; a log-based counter counts the lines).
+  store_log_message = local.pull ? "visit batch" : "visit message"
+  store_log_terms   = ["resource.type=\"cloud_run_revision\"", "resource.labels.service_name=\"${local.deployed_names["store-inc-counter"]}\""]
 
   # Each log-based metric's filter, here so that tests/unit/test_log_exclusions.py can read them
   # (terraform console) beside the exclusion filters below, and check the two on sample entries.
   log_metric_filters = {
     requests_429     = join(" AND ", concat(local.request_log_terms, ["httpRequest.status=429", local.services_term]))
-    store_deliveries = join(" AND ", concat(local.store_log_terms, ["jsonPayload.message=\"visit message\""]))
+    store_deliveries = join(" AND ", concat(local.store_log_terms, ["jsonPayload.message=\"${local.store_log_message}\""]))
   }
 }
 
@@ -44,7 +47,11 @@ resource "google_logging_metric" "requests_429" {
   depends_on = [google_project_service.this]
 }
 
-# store-inc-counter logs one JSON line per delivery: {"message": "visit message",
+# In pull mode the line is the puller's "visit batch", one per batch, with the batch's outcome
+# ("failed" when its commit failed and the batch goes back to Pub/Sub): the metric then counts batches
+# by outcome, not visits (the runner reads the visits from the lines' counted/duplicates/malformed
+# fields), and the failed-deliveries alert fires on failed batches.
+# Push mode: store-inc-counter logs one JSON line per delivery: {"message": "visit message",
 # "outcome": "counted" | "already_counted" | "malformed" | "failed", ...}. "failed" is logged at
 # ERROR when Firestore fails and the delivery is not acknowledged (no 2xx), so Pub/Sub redelivers
 # it, and dead-letters it after max_delivery_attempts. The filter has no severity term: lines of

@@ -38,6 +38,8 @@ locals {
     MARKER_TTL_DAYS      = tostring(var.marker_ttl_days)
     INC_COUNTER_URL      = local.function_urls["inc-counter"]
     GET_COUNTER_URL      = local.function_urls["get-counter"]
+    STORE_MODE           = var.store_mode
+    PAGE_EMBEDS_COUNT    = var.page_embeds_count ? "1" : "0"
   }
 
   # The public functions also get CORS_ALLOWED_ORIGINS: the other sites whose pages may call
@@ -56,8 +58,22 @@ locals {
     local.environment,
     contains(local.public_functions, key) ? local.public_environment : {},
     try(local.catalogue.functions[key].role, "") == "page" ? local.page_environment : {},
+    local.pull && try(local.catalogue.functions[key].role, "") == "store" ? local.pull_environment : {},
     { THREADS = tostring(f.concurrency) },
   ) }
+
+  # store_mode = "pull" (iteration 7): store-inc-counter is a long-running puller (pull.tf), not a
+  # function Pub/Sub pushes to. The store alone (the catalogue's "store" role) then also gets what its
+  # puller reads: the subscription's short name and the pull knobs. Push mode adds none of these.
+  pull = var.store_mode == "pull"
+  pull_environment = {
+    PULL_SUBSCRIPTION    = "${var.topic_name}-store-inc-counter"
+    PULL_BATCH_SIZE      = tostring(var.pull.batch_size)
+    PULL_FLUSH_MS        = tostring(var.pull.flush_ms)
+    DEDUP_WINDOW_MINUTES = tostring(var.pull.dedup_window_minutes)
+  }
+  # What google_cloudfunctions2_function deploys: every function but, in pull mode, the store.
+  deployed_functions = { for key, f in var.functions : key => f if !(local.pull && key == "store-inc-counter") }
 
   # access = "auto" is resolved by the kit's runner, which reads the organization policy and
   # passes -var=access=public or -var=access=authenticated itself. Terraform alone (a manual plan
@@ -75,6 +91,13 @@ locals {
   # Below 1 vCPU a 2nd gen function serves one request at a time.
   # variables.tf repeats this rule in its Cloud Run CPU/memory validations: keep both in step.
   cpu = { for key, f in var.functions : key => coalesce(f.cpu, f.concurrency > 1 ? "1" : "0.167") }
+
+  # The functions' Python, and the same runtime's base image for the puller (pull.tf): Google's buildpacks
+  # host it in every Artifact Registry region as REGION-docker.pkg.dev/serverless-runtimes/STACK/runtimes/RUNTIME_ID,
+  # google-22 being python312's default stack (https://cloud.google.com/docs/buildpacks/base-images,
+  # https://cloud.google.com/run/docs/runtimes/python).
+  python_runtime    = "python312"
+  python_base_image = "${var.region}-docker.pkg.dev/serverless-runtimes/google-22/runtimes/${local.python_runtime}"
 }
 
 # Read once the APIs are on (cloudresourcemanager serves it): for the project number in

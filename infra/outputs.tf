@@ -9,8 +9,8 @@ output "edge_address" {
 }
 
 output "function_urls" {
-  description = "URL of each function, by logical name (store-inc-counter's is not publicly invokable)."
-  value       = { for key, f in google_cloudfunctions2_function.this : key => f.url }
+  description = "URL of each function, by logical name (store-inc-counter's is not publicly invokable; in pull mode, its Cloud Run service's)."
+  value       = merge({ for key, f in google_cloudfunctions2_function.this : key => f.url }, { for s in google_cloud_run_v2_service.store_puller : "store-inc-counter" => s.uri })
 }
 
 output "topic_name" {
@@ -19,7 +19,7 @@ output "topic_name" {
 }
 
 output "subscription_name" {
-  description = "Short name of store-inc-counter's push subscription on the topic (its backlog is the study's lag)."
+  description = "Short name of store-inc-counter's subscription on the topic, push or (store_mode = \"pull\") pull; its backlog is the study's lag."
   value       = google_pubsub_subscription.store_inc_counter.name
 }
 
@@ -34,7 +34,7 @@ output "dead_letter_subscription_name" {
 }
 
 output "push_service_account" {
-  description = "Email of the service account whose OIDC token the push subscription sends; the only invoker of store-inc-counter."
+  description = "Email of the service account whose OIDC token the push subscription sends; the only invoker of store-inc-counter (unused in pull mode)."
   value       = google_service_account.push.email
 }
 
@@ -54,7 +54,7 @@ output "requests_429_metric_name" {
 }
 
 output "store_deliveries_metric_name" {
-  description = "Log-based metric (logging.googleapis.com/user/NAME) counting store-inc-counter's deliveries, label outcome (counted, already_counted, malformed, failed)."
+  description = "Log-based metric (logging.googleapis.com/user/NAME) counting store-inc-counter's deliveries, label outcome (counted, already_counted, malformed, failed); in pull mode its batches, by the batch's outcome."
   value       = google_logging_metric.store_deliveries.name
 }
 

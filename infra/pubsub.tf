@@ -16,24 +16,31 @@ resource "google_pubsub_subscription" "store_inc_counter" {
   name    = "${var.topic_name}-store-inc-counter"
   topic   = google_pubsub_topic.visits.id
 
-  # Also the push request's timeout.
+  # Also the push request's timeout; in pull mode, how long the puller has to commit a batch before
+  # Pub/Sub redelivers it.
   ack_deadline_seconds       = var.subscription.ack_deadline_seconds
   message_retention_duration = "${var.subscription.message_retention_seconds}s"
 
-  push_config {
-    # The run.app URL, not the cloudfunctions.net one: Pub/Sub pushes in the same project
-    # count as internal traffic only on the default run.app URL (Cloud Run's ingress
-    # documentation), which store-inc-counter's ALLOW_INTERNAL_ONLY ingress needs. Cloud Run
-    # accepts its own URL as the token's audience.
-    push_endpoint = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
-    oidc_token {
-      service_account_email = google_service_account.push.email
-      audience              = google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri
+  # Push mode only: in pull mode (store_mode = "pull") this is a pull subscription, with the same name
+  # and settings, that store-inc-counter's puller (pull.tf) pulls from.
+  dynamic "push_config" {
+    for_each = local.pull ? [] : [google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].uri]
+    content {
+      # The run.app URL, not the cloudfunctions.net one: Pub/Sub pushes in the same project
+      # count as internal traffic only on the default run.app URL (Cloud Run's ingress
+      # documentation), which store-inc-counter's ALLOW_INTERNAL_ONLY ingress needs. Cloud Run
+      # accepts its own URL as the token's audience.
+      push_endpoint = push_config.value
+      oidc_token {
+        service_account_email = google_service_account.push.email
+        audience              = push_config.value
+      }
     }
   }
 
   # A failed push (any non-2xx answer, including a 429 at max instances, or no answer within
-  # the ack deadline) is retried with exponential backoff, then dead-lettered (dead_letter).
+  # the ack deadline) is retried with exponential backoff, then dead-lettered (dead_letter). In pull
+  # mode the same holds for a message the puller nacks or does not acknowledge in time.
   retry_policy {
     minimum_backoff = "${var.subscription.minimum_backoff_seconds}s"
     maximum_backoff = "${var.subscription.maximum_backoff_seconds}s"

@@ -441,3 +441,66 @@ variable "log_exclusions" {
     error_message = "log_exclusions.successful_requests_percent and log_exclusions.counted_deliveries_percent must be whole numbers from 0 (keep every entry) to 100 (drop every matching one)."
   }
 }
+
+# Iteration 7's pull store and embedded count (issue 41). Both default to iterations 0-6's behaviour.
+# The messages are word for word those of scripts/visitkit/settings.py's MESSAGES.
+variable "store_mode" {
+  description = <<-EOT
+    How store-inc-counter receives visits. "push" (the default): Pub/Sub pushes each visit to the
+    function, one request per visit. "pull": store-inc-counter is a Cloud Run service of one always-on
+    instance that pulls visits in batches from the same subscription (then a pull subscription) and
+    commits each batch in one Firestore transaction; it then needs max_instances 1 and min_instances 1.
+  EOT
+  type        = string
+  default     = "push"
+  nullable    = false
+
+  validation {
+    condition     = contains(["push", "pull"], var.store_mode)
+    error_message = "store_mode must be \"push\" (Pub/Sub pushes each visit to store-inc-counter) or \"pull\" (store-inc-counter pulls visits in batches)."
+  }
+
+  # One writer (the puller's lease) that runs without requests.
+  validation {
+    condition     = var.store_mode != "pull" || try(var.functions["store-inc-counter"].max_instances == 1 && var.functions["store-inc-counter"].min_instances == 1, false)
+    error_message = "With store_mode \"pull\", store-inc-counter must have max_instances 1 and min_instances 1 (one writer, running without requests)."
+  }
+}
+
+variable "pull" {
+  description = <<-EOT
+    The puller's knobs, read only with store_mode = "pull": batch_size (1 to 1000, default 500) messages
+    per pull and per Firestore commit at most; flush_ms (10 to 10000, default 500) how long a partial
+    batch waits before it is committed (the latency to a visible count); dedup_window_minutes (10 to
+    1440, default 60) the horizon: a repeat of a visit id is refused when its copies were published
+    within this many minutes of each other.
+  EOT
+  type = object({
+    batch_size           = optional(number, 500)
+    flush_ms             = optional(number, 500)
+    dedup_window_minutes = optional(number, 60)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    # [value, lowest, highest]; a null (an explicit null in a settings file) fails too.
+    condition = alltrue([for check in [
+      [var.pull.batch_size, 1, 1000],
+      [var.pull.flush_ms, 10, 10000],
+      [var.pull.dedup_window_minutes, 10, 1440],
+    ] : try(check[0] >= check[1] && check[0] <= check[2] && floor(check[0]) == check[0], false)])
+    error_message = "pull.batch_size must be a whole number from 1 to 1000, pull.flush_ms from 10 to 10000 and pull.dedup_window_minutes from 10 to 1440."
+  }
+}
+
+variable "page_embeds_count" {
+  description = "true: serve-page puts the cached count into the page it serves, which then makes no first get-counter read (re-reads go on as before). false (the default): the page reads its count from get-counter."
+  type        = bool
+  default     = false
+
+  validation {
+    condition     = var.page_embeds_count != null
+    error_message = "page_embeds_count must be true or false."
+  }
+}

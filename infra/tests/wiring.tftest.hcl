@@ -92,6 +92,8 @@ run "environment_comes_from_the_variables" {
       CORS_ALLOWED_ORIGINS = ""
       PAGE_IDLE_SECONDS    = "600"
       THREADS              = "1"
+      STORE_MODE           = "push"
+      PAGE_EMBEDS_COUNT    = "0"
     })
     error_message = "serve-page's environment is not the expected one."
   }
@@ -184,7 +186,7 @@ run "store_inc_counter_is_pushed_not_public" {
     error_message = "store-inc-counter must not be public."
   }
   assert {
-    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store.name == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service && google_cloud_run_v2_service_iam_member.push_invokes_store.role == "roles/run.invoker" && google_cloud_run_v2_service_iam_member.push_invokes_store.member == google_service_account.push.member
+    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store[0].name == google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].service && google_cloud_run_v2_service_iam_member.push_invokes_store[0].role == "roles/run.invoker" && google_cloud_run_v2_service_iam_member.push_invokes_store[0].member == google_service_account.push.member
     error_message = "The push account invokes store-inc-counter."
   }
   assert {
@@ -219,7 +221,7 @@ run "authenticated_access_grants_only_the_invokers" {
     error_message = "With access = authenticated nothing is granted to allUsers or allAuthenticatedUsers."
   }
   assert {
-    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store.member == google_service_account.push.member && google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    condition     = google_cloud_run_v2_service_iam_member.push_invokes_store[0].member == google_service_account.push.member && google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
     error_message = "The store path does not change with access."
   }
 }
@@ -440,14 +442,15 @@ run "without_dead_letter_no_grant_names_pubsubs_agent" {
       [for m in google_service_account_iam_member.pubsub_agent_signs_push_tokens : m.member],
       [for m in google_service_account_iam_member.load_generator_users : m.member],
       [for m in google_cloud_run_v2_service_iam_member.invoker : m.member],
-      [google_cloud_run_v2_service_iam_member.push_invokes_store.member],
+      [for m in google_cloud_run_v2_service_iam_member.push_invokes_store : m.member],
+      [for m in google_pubsub_subscription_iam_member.store_pulls : m.member],
       [google_storage_bucket_iam_member.build_source_objects.member],
       [google_artifact_registry_repository_iam_member.build_pushes_images.member],
     ) : !strcontains(member, "gcp-sa-pubsub")])
     error_message = "With dead_letter = false no grant names Pub/Sub's service agent."
   }
   assert {
-    condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 3 && length(regexall("resource\\s+\"google_[a-z0-9_]+_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 10
+    condition     = length(google_cloud_run_v2_service_iam_member.invoker) == 3 && length(regexall("resource\\s+\"google_[a-z0-9_]+_iam_(member|binding|policy)\"", join("\n", [for f in fileset(".", "*.tf") : file(f)]))) == 11
     error_message = "A .tf file has an IAM resource the assertion above does not list: add it there."
   }
   assert {
@@ -545,7 +548,7 @@ run "least_privilege" {
     error_message = "Functions, the build and the push must not share a service account."
   }
   assert {
-    condition     = !contains(concat([for m in google_project_iam_member.this : m.member], [google_pubsub_topic_iam_member.inc_counter_publishes.member, google_cloud_run_v2_service_iam_member.push_invokes_store.member, google_storage_bucket_iam_member.build_source_objects.member]), google_service_account.function["serve-page"].member)
+    condition     = !contains(concat([for m in google_project_iam_member.this : m.member], [google_pubsub_topic_iam_member.inc_counter_publishes.member, google_cloud_run_v2_service_iam_member.push_invokes_store[0].member, google_storage_bucket_iam_member.build_source_objects.member]), google_service_account.function["serve-page"].member)
     error_message = "serve-page needs no role."
   }
 }

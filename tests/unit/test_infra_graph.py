@@ -1,7 +1,8 @@
 """infra/: the functions are built only after the build account's grants have had time to
 propagate. `terraform graph` of infra/ (offline, with the stand-in provider scripts/check-infra
 builds) must have google_cloudfunctions2_function.this depend on terraform_data.build_grants_wait,
-and the wait on each of the build account's grants.
+and the wait on each of the build account's grants; in pull mode (store_mode = "pull") the same holds for
+store-inc-counter's Cloud Run service, through the build step that makes its image.
 
 Skipped when terraform is not on the PATH, or when the stand-in provider or the provider schema it
 serves is missing (scripts/check-infra builds the one into build/check-infra and reads the other
@@ -21,6 +22,8 @@ SCHEMA_JSON = "providers-schema.google-6.50.0.archive-2.7.1.json"
 
 FUNCTIONS = "google_cloudfunctions2_function.this"
 WAIT = "terraform_data.build_grants_wait"
+PULLER = "google_cloud_run_v2_service.store_puller"
+PULLER_IMAGE = "terraform_data.puller_image"
 BUILD_GRANTS = {
     "google_project_iam_member.this",  # logging.logWriter, and storage.objectAdmin on gcf-v2-sources
     "google_storage_bucket_iam_member.build_source_objects",  # storage.objectAdmin on our source bucket
@@ -87,3 +90,13 @@ def test_functions_wait_for_the_build_grants(tmp_path):
     assert WAIT in reachable(edges, FUNCTIONS), f"{FUNCTIONS} does not depend on {WAIT}"
     assert BUILD_GRANTS <= edges.get(WAIT, set()), f"{WAIT} does not depend on {BUILD_GRANTS - edges.get(WAIT, set())}"
     assert FUNCTIONS not in reachable(edges, WAIT)
+
+
+@pytest.mark.timeout(120)
+def test_the_puller_is_built_after_the_build_grants_and_started_with_its_grant(tmp_path):
+    edges = dependencies(tmp_path)
+    assert PULLER_IMAGE in edges.get(PULLER, set()), f"{PULLER} does not depend on {PULLER_IMAGE}"
+    assert WAIT in reachable(edges, PULLER_IMAGE), f"{PULLER_IMAGE} does not depend on {WAIT}"
+    assert "google_storage_bucket_object.functions" in reachable(edges, PULLER_IMAGE)
+    assert "google_pubsub_subscription_iam_member.store_pulls" in reachable(edges, PULLER)
+    assert PULLER not in reachable(edges, WAIT)

@@ -14,3 +14,14 @@ output "iterations" {
   description = "Each iteration's settings, keyed by its number as a string."
   value       = { for n in var.iterations : tostring(n) => jsondecode(file("${path.module}/../../../iterations/iteration-${n}/settings.tfvars.json")) }
 }
+
+variable "fixtures" {
+  description = "Names of settings files in this folder (NAME.tfvars.json) to read, e.g. iteration-7-pull."
+  type        = list(string)
+  default     = []
+}
+
+output "fixtures" {
+  description = "Each fixture's settings, keyed by its name."
+  value       = { for name in var.fixtures : name => jsondecode(file("${path.module}/${name}.tfvars.json")) }
+}
