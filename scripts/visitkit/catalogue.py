@@ -4,6 +4,7 @@ Read from functions/catalogue.json, the one file the functions, Terraform (infra
 this kit all read, so that adding a page or a function is one edit.
 """
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -107,3 +108,12 @@ def stored_visits(client: "FirestoreClient", visit_ids: Iterable[str], batch: in
             if snapshot.exists:
                 stored.add(by_marker[snapshot.id])
     return stored
+
+
+def counted_in_batches(client: "FirestoreClient", visit_ids: Iterable[str], timeout: float = 300) -> dict[str, int]:
+    """{visit id: the batch documents holding it} of the ids given that a pull store counted, from one
+    pass over its batch documents (their `ids` alone)."""
+    wanted, found = set(visit_ids), Counter[str]()
+    for batch in client.collection(FIRESTORE["batches"]).select(["ids"]).stream(timeout=timeout):
+        found.update(visit_id for visit_id in batch.get("ids") or () if visit_id in wanted)
+    return dict(found)

@@ -427,3 +427,12 @@ def test_a_visit_is_served_at_its_slowest_functions_pace():
     found = analysis.find_rate_breakpoint(arrivals, history)
     assert found["knee"]["offered"] == pytest.approx(40, abs=0.5)
     assert found["peak_served"]["served"] == pytest.approx(40)
+
+
+def test_a_page_that_comes_with_its_count_is_served_without_a_get_counter_request():
+    arrivals, rows = open_run(capacity=10_000, ramp=3)
+    for row in rows:  # each visit answered by serve-page and inc-counter; get-counter never asked
+        visits = (row["requests"] - row["failures"]) // 3
+        row["answered"] = {"serve-page": visits, "inc-counter": visits, "get-counter": 0}
+    points = analysis.rate_series(arrivals, rows)
+    assert points[-1]["served"] == pytest.approx(arrivals[-2]["started"])

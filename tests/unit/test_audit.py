@@ -3,10 +3,11 @@ logic: the markers are a set of the ids a fake store holds)."""
 import json
 
 import pytest
+from fakes import FakeClock as Clock
 
+from visitkit import catalogue
 from visitkit.results import audit
 from visitkit.results.summary import audit_figures
-from fakes import FakeClock as Clock
 
 
 def ledger_of(**by_outcome):
@@ -217,3 +218,44 @@ def test_a_committed_format_4_ledger_reads_as_every_id_kept_and_is_audited_exact
     record = audit.run(ledger, "auto", lambda ids: set(ids))
     assert record["method"] == "exact" and record["reads"] == len(audit.visit_ids(ledger)) > 0
     assert "sample" not in audit_figures(ledger, record)
+
+
+class BatchStore:
+    """The calls catalogue.counted_in_batches makes of a Firestore client: collection, select, stream."""
+
+    def __init__(self, batches):
+        self.batches, self.streams = batches, 0
+
+    def collection(self, name):
+        assert name == "visit_batches"
+        return self
+
+    def select(self, fields):
+        assert fields == ["ids"]
+        return self
+
+    def stream(self, timeout=None):
+        self.streams += 1
+        return [type("Snapshot", (), {"get": lambda _self, field, ids=ids: ids})() for ids in self.batches]
+
+
+def test_a_pull_stores_visits_are_the_ids_of_its_batches_read_in_one_pass():
+    store = BatchStore([["a1", "f1", "w9"], ["a2"], ["a1"], []])  # a1 in two batches; w9 not the ledger's
+    assert catalogue.counted_in_batches(store, ["a1", "a2", "a3", "f1"]) == {"a1": 2, "a2": 1, "f1": 1}
+    assert store.streams == 1
+
+
+def test_an_id_in_two_batches_is_duplicated_though_the_shards_alone_would_not_show_it():
+    counted = {"a1": 2, "a2": 1, "f1": 1}  # a1 counted twice; a3 lost
+    record = audit.run(LEDGER, "exact", lambda ids: {i: n for i, n in counted.items() if i in ids})
+    assert record["counted_twice"] == {"a1": 2} and record["not_stored"] == ["a3", "f2", "r1", "u1"]
+    # shards: 3 distinct stored ids + a1's second count = 4, or read before it landed: 3
+    for grown in (4, 3):
+        jobs = audit.exact_accounting(LEDGER, record, {"jobs": 0}, {"jobs": grown})["jobs"]
+        assert (jobs["duplicated"], jobs["lost"], jobs["acknowledged_stored"]) == (1, 1, 2)
+    assert "counted_again" not in jobs
+
+
+def test_a_marker_audit_records_no_counted_twice():
+    record = audit.run(LEDGER, "exact", lambda ids: set(ids))
+    assert "counted_twice" not in record

@@ -42,3 +42,20 @@ def test_figures_put_events_and_visits_together():
     found = chaos.figures(record, history({107, 108}), samples, visits)
     assert found["events"][0]["recovery_s"] == 2 and found["visits"]["lost"] == 0
     assert found["redeliveries"] == 3 and found["deliveries_already_counted"] == 2
+
+
+def settings_of(store_mode):
+    from visitkit.settings import Settings
+
+    return Settings(shards_per_page=1, cache_ttl_seconds=0, functions={}, store_mode=store_mode)
+
+
+def test_a_pull_store_has_no_push_relay_to_kill():
+    pull, push = settings_of("pull"), settings_of("push")
+    assert "kill-push" not in chaos.ChaosPlan().for_settings(pull).actions  # the default plan leaves it out
+    assert chaos.ChaosPlan().for_settings(pull).actions == tuple(a for a in chaos.ACTIONS if a != "kill-push")
+    assert chaos.ChaosPlan().for_settings(push) == chaos.ChaosPlan()  # push mode: unchanged
+    named = chaos.ChaosPlan.parse("actions=kill-instance+kill-push")
+    assert named.for_settings(push) == named
+    with pytest.raises(RunError, match="kill-push kills the push relay"):
+        named.for_settings(pull)

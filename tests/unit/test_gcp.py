@@ -616,3 +616,21 @@ def test_push_refusals_reads_store_inc_counters_403s_from_its_request_logs():
     assert session.url.endswith("/v2/entries:list") and session.body["resourceNames"] == ["projects/p1"]
     assert 'resource.labels.service_name="store-inc-counter"' in session.body["filter"]
     assert "httpRequest.status=403" in session.body["filter"]
+
+
+def test_the_audit_of_a_pull_store_reads_its_batch_documents_not_markers(tmp_path):
+    class Batches(FakeFirestore):
+        def collection(self, name):
+            assert name == "visit_batches", name  # a pull store writes no markers
+            return self
+
+        def select(self, fields):
+            return self
+
+        def stream(self, timeout):
+            return [{"ids": ["v1", "v2"]}, {"ids": ["v2"]}]
+
+    settings = json.loads((ROOT / "iterations" / "iteration-7" / "settings.tfvars.json").read_text())
+    (tmp_path / "settings.tfvars.json").write_text(json.dumps(settings))
+    deployed = gcp.GcpTarget(load_settings(tmp_path), tmp_path, "p1", infra_dir=INFRA, firestore=Batches({}))
+    assert deployed.stored_visits(["v1", "v2", "v3"]) == {"v1": 1, "v2": 2}  # v2 counted twice: a duplicate

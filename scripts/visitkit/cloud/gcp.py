@@ -24,7 +24,7 @@ import re
 import shlex
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ from visitkit.catalogue import (
     PUBLISHER_FUNCTION,
     PUSH_FUNCTION,
     READER_FUNCTION,
+    counted_in_batches,
     stored_totals,
     stored_visits,
 )
@@ -595,7 +596,9 @@ class GcpTarget:
     def totals(self) -> dict[str, int]:
         return stored_totals(self.firestore())
 
-    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]:
+    def stored_visits(self, visit_ids: Iterable[str]) -> Collection[str]:
+        if self.settings.pulls:  # the ids are in the pull store's batch documents, not in markers
+            return counted_in_batches(self.firestore(), visit_ids)
         return stored_visits(self.firestore(), visit_ids)
 
     @property

@@ -304,12 +304,15 @@ def rate_series(arrival_rows: Sequence[Mapping[str, Any]], series: Iterable[Mapp
         i = bisect.bisect_right(seconds, second) - 1
         return history[i] if i >= 0 else None
 
+    # The functions a visit goes through: a page that comes with its count makes no get-counter request.
+    reached = {name for row in history for name, count in row.get("answered", {}).items() if count}
+
     def served_by(second: int) -> float:  # visits served by the end of that second
         row = at(second)
         if row is None:
             return 0
         if "answered" in row:
-            return min(row["answered"].values())
+            return min((count for name, count in row["answered"].items() if name in reached), default=0)
         return (row["requests"] - row["failures"]) / requests_per_visit
 
     offered = centred_mean([row["started"] for row in full], half_window)

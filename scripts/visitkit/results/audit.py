@@ -21,9 +21,15 @@ acknowledged visit has its marker or `wait_s` passes (convergence can end while 
 still wait in a retry backoff, when visits with a 5xx that did land make up the totals), and until
 the stored totals read before and after a round agree, so the markers and the totals are one moment.
 
+A pull store (store_mode "pull") keeps no marker per visit: it records each batch's ids in one document
+of `visit_batches` (functions/store_batch.py). Its audit reads that collection whole each round
+(`catalogue.counted_in_batches`, few documents) instead of one marker per id; an id found in two batch documents
+was counted twice, and is listed in "counted_twice" (`exact_accounting` counts it as duplicated).
+
 audit.json (format 1): {"format": 1, "method": "exact"|"sample"|"totals", "why": words, "reads": N,
 "read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker],
-"totals": {page: stored} read with the markers (exact and sample only)}.
+"totals": {page: stored} read with the markers (exact and sample only),
+"counted_twice": {id: times counted} (a pull store's audit only)}.
 
 A visit posted several times (--retry-visits) has one id and one marker: it counts once among the
 stored, and its store counting it twice would show as duplicated. The outcomes are the ledger's
@@ -31,7 +37,7 @@ stored, and its store counting it twice would show as duplicated. The outcomes a
 """
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from visitkit.catalogue import PAGES
@@ -110,13 +116,14 @@ def read_cost(reads: int, region: str) -> float:
     return reads * firestore["per_100k_reads"] / 100_000
 
 
-def run(ledger: Mapping[str, Any], requested: str, stored_visits: Callable[[set[str]], set[str]] | None = None,
+def run(ledger: Mapping[str, Any], requested: str,
+        stored_visits: Callable[[set[str]], Collection[str]] | None = None,
         region: str | None = None, totals: Callable[[], dict[str, int]] | None = None, wait_s: float = 0.0,
         interval: float = 2.0, now: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep) -> dict[str, Any]:
-    """The audit.json of a run: `stored_visits(ids)` returns the ids whose marker exists (None: the
-    target's store cannot be read); `region` is set for a billed store (Google Cloud); `totals()`
-    reads the stored totals per page."""
+    """The audit.json of a run: `stored_visits(ids)` returns the ids whose marker exists, or {id: times
+    counted} for a pull store (None: the target's store cannot be read); `region` is set for a billed
+    store (Google Cloud); `totals()` reads the stored totals per page."""
     ids = visit_ids(ledger)
     untracked = sum(ledger.get("untracked", {}).values())
     method, why = choose(requested, len(ids), stored_visits is not None, region is not None, untracked,
@@ -128,9 +135,13 @@ def run(ledger: Mapping[str, Any], requested: str, stored_visits: Callable[[set[
     assert stored_visits is not None  # choose: markers are read only where they can be
     acknowledged = {visit_id for visit_id, (_, outcome) in ids.items() if outcome == "acknowledged"}
     missing, reads, deadline = set(ids), 0, now() + wait_s
+    counted_twice: dict[str, int] | None = None  # a pull store's: its ids counted in more than one batch
     while True:
         first, asked = totals() if totals else None, set(missing)
-        missing -= stored_visits(asked)
+        found = stored_visits(asked)
+        if isinstance(found, Mapping):
+            counted_twice = {**(counted_twice or {}), **{i: n for i, n in found.items() if n > 1}}
+        missing -= set(found)
         reads += len(asked)
         last = totals() if totals else None
         if first == last and (not missing & acknowledged or now() >= deadline):
@@ -140,15 +151,18 @@ def run(ledger: Mapping[str, Any], requested: str, stored_visits: Callable[[set[
         sleep(interval)
     record.update(reads=reads, not_stored=sorted(missing), totals=last,
                   read_cost_usd=read_cost(reads, region) if region else None)
+    if counted_twice is not None:
+        record["counted_twice"] = dict(sorted(counted_twice.items()))
     return record
 
 
 def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before: Mapping[str, int],
                      after: Mapping[str, int]) -> dict[str, dict[str, int]]:
     """Per page and in total, each visit's fate from its marker (see the module's docstring)."""
-    not_stored = set(audit["not_stored"])
+    not_stored, counted_twice = set(audit["not_stored"]), audit.get("counted_twice") or {}
     rows = {page: {key: 0 for key in ("sent", *OUTCOMES, "retried", "stored", "acknowledged_stored", "lost",
-                                      "stored_unacknowledged", "refused_stored", "neither", "duplicated")}
+                                      "stored_unacknowledged", "refused_stored", "neither", "duplicated",
+                                      "counted_again")}
             for page in PAGES}
     for visit_id, (page, outcome) in visit_ids(ledger).items():
         row = rows[page]
@@ -162,11 +176,15 @@ def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before
             row["refused_stored"] += outcome in NEVER_PUBLISHED  # a 4xx must publish nothing
         else:
             row["neither"] += 1
+        row["counted_again"] += counted_twice.get(visit_id, 1) - 1
     for page, row in rows.items():
         row["retried"] = ledger.get("retried", {}).get(page, 0)
         row["stored"] = after.get(page, 0) - before.get(page, 0)
         row["rejected"] = row["refused"] + row["gave_up"] + row["failed"]
-        row["duplicated"] = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"])
+        # Beyond the ids the shards hold, or an id in two batch documents (a pull store): whichever is more,
+        # since a visit counted twice shows in both.
+        row["duplicated"] = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"],
+                                row.pop("counted_again"))
     # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
     rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
     return rows

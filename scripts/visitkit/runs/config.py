@@ -413,6 +413,8 @@ class RunConfig:
         if options.get("keep_fleet") and not (workers is not None and target != "local"):
             raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
         settings, latencies = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        if options["chaos"] is not None:  # a pull store has no push delivery to kill (ChaosPlan.for_settings)
+            options["chaos"] = options["chaos"].for_settings(settings)
         if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do
             load = replace(load, counter_ttl=float(settings.cache_ttl_seconds))
         queue_timeout = options.get("queue_timeout", cls.queue_timeout)

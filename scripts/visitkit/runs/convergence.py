@@ -107,8 +107,10 @@ def audit_visits(state: RunState) -> None:
     if record["method"] != "totals":
         paid = f", about {record['read_cost_usd']:.4f} USD" if record["read_cost_usd"] is not None else ""
         sampled = " (a sample)" if record["method"] == "sample" else ""
-        state.log(f"audit: {record['reads']:,} visit markers read{sampled}{paid}; "
-                  f"{len(record['not_stored']):,} not stored")
+        read = ("visit ids looked up in the pull store's batch documents" if "counted_twice" in record
+                else "visit markers read")
+        state.log(f"audit: {record['reads']:,} {read}{sampled}{paid}; {len(record['not_stored']):,} not stored"
+                  + (f", {len(record['counted_twice']):,} counted twice" if record.get("counted_twice") else ""))
     else:
         state.log(f"audit: by the totals ({record['why']})")
 

@@ -8,11 +8,11 @@ the cloud). A member that has nothing to do for a target says so (None, False, a
 import json
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, stored_visits
+from visitkit.catalogue import CATALOGUE, PAGES, QUEUE_TIMEOUT_S, READER_FUNCTION, counted_in_batches, stored_visits
 from visitkit.errors import RunError
 from visitkit.samples import Sample
 from visitkit.settings import Settings
@@ -86,7 +86,9 @@ class Target(Protocol):
 
     def totals(self) -> dict[str, int]: ...  # {page: stored visits}, once started
 
-    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]: ...  # the ids whose marker the store holds
+    # the ids the store holds (their markers); a Mapping says how many times each was counted (a pull store's
+    # batches, where an id counted twice is in two of them)
+    def stored_visits(self, visit_ids: Iterable[str]) -> Collection[str]: ...
 
     def sample(self) -> dict: ...  # the platform's figures now, once a second during the load
 
@@ -143,7 +145,9 @@ class LocalTarget(NotDeployed):
             f"functions with {self.settings.source}: {summary_line(self.settings)}",
             f"latency profile {self.profile.describe()}"
             + (", through Toxiproxy" if self.profile.needs_proxy else ""),
-            "push relay (pulls from the emulator, pushes like Pub/Sub); a supervisor restarts crashed instances",
+            ("no push relay: store-inc-counter pulls its visits in batches itself (store_mode pull)"
+             if self.settings.pulls else "push relay (pulls from the emulator, pushes like Pub/Sub)")
+            + "; a supervisor restarts crashed instances",
             "<base_url> is its HAProxy on a free port"], self._start)]
 
     def _start(self, _run: object) -> None:
@@ -167,8 +171,10 @@ class LocalTarget(NotDeployed):
     def totals(self) -> dict[str, int]:
         return self.stack.totals(self._client)
 
-    def stored_visits(self, visit_ids: Iterable[str]) -> set[str]:
+    def stored_visits(self, visit_ids: Iterable[str]) -> Collection[str]:
         assert self._client is not None  # start() made it
+        if self.settings.pulls:  # the ids are in the batch documents, not in markers
+            return counted_in_batches(self._client, visit_ids)
         return stored_visits(self._client, visit_ids)
 
     def sample(self) -> dict[str, Any]:

@@ -6,7 +6,9 @@ once. By default, every 20 s, one of:
   freeze-firestore  SIGSTOP the Firestore emulator for 5-15 s (writes and reads hang, then resume)
   freeze-pubsub     SIGSTOP the Pub/Sub emulator for 5-15 s (publishes time out into 503s, some of which
                     land once it resumes: the visits whose fate only their id can tell)
-  kill-push         SIGKILL the push delivery (its supervisor restarts it; unacked messages come back)
+  kill-push         SIGKILL the push delivery (its supervisor restarts it; unacked messages come back);
+                    with store_mode "pull" there is none (`for_settings`): the default plan leaves it out,
+                    a plan that names it is refused
   pause-instance    SIGSTOP one instance for 5-15 s (requests on it stall; HAProxy's timeouts apply)
 
 Every event is recorded with its time; `figures` turns them and the run's series into the report's
@@ -20,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Self
 
 from visitkit.catalogue import FUNCTIONS
@@ -72,6 +74,17 @@ class ChaosPlan:
             raise RunError("chaos: every must be >= 1 s and stall a range like 5-15 (seconds)")
         return plan
 
+    def for_settings(self, settings: Settings) -> Self:
+        """The plan for an iteration: in pull mode (Settings.pulls) there is no push relay to kill, so the
+        default plan leaves kill-push out, and a plan that names it is refused (RunError)."""
+        if not settings.pulls or "kill-push" not in self.actions:
+            return self
+        if self.actions != ACTIONS:
+            raise RunError('chaos: kill-push kills the push relay, which a store_mode "pull" iteration does not '
+                           "run (store-inc-counter pulls its visits itself: kill-instance and pause-instance "
+                           "hit it); leave kill-push out of actions")
+        return replace(self, actions=tuple(action for action in ACTIONS if action != "kill-push"))
+
     def describe(self) -> str:
         return (f"every {self.every_s:g} s one of {', '.join(self.actions)} (seed {self.seed}; freezes and pauses "
                 f"last {self.stall_s[0]:g}-{self.stall_s[1]:g} s)")
@@ -83,7 +96,7 @@ class Chaos(threading.Thread):
 
     def __init__(self, plan: ChaosPlan, stack: LocalStack, settings: Settings):
         super().__init__(daemon=True)
-        self.plan, self.stack, self.settings = plan, stack, settings
+        self.plan, self.stack, self.settings = plan.for_settings(settings), stack, settings
         self.events: list[dict[str, Any]] = []
         self.random = random.Random(self.plan.seed)
         self.stopping = threading.Event()

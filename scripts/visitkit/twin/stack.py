@@ -5,6 +5,11 @@ messages to store-inc-counter as a push subscription does, and, with a latency p
 between the instances and the emulators (and, for the profile's push overhead, between HAProxy and
 each store-inc-counter instance).
 
+With store_mode "pull" (Settings.pulls) there is no push relay: store-inc-counter's one instance is the
+puller (functions/store_batch.py), which pulls the same subscription itself, as on Cloud Run. It still
+reaches the emulators through Toxiproxy; HAProxy still lists it, though nothing but the kit's status
+reads (its GET /) calls it.
+
 Every process runs in its own process group (the emulators are wrapper scripts that start java),
 is recorded in the state folder, and is stopped by group.
 """
@@ -21,7 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +34,7 @@ from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, QUEUE_TIMEOUT_S, stored
 from visitkit.errors import StackError
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
-from visitkit.samples import Sample
+from visitkit.samples import Sample, StoreFigures
 from visitkit.settings import Settings, function_environment
 from visitkit.twin import haproxy, push, toxiproxy
 from visitkit.twin.profile import Profile, load_profile
@@ -45,6 +50,7 @@ SUBSCRIPTION = PUSH_FUNCTION
 DEAD_LETTER_TOPIC = f"{TOPIC}-dead-letter"  # as infra/pubsub.tf names it
 RESTART_DELAY_SECONDS = 1.0
 SETTLED_FILE = "push-relay-settled.txt"  # in the state folder: the messages the push relay acknowledged
+STATUS_TIMEOUT_S = 2.0  # the puller's GET /: a paused instance does not answer, and a sample goes on without it
 STARTUP_TIMEOUT = 90
 EMULATORS_MISSING = (
     "The Firestore and Pub/Sub emulators were not found. Install them with\n"
@@ -97,6 +103,9 @@ class LocalStack:
         self.state_file = self.state_dir / "state.json"
         self.logs = self.state_dir / "logs"
         self._client: FirestoreClient | None = None  # a Firestore client for totals(), made once the stack is up
+        # pull mode: {puller process id: visits it refused (duplicates, malformed)}, so that the backlog
+        # survives a restart of the puller, whose own counters start again from zero
+        self._refused_by_puller: dict[int, dict[str, int]] = {}
 
     # ---- state -------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
@@ -163,6 +172,7 @@ class LocalStack:
         # debris once the relay is gone (a run's state folder is in its results)
         (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)
         self._client = None
+        self._refused_by_puller = {}
         return stopped
 
     # ---- up ------------------------------------------------------------------------------
@@ -190,7 +200,9 @@ class LocalStack:
                  "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
                  "haproxy_stats": f"127.0.0.1:{free_port()}", "queue_timeout": queue_timeout,
                  "push_stats_port": free_port(), "restarts": str(self.state_dir / "restarts.jsonl"),
-                 "processes": []}
+                 "store_mode": settings.store_mode, "processes": []}
+        if settings.pulls:
+            del state["push_stats_port"]  # no relay: nothing answers there
         self._save(state)
         Path(state["restarts"]).unlink(missing_ok=True)  # a previous stack's restarts are not this one's
         (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)  # nor its settled messages
@@ -198,15 +210,23 @@ class LocalStack:
             self._start(state, "firestore-emulator", firestore_command, port=firestore_port)
             self._start(state, "pubsub-emulator", pubsub_command, port=pubsub_port)
             routes = self._start_toxiproxy(state, profile, port)
+            if settings.pulls:  # the puller pulls as soon as it starts: its subscription first
+                self._wait_until_ready(state, front_end=False)
+                self._create_topics_and_subscriptions(state, settings)
             instances = self._start_functions(state, settings, routes)
-            instances = self._delay_pushes(state, profile, instances)
+            if settings.pulls:
+                state["store_status"] = f"http://127.0.0.1:{instances[PUSH_FUNCTION][0]}/"  # its one instance
+                self._save(state)
+            else:
+                instances = self._delay_pushes(state, profile, instances)
             self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout)
             self._wait_until_ready(state)
-            self._create_topics_and_subscriptions(state, settings)
-            # Supervised like an instance: if it dies, delivery resumes, as Pub/Sub's push does after an outage.
-            self._start(state, "push-relay", supervised("push-relay", self._relay_command(state, settings),
-                                                        state["restarts"]), port=state["push_stats_port"])
-            self._wait_until_ready(state, front_end=False)
+            if not settings.pulls:
+                self._create_topics_and_subscriptions(state, settings)
+                # Supervised like an instance: if it dies, delivery resumes, as Pub/Sub's push does after an outage.
+                self._start(state, "push-relay", supervised("push-relay", self._relay_command(state, settings),
+                                                            state["restarts"]), port=state["push_stats_port"])
+                self._wait_until_ready(state, front_end=False)
         except BaseException:
             self.down()
             raise
@@ -262,7 +282,9 @@ class LocalStack:
                      "PYTHONUNBUFFERED": "1"}
         instances = {}
         for function, spec in settings.functions.items():
-            env = {**function_environment(settings, function, project=PROJECT, topic=TOPIC), **emulators}
+            # in pull mode the puller pulls the subscription the relay would (its PULL_SUBSCRIPTION)
+            env = {**function_environment(settings, function, project=PROJECT, topic=TOPIC,
+                                          pull_subscription=SUBSCRIPTION), **emulators}
             instances[function] = []
             for i in range(spec.max_instances):
                 port = free_port()
@@ -317,8 +339,9 @@ class LocalStack:
         self.totals()
 
     def _create_topics_and_subscriptions(self, state, settings):
-        """The visits topic and its subscription, which the push relay pulls from (the emulator's own
-        push is not used), and the dead-letter topic with a pull subscription that keeps its messages."""
+        """The visits topic and its subscription, which the push relay (or, in pull mode, the puller)
+        pulls from (the emulator's own push is not used), and the dead-letter topic with a pull
+        subscription that keeps its messages."""
         pubsub = f"http://{state['pubsub']}/v1/projects/{PROJECT}"
         for topic, subscription, ack_deadline in (
                 (TOPIC, SUBSCRIPTION, settings.subscription.ack_deadline_seconds),  # as Terraform deploys it
@@ -356,21 +379,58 @@ class LocalStack:
         acknowledged, delivered or dead-lettered), None while the relay does not answer. Not
         accepted - stored: a visit posted again with its id is a second message but no second
         stored visit. A message that reached the topic without a 202 (published straight into it,
-        or a publish that landed after its 503) makes it lower by one."""
-        stats = self._require()["haproxy_stats"]
-        # before accepted: nothing settled is missing from it
-        relay = push.read_stats(self._require()["push_stats_port"])
-        figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
-        accepted = haproxy.accepted_count(stats)
-        stored = sum(self.totals(client).values())
-        settled = relay.get("settled") if relay else None
+        or a publish that landed after its 503) makes it lower by one.
+        In pull mode (no relay, no push request) the store's figures are the puller's, pull_store_figures."""
+        state = self._require()
+        stats = state["haproxy_stats"]
+        if state.get("store_mode") == "pull":
+            refused = self._puller_refused()  # before accepted, as the relay's settled below
+            figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
+            store = pull_store_figures(haproxy.accepted_count(stats), sum(self.totals(client).values()), refused)
+            sample: Sample = {"time": time.time(), "source": "local-haproxy", "functions": figures, "store": store}
+        else:
+            # before accepted: nothing settled is missing from it
+            relay = push.read_stats(state["push_stats_port"])
+            figures = haproxy.function_figures(haproxy.show_stat(stats), CATALOGUE)
+            accepted = haproxy.accepted_count(stats)
+            stored = sum(self.totals(client).values())
+            settled = relay.get("settled") if relay else None
+            sample = {"time": time.time(), "source": "local-haproxy", "functions": figures,
+                      "store": {"accepted": accepted, "delivered": figures[PUSH_FUNCTION]["responses_2xx"],
+                                "stored": stored, "backlog": accepted - settled if settled is not None else None},
+                      "push": relay}
         restarts = self.restarts()
         for name, row in figures.items():
             row["restarts"] = restarts.get(name, 0)
-        return {"time": time.time(), "source": "local-haproxy", "functions": figures,
-                "store": {"accepted": accepted, "delivered": figures[PUSH_FUNCTION]["responses_2xx"],
-                          "stored": stored, "backlog": accepted - settled if settled is not None else None},
-                "push": relay}
+        return sample
+
+    def store_status(self) -> dict[str, Any] | None:
+        """The puller's own figures (its GET /: counted, duplicates, ...) in pull mode; None in push mode
+        or when it does not answer (paused, restarting)."""
+        url = self._require().get("store_status")
+        if not url:
+            return None
+        try:
+            with urllib.request.urlopen(url, timeout=STATUS_TIMEOUT_S) as reply:
+                return json.load(reply)
+        except (OSError, ValueError):
+            return None
+
+    def _puller_refused(self) -> dict[str, int] | None:
+        """{"duplicates": n, "malformed": n} the puller refused since the stack started, over its restarts
+        (each process's last figures, by pid), or None while it does not answer. What a killed puller
+        refused after its last status read is not seen: the backlog then stays that much above 0."""
+        status = self.store_status()
+        if status is None:
+            return None
+        try:
+            pid = self.instance_pid(f"{PUSH_FUNCTION}-0")
+        except (OSError, ValueError):
+            return None  # between a crash and the restart
+        self._refused_by_puller[pid] = {"duplicates": int(status.get("duplicates") or 0),
+                                        "malformed": int(status.get("malformed") or 0)}
+        return {key: sum(refused[key] for refused in self._refused_by_puller.values())
+                for key in ("duplicates", "malformed")}
 
     def restarts(self) -> dict[str, int]:
         """{function or "push-relay": restarts so far}, from the supervisors' restarts file."""
@@ -385,6 +445,18 @@ class LocalStack:
         """The pid of an instance's functions-framework server itself (its supervisor's child):
         killing it is a crash the supervisor answers with a restart."""
         return int((Path(self._require()["restarts"]).parent / f"{name}.pid").read_text())
+
+
+def pull_store_figures(accepted: int, stored: int, refused: Mapping[str, int] | None) -> StoreFigures:
+    """The store's figures in pull mode. A message the puller took is counted (then it is a stored visit:
+    the shards grow in the transaction that records its id) or refused (a duplicate, or malformed), so
+    delivered = stored + refused and backlog = accepted - delivered: reading the shards keeps them right
+    across a killed puller, whose own counters start again. None while the puller does not answer."""
+    if refused is None:
+        return {"accepted": accepted, "delivered": None, "stored": stored, "backlog": None}
+    delivered = stored + refused["duplicates"] + refused["malformed"]
+    return {"accepted": accepted, "delivered": delivered, "stored": stored, "backlog": accepted - delivered,
+            "already_counted": refused["duplicates"], "malformed": refused["malformed"]}
 
 
 def delete_all_documents(firestore_host: str, project: str, timeout: float = 60) -> None:
