@@ -57,3 +57,17 @@ def test_one_cold_start_of_a_function_and_of_the_no_op(tmp_path, monkeypatch):
     slowest_over_noop = record["functions"]["get-counter"]["first_2xx_ms"] / noop["first_2xx_ms"]
     assert (folder / "summary.md").read_text().splitlines()[-1] == (
         f"cold start, slowest function / no-op: {slowest_over_noop:.2f}x")
+
+
+def test_the_settings_that_change_what_a_function_loads_are_measured_beside_it(tmp_path):
+    """The puller (STORE_MODE=pull) and serve-page embedding the count (PAGE_EMBEDS_COUNT=1) start, answer
+    and load the Firestore client; serve-page by default loads none."""
+    folder, record = coldstart.benchmark(["serve-page", "store-inc-counter"], repetitions=1, requests=20, threads=4,
+                                         out_root=tmp_path)
+    functions = record["functions"]
+    assert list(functions) == ["serve-page", "store-inc-counter", coldstart.PULL_STORE, coldstart.PAGE_WITH_COUNT]
+    assert all(figures["failures"] == 0 for figures in functions.values())
+    google = {name: figures["imports_by_origin_ms"]["Google client libraries"] for name, figures in functions.items()}
+    assert google[coldstart.PAGE_WITH_COUNT] > 10 * max(1.0, google["serve-page"])
+    assert google[coldstart.PULL_STORE] > 10 * max(1.0, google["serve-page"])
+    assert "STORE_MODE=pull" in (folder / "summary.md").read_text()

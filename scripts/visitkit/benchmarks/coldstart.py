@@ -8,7 +8,8 @@ creation and the first backend call. Also the instance's memory (see memory_mb) 
 first answer and after N requests sent over as many connections as it has threads, and the
 smallest Cloud Run memory tier that leaves a third of itself free above the most any start used.
 Reports medians per function and the slowest function's time to its first 2xx as a multiple of the
-no-op's.
+no-op's. Two settings change what a function loads, and are measured as functions of their own
+(VARIANTS): store-inc-counter as the pull store's puller, serve-page embedding the page's count.
 
 `benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and starts.csv (every start's figures, the medians' source).
@@ -61,6 +62,13 @@ IMPORT_ONLY = ("import os, sys, time, functions_framework; functions_framework.c
                "print(time.monotonic(), flush=True); os._exit(0)")
 CALLS = {PAGE_FUNCTION: ("GET", "?view=home"), READER_FUNCTION: ("GET", "?visit_type=home"),
          PUBLISHER_FUNCTION: ("POST", "?visit_type=home")}  # the public functions' requests
+# {variant: (the function, what its instance's environment adds)}, each measured beside its function. The
+# puller (STORE_MODE=pull, functions/store_batch.py) is timed to its first answer to GET / (Cloud Run's
+# startup probe), pulling from a subscription that does not exist: the stack's store path keeps every
+# visit (the lease, which nothing else asks for in a push-mode stack, it may take).
+PULL_STORE, PAGE_WITH_COUNT = f"{PUSH_FUNCTION} (pull)", f"{PAGE_FUNCTION} (count embedded)"
+VARIANTS = {PULL_STORE: (PUSH_FUNCTION, {"STORE_MODE": "pull", "PULL_SUBSCRIPTION": "cold-start-pulls-nothing"}),
+            PAGE_WITH_COUNT: (PAGE_FUNCTION, {"PAGE_EMBEDS_COUNT": "1"})}
 FIELDS = ("target", "repetition", "first_2xx_ms", "imports_ms", "memory_mb_first", "memory_mb_after", "failures")
 
 
@@ -78,10 +86,17 @@ def request(target: str) -> tuple[str, str, bytes | None, dict[str, str]]:
                                   publish_time=datetime.datetime.now(datetime.UTC))
         body = json.dumps(push.envelope(f"projects/{PROJECT}/subscriptions/{SUBSCRIPTION}", message)).encode()
         return "POST", CATALOGUE[target].path, body, {"Content-Type": "application/json"}
-    if target == NOOP:
+    if target in (NOOP, PULL_STORE):
         return "GET", "/", None, {}
-    method, query = CALLS[target]
-    return method, CATALOGUE[target].path + query, b"" if method == "POST" else None, {}
+    function = VARIANTS[target][0] if target in VARIANTS else target
+    method, query = CALLS[function]
+    return method, CATALOGUE[function].path + query, b"" if method == "POST" else None, {}
+
+
+def entry_point(target: str) -> str:
+    if target == NOOP:
+        return "noop"
+    return CATALOGUE[VARIANTS[target][0] if target in VARIANTS else target].entry_point
 
 
 def send(connection: http.client.HTTPConnection, target: str) -> int | None:
@@ -308,17 +323,22 @@ def measure(functions: Sequence[str] = FUNCTIONS, repetitions: int = DEFAULT_REP
             warm_up(state["push_url"].removeprefix("http://") if function == PUSH_FUNCTION else host, function)
             env = {**environment_of(stack.instance_pid(f"{function}-0")), "THREADS": str(threads)}
             targets[function] = (functools.partial(function_command, function), env, FUNCTIONS_SOURCE)
+        for variant, (function, setting) in VARIANTS.items():
+            if function in functions:
+                command, env, source = targets[function]
+                targets[variant] = (command, {**env, **setting}, source)
         settle(stack)
-        for target, (command, env, source) in targets.items():
-            for repetition in range(1, repetitions + 1):
+        # Round after round of one start of each target, so that a busy spell of the machine falls on all of
+        # them alike rather than on the target measured then.
+        for repetition in range(1, repetitions + 1):
+            for target, (command, env, source) in targets.items():
                 first, memory_first, memory_after, failures = one_start(target, command, env, requests, threads)
                 settle(stack)
-                entry_point = "noop" if target == NOOP else CATALOGUE[target].entry_point
-                imports = import_seconds(entry_point, source, env)
+                imports = import_seconds(entry_point(target), source, env)
                 starts.append({"target": target, "repetition": repetition, "first_2xx_ms": round(first * 1000, 1),
                                "imports_ms": round(imports * 1000, 1), "memory_mb_first": round(memory_first, 1),
                                "memory_mb_after": round(memory_after, 1), "failures": failures})
-        origins = {target: import_origins("noop" if target == NOOP else CATALOGUE[target].entry_point, source, env)
+        origins = {target: import_origins(entry_point(target), source, env)
                    for target, (_, env, source) in targets.items()}
         in_flight = None
         if READER_FUNCTION in functions:
@@ -393,6 +413,16 @@ def reads_in_flight_lines(record: Mapping[str, Any]) -> list[str]:
             f"{smallest_tier(found['memory_mb_most'])} MiB; {found['failures']} of them were not 2xx."]
 
 
+def variant_lines(record: Mapping[str, Any]) -> list[str]:
+    """What each variant measured (format 3 records before them have none)."""
+    found = [name for name in VARIANTS if name in record["functions"]]
+    described = {PULL_STORE: f"{PULL_STORE}: STORE_MODE=pull, the puller, timed to its first answer to GET / "
+                             "(Cloud Run's startup probe)",
+                 PAGE_WITH_COUNT: f"{PAGE_WITH_COUNT}: PAGE_EMBEDS_COUNT=1, the page with its count read from "
+                                  "Firestore"}
+    return ["; ".join(described[name] for name in found) + ".", ""] if found else []
+
+
 def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
     machine = record["machine"]
     failures = sum(f["failures"] for f in (*record["functions"].values(), record["noop"]))
@@ -402,6 +432,7 @@ def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
             f"{record['repetitions']} starts each, timed from its process start to its first 2xx answer to a real "
             f"request; medians ({machine['processor']}, {machine['cores']} cores, Python {machine['python']}).", "",
             *render(record), "",
+            *variant_lines(record),
             "interpreter + imports: an import-only process loading functions/main.py and looking the entry point "
             "up (functions-framework's create_app), from its start to that; the rest: the server's start, client "
             "creation and the first backend call. Memory: the largest of the instance's processes (gunicorn's master "
