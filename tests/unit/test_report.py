@@ -366,3 +366,13 @@ def test_a_sampled_audit_reports_the_sample_across_the_load_and_the_loss_rate_it
     assert "rules out a loss rate above **22.1 %** (95%, one-sided" in text
     rows = [line for line in text.splitlines() if re.match(r"\| [\d.]+-[\d.]+ \|", line)]
     assert len(rows) == 10 and all(line.endswith("| 0 | 0 |") for line in rows)  # a row per tenth, none lost
+
+
+def test_a_pull_stores_audit_says_the_fates_were_read_from_its_batch_documents():
+    from types import SimpleNamespace
+
+    assert report.id_record(SimpleNamespace(settings={"store_mode": "pull"})) == "its batch's document"
+    assert report.id_record(SimpleNamespace(settings={"store_mode": "push"})) == "its marker"
+    assert report.id_record(SimpleNamespace(settings=None)) == "its marker"  # a run recorded before store modes
+    assert report.visits_extras({"stored_unacknowledged": 0, "failed": 0, "unanswered": 0, "refused_stored": 0},
+                                True, "its batch's document") == "every fate read from its batch's document"

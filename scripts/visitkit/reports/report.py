@@ -81,7 +81,7 @@ def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
                      f"{saturation_words(warned[0], start)}, before the knee (see Load generator)")
     if not conv["converged"]:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact")
+    extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact", id_record(s))
     if extras:
         lines.append(f"- Visits: {extras}")
     if store:
@@ -116,7 +116,12 @@ def arrival_words(arrival: ArrivalRate) -> str:
             f"generator's limit, not the system's), of {arrival['started'] + arrival['not_started']:,}")
 
 
-def visits_extras(visits: VisitRow, exact: bool) -> str:
+def id_record(s: Summary) -> str:
+    """Where the store keeps a visit's id: a marker each (push), or its batch's document (a pull store)."""
+    return "its batch's document" if (s.settings or {}).get("store_mode") == "pull" else "its marker"
+
+
+def visits_extras(visits: VisitRow, exact: bool, record: str = "its marker") -> str:
     """What the headline table's acked / stored / lost / dup leaves out: dead letters, the visits that
     gave up (beside the refused and lost ones), and what became of the visits with a 5xx or no answer."""
     landed, dead, gave_up = visits["stored_unacknowledged"], visits.get("dead_lettered"), visits.get("gave_up")
@@ -127,7 +132,7 @@ def visits_extras(visits: VisitRow, exact: bool) -> str:
     if exact:
         unknown, landed = visits["failed"] + visits["unanswered"], landed - visits["refused_stored"]
         words.append(f"of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
-                     "its marker)" if unknown else "every fate read from its marker")
+                     f"{record})" if unknown else f"every fate read from {record}")
     elif landed:
         words.append(f"{landed:,} stored after a 5xx or no answer (ambiguous, not duplicated)")
     return "; ".join(words)
@@ -522,7 +527,9 @@ def exact_visit_lines(s: Summary) -> list[str]:
     assert audit is not None  # visits_section: an exact audit
     paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit["read_cost_usd"] is not None else ""
     lines = ["## Visits: every visit's fate", "",
-             f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}.", "",
+             (f"Audited exactly: the store's batch documents were read for each of the {audit['reads']:,} visit "
+              f"ids{paid}." if id_record(s) != "its marker" else
+              f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}."), "",
              *visits_table(s.visits, EXACT_COLUMNS),
              "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
                   f"{total.get('gave_up', 0):,} gave up (a 429 at each of their tries), "
