@@ -74,6 +74,7 @@ def test_a_check_is_judged_as_the_same_threshold_is():
     ("visits.lost == 0", True, "visits.lost = 0, wanted == 0"),
     ("knee_users >= 200", False, "knee_users = 150, wanted >= 200"),
     ("failure_ratio < 0.001", False, "failure_ratio = 0.004, wanted < 0.001"),  # the bound's decimals
+    ("failure_ratio == 0", False, "failure_ratio = 0.004, wanted == 0"),  # never shown as equal to a bound it is not
     ("p95_ms.inc-counter < 100", True, "p95_ms.inc-counter = 80.0, wanted < 100"),
     ("p95_ms.inc-counter < 80", False, "p95_ms.inc-counter = 80.0, wanted < 80"),
     ("slowest_function == get-counter", True, "slowest_function = get-counter, wanted == get-counter"),

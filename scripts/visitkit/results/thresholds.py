@@ -73,7 +73,7 @@ class Threshold:
         holds = self.compare(value, self.bound if bound is None else bound)
         if holds is None:
             return None, f"{self.figure} = {fmt(value)} cannot be compared with {self.bound}"
-        return holds, f"{self.figure} = {fmt(value, self.digits)}, wanted {self.op} {self.bound}"
+        return holds, f"{self.figure} = {fmt(value, self.shown_digits(value))}, wanted {self.op} {self.bound}"
 
     def compare(self, value: Any, bound: Any) -> bool | None:
         try:
@@ -85,6 +85,16 @@ class Threshold:
     def digits(self) -> int:
         """The figure shown with the bound's decimals (at least one): `failure_ratio = 0.004, wanted < 0.001`."""
         return max(1, len(self.bound.partition(".")[2]))
+
+    def shown_digits(self, value: Any) -> int:
+        """The bound's decimals, or more where fewer would show a figure that differs from the bound as equal
+        to it (`failure_ratio = 0.03, wanted == 0`, not `0.0`)."""
+        bound, digits = number(self.bound), self.digits
+        if not isinstance(value, (int, float)) or bound is None:
+            return digits
+        while digits < 6 and value != bound and round(value, digits) == round(bound, digits):
+            digits += 1
+        return digits
 
     @property
     def live(self) -> bool:
