@@ -376,3 +376,17 @@ def test_a_pull_stores_audit_says_the_fates_were_read_from_its_batch_documents()
     assert report.id_record(SimpleNamespace(settings=None)) == "its marker"  # a run recorded before store modes
     assert report.visits_extras({"stored_unacknowledged": 0, "failed": 0, "unanswered": 0, "refused_stored": 0},
                                 True, "its batch's document") == "every fate read from its batch's document"
+
+
+def test_a_pull_stores_chaos_section_counts_its_refusals_not_push_redeliveries():
+    from types import SimpleNamespace
+
+    chaos = {"plan": "every 10 s one of kill-instance", "events": [], "redeliveries": None,
+             "deliveries_already_counted": 4,
+             "visits": {"acknowledged": 10, "stored": 10, "lost": 0, "duplicated": 0, "dead_lettered": None}}
+    pulled = SimpleNamespace(chaos=chaos, load={"start": 0}, settings={"store_mode": "pull"})
+    pushed = SimpleNamespace(chaos=chaos, load={"start": 0}, settings={"store_mode": "push"})
+    assert "- Messages the pull store refused, their visit already counted (and changed nothing): 4" in \
+        report.chaos_section(pulled, ())
+    assert not any("push delivery" in line for line in report.chaos_section(pulled, ()))
+    assert any(line.startswith("- Redeliveries by the push delivery") for line in report.chaos_section(pushed, ()))

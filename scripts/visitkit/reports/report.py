@@ -373,8 +373,10 @@ def chaos_section(s: Summary, _plots: Collection[str]) -> list[str]:
              f"- Visits: {fmt(visits['acknowledged'], 0)} acknowledged, {fmt(visits['stored'], 0)} stored, "
              f"**{fmt(visits['lost'], 0)} lost, {fmt(visits['duplicated'], 0)} duplicated**, "
              f"{fmt(visits.get('dead_lettered'), 0)} dead-lettered",
-             f"- Redeliveries by the push delivery: {fmt(found['redeliveries'], 0)}; deliveries that found their "
-             f"visit already counted (and changed nothing): {fmt(found['deliveries_already_counted'], 0)}", "",
+             (f"- Messages the pull store refused, their visit already counted (and changed nothing): "
+              f"{fmt(found['deliveries_already_counted'], 0)}" if id_record(s) != "its marker" else
+              f"- Redeliveries by the push delivery: {fmt(found['redeliveries'], 0)}; deliveries that found their "
+              f"visit already counted (and changed nothing): {fmt(found['deliveries_already_counted'], 0)}"), "",
              "| at (s) | fault | target | lasted (s) | 5xx by function (event to 10 s after) | recovered after (s) |",
              "|---:|---|---|---:|---|---:|"]
     for event in found["events"]:
