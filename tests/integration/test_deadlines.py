@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
-from get_counter import FAILURE_MEMORY_SECONDS, STALE_HEADER
+from get_counter import STALE_HEADER
+from totals import FAILURE_MEMORY_SECONDS
 from common import REPORTED_ERROR_EVENT
 from helpers import call, function_process, function_server, push_body
 
