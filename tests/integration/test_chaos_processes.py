@@ -28,6 +28,7 @@ class FakeStack:
 class Settings:
     functions = {name: type("F", (), {"max_instances": 1})() for name in
                  ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}
+    pulls = False  # a push store: the push relay is there to kill
 
 
 def sleeper():
