@@ -40,7 +40,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 import clients
 from common import FIRESTORE, check_request, env_int, json_reply, log, shards_of
-from store_inc_counter import MARKER_TTL_DAYS, SHARDS_PER_PAGE, visit_key, visit_of
+from store_inc_counter import MARKER_TTL_DAYS, SHARDS_PER_PAGE, page_of, visit_key
 
 SUBSCRIPTION = os.environ.get("PULL_SUBSCRIPTION", "store-inc-counter")
 BATCH_SIZE = env_int("PULL_BATCH_SIZE", 500)
@@ -74,12 +74,9 @@ class Message:
 
 def message_of(received):
     """A pulled message (ReceivedMessage) as the puller decides on it, read by store-inc-counter's
-    own rules (visit_of, visit_key) from the push envelope's form of it."""
-    import base64
-
+    own rules (page_of, visit_key)."""
     pulled = received.message
-    envelope = {"data": base64.b64encode(pulled.data).decode(), "attributes": dict(pulled.attributes)}
-    page, key = visit_of(envelope), visit_key(envelope, pulled.message_id)
+    page, key = page_of(pulled.data), visit_key({"attributes": dict(pulled.attributes)}, pulled.message_id)
     malformed = page is None or key is None
     return Message(received.ack_id, pulled.message_id, None if malformed else page, None if malformed else key,
                    pulled.publish_time.timestamp())

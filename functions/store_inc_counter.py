@@ -28,10 +28,20 @@ WRITE_RETRY, WRITE_TIMEOUT_SECONDS = clients.within_deadline(*clients.FIRESTORE_
 
 
 def visit_of(message):
-    """The page a Pub/Sub message counts a visit for, or None when the message is malformed."""
+    """The page a Pub/Sub message (its push envelope's form: data in base64) counts a visit for, or None when the
+    message is malformed."""
     try:
-        payload = json.loads(base64.b64decode(message.get("data") or "", validate=True))
+        data = base64.b64decode(message.get("data") or "", validate=True)
     except (binascii.Error, ValueError, TypeError):
+        return None
+    return page_of(data)
+
+
+def page_of(data):
+    """The page a message's data (bytes: {"visit_type": PAGE}) counts a visit for, or None when it is malformed."""
+    try:
+        payload = json.loads(data)
+    except (ValueError, TypeError):
         return None
     page = payload.get("visit_type") if isinstance(payload, dict) else None
     return page if page in PAGES else None
