@@ -6,7 +6,7 @@ two together), into a `Settings` value that flows through a run. A file that loa
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,11 @@ INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
                   "alert_notification_channels", "edge_protection", "build_grants_wait_seconds",
                   "page_idle_seconds", "log_exclusions"}
+
+
+# The puller's vCPUs when its settings leave cpu out: instance-based billing needs at least 1 (infra/pull.tf's
+# puller_cpu), so the quota preflight, the cost and the twin count what runs.
+PULLER_DEFAULT_CPU = "1"
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,8 @@ def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
     # One writer: the lease fences a second instance off; and it runs without requests, so one always runs.
     _require(store_mode == "push" or (store.max_instances, store.min_instances) == (1, 1), "pull_instances",
              f"{source} functions.{PUSH_FUNCTION}", (store.max_instances, store.min_instances))
+    if store_mode == "pull" and store.cpu is None:  # what infra/pull.tf deploys: coalesce(cpu, "1")
+        functions[PUSH_FUNCTION] = replace(store, cpu=PULLER_DEFAULT_CPU)
     return Settings(
         shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
         functions=functions, subscription=_subscription(raw.get("subscription", {}), source),

@@ -320,3 +320,18 @@ def test_the_markers_fields_but_the_ttl_field_are_exempt_from_indexing():
     assert listed, "infra/firestore.tf has no marker_unindexed_fields local"
     assert set(re.findall(r'"([^"]+)"', listed[1])) == named
     assert FIRESTORE["marker_expiry_field"] not in named
+
+
+def test_a_puller_whose_cpu_is_left_out_is_counted_at_what_terraform_deploys():
+    """infra/pull.tf deploys the puller with coalesce(cpu, DEFAULT): the kit's quota preflight, cost and twin
+    count that, not a push function's 0.167 for concurrency 1."""
+    deployed = re.search(r'puller_cpu\s*=\s*coalesce\(local\.store\.cpu,\s*"([0-9.]+)"\)',
+                         (ROOT / "infra" / "pull.tf").read_text())
+    assert deployed, "infra/pull.tf no longer says the puller's default cpu"
+    raw = json.loads((ROOT / "iterations" / "iteration-7" / "settings.tfvars.json").read_text())
+    del raw["functions"]["store-inc-counter"]["cpu"]
+    raw["functions"]["store-inc-counter"]["memory"] = "512Mi"
+    store = parse_settings(raw).functions["store-inc-counter"]
+    assert store.effective_cpu == deployed[1]
+    pushed = parse_settings({**raw, "store_mode": "push"}).functions["store-inc-counter"]
+    assert pushed.effective_cpu == "0.167"  # a push store of concurrency 1 keeps Terraform's other default
