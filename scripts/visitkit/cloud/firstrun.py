@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from visitkit.cloud.failures import CommandFailed
@@ -185,13 +185,13 @@ def error_lines(output: str | None, most: int = 12) -> str:
 
 
 def stream_command(argv: Sequence[str], check: bool = False, text: bool = True, capture_output: bool = False,
-                   echo: bool = True) -> subprocess.CompletedProcess[str]:
+                   echo: bool = True, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """subprocess.run that, when capturing, still shows the output as it comes (an apply takes
     minutes); the signature of subprocess.run, so tests pass a fake."""
     if not capture_output:
-        return subprocess.run(argv, check=check, text=text)
+        return subprocess.run(argv, check=check, text=text, env=env)
     lines = []
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as process:
         assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:
             lines.append(line)

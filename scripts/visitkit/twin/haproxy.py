@@ -12,6 +12,7 @@ from pathlib import Path
 from visitkit.catalogue import PUBLIC_PATHS, PUBLISHER_FUNCTION, PUSH_FUNCTION
 from visitkit.samples import FunctionFigures
 from visitkit.settings import Settings
+from visitkit.twin import cloudrun
 
 # HAProxy sends this (as its 503 error file) when a request waited the whole queue timeout:
 # Cloud Functions answers 429 when no instance could take a request in time.
@@ -31,18 +32,28 @@ ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
                   "    http-request track-sc0 int(1)",
                   "    http-response sc-inc-gpc0(0) if { status 202 }"]
 
+# With request_log, one JSON line per request on HAProxy's stdout (the stack's haproxy.log): when it
+# ended (unix s), the backend (a function, or the front end that answered itself), its status, its
+# whole time, the part it queued and the instance's (-1: no instance answered), its method and path.
+REQUEST_LOG_FORMAT = ('{"time":%Ts.%ms,"backend":"%b","status":%ST,"total_ms":%Ta,"queue_ms":%Tw,'
+                      '"response_ms":%Tr,"method":"%HM","path":"%HPO"}')
+
 
 def render_config(*, public_port: int, push_port: int, stats_address: str, errorfile_path: str | Path,
-                  instances: Mapping[str, list[int]], settings: Settings, queue_timeout: float) -> str:
-    """instances: function -> [port of each functions-framework process]."""
+                  instances: Mapping[str, list[int]], settings: Settings, queue_timeout: float,
+                  deployment: cloudrun.Deployment | None = None, request_log: bool = False) -> str:
+    """instances: function -> [port of each functions-framework process]. deployment: Cloud Run's access
+    rules of an applied deployment in front of each function (cloudrun.py); None lets every request in."""
     lines = [
         "global",
         # On TCP rather than a unix socket, whose path length is limited (state folders can be deep).
         f"    stats socket ipv4@{stats_address} level operator",
         "    maxconn 4000",
+        *(["    log stdout format raw local0 info"] if request_log else []),
         "",
         "defaults",
         "    mode http",
+        *(["    log global", "    log-format " + _quoted(REQUEST_LOG_FORMAT)] if request_log else []),
         "    timeout connect 5s",
         "    timeout client 5m",
         f"    timeout queue {int(queue_timeout * 1000)}ms",
@@ -56,20 +67,28 @@ def render_config(*, public_port: int, push_port: int, stats_address: str, error
         "frontend public",
         f"    bind 127.0.0.1:{public_port}",
     ]
-    known = " ".join(f"!{{ path {path} }}" for path in PUBLIC_PATHS)
+    # A path no function is deployed on: 404, as Google's front answers it.
+    deployed = {path: function for path, function in PUBLIC_PATHS.items()
+                if deployment is None or function in deployment.services}
+    known = " ".join(f"!{{ path {path} }}" for path in deployed)
     lines.append("    http-request return status 404 content-type application/json "
                  f"string '{{\"error\": \"no function at this path\"}}' if {known}")
-    lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in PUBLIC_PATHS.items()]
+    tokens = cloudrun.token_rules(deployment.public_key) if deployment else []
+    lines += tokens
+    lines += [f"    use_backend {function} if {{ path {path} }}" for path, function in deployed.items()]
     lines += [
         "",
         "# Only push delivery (the push relay, playing Pub/Sub) reaches store-inc-counter, as on Google Cloud.",
         "frontend pubsub-push",
         f"    bind 127.0.0.1:{push_port}",
+        *tokens,
         f"    default_backend {PUSH_FUNCTION}",
     ]
     for function, ports in instances.items():
         spec = settings.functions[function]
         lines += ["", f"backend {function}", f"    timeout server {spec.timeout_seconds}s"]
+        if deployment is not None and function in deployment.services:
+            lines += cloudrun.access_rules(deployment.services[function], Path(errorfile_path).parent)
         if function == ACCEPTED_TABLE:
             lines += ACCEPTED_RULES
         # observe layer4: the first refused connection marks a crashed instance down at once,
@@ -78,6 +97,11 @@ def render_config(*, public_port: int, push_port: int, stats_address: str, error
                   "check inter 1s observe layer4 error-limit 1 on-error mark-down"
                   for i, port in enumerate(ports)]
     return "\n".join(lines) + "\n"
+
+
+def _quoted(text: str) -> str:
+    """A string argument of HAProxy's configuration, in double quotes."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _ask(stats_address: str, command: str) -> str:

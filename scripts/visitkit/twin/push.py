@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -54,6 +55,36 @@ MAX_ACK_IDS = 1000  # per acknowledge request
 
 
 @dataclass(frozen=True)
+class PushToken:
+    """Whose OIDC token each push carries, and where it is minted: Pub/Sub signs one as the push
+    subscription's service account, for its audience (a rehearsal's control plane stand-in answers
+    IAM Credentials' generateIdToken for it)."""
+    endpoint: str  # IAM Credentials' base URL
+    email: str
+    audience: str
+
+
+class TokenSource:
+    """The push account's ID token, minted again a few minutes before it expires (Google's live an hour)."""
+
+    def __init__(self, token: PushToken, margin_s: float = 300, lifetime_s: float = 3600):
+        self.token, self.margin_s, self.lifetime_s = token, margin_s, lifetime_s
+        self.lock = threading.Lock()
+        self.value, self.expiry = "", 0.0
+
+    def header(self) -> dict[str, str]:
+        with self.lock:
+            if time.time() >= self.expiry - self.margin_s:
+                url = f"{self.token.endpoint}/v1/projects/-/serviceAccounts/{self.token.email}:generateIdToken"
+                request = urllib.request.Request(url, method="POST", headers={"Content-Type": "application/json"},
+                                                 data=json.dumps({"audience": self.token.audience,
+                                                                  "includeEmail": True}).encode())
+                with urllib.request.urlopen(request, timeout=30) as reply:
+                    self.value, self.expiry = json.load(reply)["token"], time.time() + self.lifetime_s
+            return {"Authorization": f"Bearer {self.value}"}
+
+
+@dataclass(frozen=True)
 class RelayConfig:
     """What the relay needs; written by the local stack as JSON, read back at start."""
     pubsub_host: str  # the emulator, host:port
@@ -68,6 +99,7 @@ class RelayConfig:
     port: int  # where GET / answers the figures
     # the ids of the messages acknowledged so far, one a line (None: kept in memory only)
     settled_file: str | None = None
+    token: PushToken | None = None  # None: pushes carry no token (the twin's front lets them in)
 
     @classmethod
     def from_settings(cls, subscription_settings: SubscriptionSettings, dead_letter: bool = True,
@@ -160,7 +192,8 @@ class PushClient:
     connection per message cost the relay and HAProxy more than the POST). Returns the status; raises
     OSError when there is no answer within the timeout."""
 
-    def __init__(self, url: str, timeout: float):
+    def __init__(self, url: str, timeout: float, token: TokenSource | None = None):
+        self.token = token
         parts = urllib.parse.urlsplit(url)
         if not parts.hostname:
             raise ValueError(f"the push URL {url!r} names no host")
@@ -175,7 +208,8 @@ class PushClient:
                 connection = self.local.connection = http.client.HTTPConnection(self.host, self.port,
                                                                                  timeout=self.timeout)
             try:
-                connection.request("POST", self.path, body=body, headers={"Content-Type": "application/json"})
+                headers = {"Content-Type": "application/json", **(self.token.header() if self.token else {})}
+                connection.request("POST", self.path, body=body, headers=headers)
                 answer = connection.getresponse()
                 answer.read()
                 return answer.status
@@ -216,7 +250,8 @@ class Relay:
         self.workers = ThreadPoolExecutor(MAX_WINDOW, thread_name_prefix="push")
         self.acker = Acker(lambda ack_ids: self.subscriber.acknowledge(
             request={"subscription": self.subscription, "ack_ids": ack_ids}), record=self._settle)
-        self.client = PushClient(config.push_url, config.ack_deadline_seconds)
+        self.client = PushClient(config.push_url, config.ack_deadline_seconds,
+                                 TokenSource(config.token) if config.token else None)
 
     # ---- figures ------------------------------------------------------------------------------
     def stats(self) -> PushFigures:
@@ -377,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="the RelayConfig as a JSON file")
     args = parser.parse_args(argv)
     with open(args.config) as f:
-        config = RelayConfig(**json.load(f))
+        values = json.load(f)
+        config = RelayConfig(**{**values, "token": PushToken(**values["token"]) if values.get("token") else None})
     os.environ["PUBSUB_EMULATOR_HOST"] = config.pubsub_host  # read by the clients when built
     relay = Relay(config)
 

@@ -16,6 +16,7 @@ is recorded in the state folder, and is stopped by group.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -36,7 +37,7 @@ from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
 from visitkit.samples import Sample, StoreFigures
 from visitkit.settings import Settings, function_environment
-from visitkit.twin import haproxy, push, toxiproxy
+from visitkit.twin import cloudrun, haproxy, push, toxiproxy
 from visitkit.twin.profile import Profile, load_profile
 from visitkit.twin.resources import component_of
 
@@ -177,10 +178,15 @@ class LocalStack:
 
     # ---- up ------------------------------------------------------------------------------
     def up(self, settings: Settings, port: int = 8080, queue_timeout: float = QUEUE_TIMEOUT_S,
-           profile: Profile | None = None) -> str:
+           profile: Profile | None = None, deployment: cloudrun.Deployment | None = None,
+           request_log: bool = False) -> str:
         """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
-        returns the base URL once every part answers."""
+        returns the base URL once every part answers. With a `deployment` (a rehearsal's applied state),
+        each function's instances, concurrency, timeout and environment, the Pub/Sub names and Cloud Run's
+        access rules are the deployment's; request_log: HAProxy logs every request (haproxy.REQUEST_LOG_FORMAT)."""
         profile = profile or load_profile()
+        if deployment is not None:
+            settings = deployed_settings(settings, deployment)
         if self.state():
             if any(alive for *_, alive in self.status()):
                 raise StackError(f"the local stack already runs from {self.state_dir}: stop it first (down)")
@@ -194,8 +200,11 @@ class LocalStack:
         firestore_command, pubsub_command = emulator_commands(firestore_port, pubsub_port)
         if profile.needs_proxy:
             toxiproxy.binary()  # fails now, with how to build it, rather than half-way up
-        state: dict[str, Any] = {"settings": str(settings.source), "project": PROJECT, "topic": TOPIC,
-                 "dead_letter_topic": DEAD_LETTER_TOPIC, "profile": profile.record(),
+        names = ((deployment.project, deployment.topic, deployment.subscription,
+                  deployment.dead_letter_topic or DEAD_LETTER_TOPIC) if deployment else
+                 (PROJECT, TOPIC, SUBSCRIPTION, DEAD_LETTER_TOPIC))
+        state: dict[str, Any] = {"settings": str(settings.source), "project": names[0], "topic": names[1],
+                 "subscription": names[2], "dead_letter_topic": names[3], "profile": profile.record(),
                  "base_url": f"http://127.0.0.1:{port}", "push_url": f"http://127.0.0.1:{push_port}",
                  "firestore": f"127.0.0.1:{firestore_port}", "pubsub": f"127.0.0.1:{pubsub_port}",
                  "haproxy_stats": f"127.0.0.1:{free_port()}", "queue_timeout": queue_timeout,
@@ -213,18 +222,21 @@ class LocalStack:
             if settings.pulls:  # the puller pulls as soon as it starts: its subscription first
                 self._wait_until_ready(state, front_end=False)
                 self._create_topics_and_subscriptions(state, settings)
-            instances = self._start_functions(state, settings, routes)
+            instances = self._start_functions(state, settings, routes, deployment)
             if settings.pulls:
                 state["store_status"] = f"http://127.0.0.1:{instances[PUSH_FUNCTION][0]}/"  # its one instance
                 self._save(state)
             else:
                 instances = self._delay_pushes(state, profile, instances)
-            self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout)
-            self._wait_until_ready(state)
+            self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout, deployment,
+                                request_log)
+            # a page the front serves anyone proves the way in; behind Cloud Run's access rules it needs a token
+            self._wait_until_ready(state, page=deployment is None or deployment.services["serve-page"].public)
             if not settings.pulls:
                 self._create_topics_and_subscriptions(state, settings)
                 # Supervised like an instance: if it dies, delivery resumes, as Pub/Sub's push does after an outage.
-                self._start(state, "push-relay", supervised("push-relay", self._relay_command(state, settings),
+                self._start(state, "push-relay", supervised("push-relay", self._relay_command(state, settings,
+                                                                                              deployment),
                                                             state["restarts"]), port=state["push_stats_port"])
                 self._wait_until_ready(state, front_end=False)
         except BaseException:
@@ -268,23 +280,31 @@ class LocalStack:
             proxies.proxy(f"push-{i}", f"127.0.0.1:{delayed[-1]}", f"127.0.0.1:{port}", profile.push_overhead_ms)
         return {**instances, PUSH_FUNCTION: delayed}
 
-    def _relay_command(self, state, settings):
+    def _relay_command(self, state, settings, deployment=None):
+        # With a deployment, each push carries the push account's OIDC token, as Pub/Sub's does.
+        token = (push.PushToken(deployment.token_endpoint, deployment.push_email, deployment.push_audience)
+                 if deployment and deployment.token_endpoint and deployment.push_email and deployment.push_audience
+                 else None)
         config = push.RelayConfig.from_settings(
-            settings.subscription, dead_letter=settings.dead_letter, pubsub_host=state["pubsub"], project=PROJECT,
-            subscription=SUBSCRIPTION,
-            dead_letter_topic=DEAD_LETTER_TOPIC, push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
-            port=state["push_stats_port"], settled_file=str(self.state_dir / SETTLED_FILE))
+            settings.subscription, dead_letter=settings.dead_letter, pubsub_host=state["pubsub"],
+            project=state["project"], subscription=state["subscription"], dead_letter_topic=state["dead_letter_topic"],
+            push_url=f"{state['push_url']}{CATALOGUE[PUSH_FUNCTION].path}",
+            port=state["push_stats_port"], settled_file=str(self.state_dir / SETTLED_FILE), token=token)
         path = push.write_config(config, self.state_dir / "push-relay.json")
         return [sys.executable, "-m", "visitkit.twin.push", "--config", str(path)]
 
-    def _start_functions(self, state, settings, routes):
+    def _start_functions(self, state, settings, routes, deployment=None):
         emulators = {"FIRESTORE_EMULATOR_HOST": routes["firestore"], "PUBSUB_EMULATOR_HOST": routes["pubsub"],
                      "PYTHONUNBUFFERED": "1"}
         instances = {}
         for function, spec in settings.functions.items():
-            # in pull mode the puller pulls the subscription the relay would (its PULL_SUBSCRIPTION)
-            env = {**function_environment(settings, function, project=PROJECT, topic=TOPIC,
-                                          pull_subscription=SUBSCRIPTION), **emulators}
+            if deployment is not None and function not in deployment.services:
+                continue  # not deployed: the front answers 404 on its path
+            # in pull mode the puller pulls the subscription the relay would (its PULL_SUBSCRIPTION);
+            # a deployment's functions run with the environment Terraform gave them
+            env = {**(dict(deployment.services[function].environment) if deployment else
+                      function_environment(settings, function, project=PROJECT, topic=TOPIC,
+                                           pull_subscription=SUBSCRIPTION)), **emulators}
             instances[function] = []
             for i in range(spec.max_instances):
                 port = free_port()
@@ -295,19 +315,23 @@ class LocalStack:
                 instances[function].append(port)
         return instances
 
-    def _start_haproxy(self, state, settings, instances, port, push_port, queue_timeout):
+    def _start_haproxy(self, state, settings, instances, port, push_port, queue_timeout, deployment=None,
+                       request_log=False):
         errorfile = self.state_dir / "429.http"
         errorfile.write_text(haproxy.TOO_MANY_REQUESTS)
+        if deployment is not None:
+            cloudrun.write_error_pages(self.state_dir)  # beside the 429's
         config = self.state_dir / "haproxy.cfg"
         config.write_text(haproxy.render_config(
             public_port=port, push_port=push_port, stats_address=state["haproxy_stats"],
-            errorfile_path=errorfile, instances=instances, settings=settings, queue_timeout=queue_timeout))
+            errorfile_path=errorfile, instances=instances, settings=settings, queue_timeout=queue_timeout,
+            deployment=deployment, request_log=request_log))
         check = subprocess.run(["haproxy", "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise StackError(f"HAProxy rejected {config}:\n{check.stdout}{check.stderr}")
         self._start(state, "haproxy", ["haproxy", "-db", "-f", str(config)], port=port)
 
-    def _wait_until_ready(self, state, front_end=True):
+    def _wait_until_ready(self, state, front_end=True, page=True):
         """Probes every process until it answers (fails fast when one exits), then, with `front_end`,
         until a page is served."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -328,7 +352,7 @@ class LocalStack:
         # Ready means a page is served through the front end, HAProxy counts every instance UP
         # (it may have checked one before the instance listened) and Firestore has answered once
         # (its first request is slow).
-        while http_status(f"{state['base_url']}/app?view=home") != 200:
+        while page and http_status(f"{state['base_url']}/app?view=home") != 200:
             if time.monotonic() > deadline:
                 raise StackError("the front end does not serve pages")
             time.sleep(0.2)
@@ -342,13 +366,14 @@ class LocalStack:
         """The visits topic and its subscription, which the push relay (or, in pull mode, the puller)
         pulls from (the emulator's own push is not used), and the dead-letter topic with a pull
         subscription that keeps its messages."""
-        pubsub = f"http://{state['pubsub']}/v1/projects/{PROJECT}"
+        project = state["project"]
+        pubsub = f"http://{state['pubsub']}/v1/projects/{project}"
         for topic, subscription, ack_deadline in (
-                (TOPIC, SUBSCRIPTION, settings.subscription.ack_deadline_seconds),  # as Terraform deploys it
-                (DEAD_LETTER_TOPIC, DEAD_LETTER_TOPIC, 60)):
+                (state["topic"], state["subscription"], settings.subscription.ack_deadline_seconds),  # as Terraform
+                (state["dead_letter_topic"], state["dead_letter_topic"], 60)):
             _put_json(f"{pubsub}/topics/{topic}", {})
             _put_json(f"{pubsub}/subscriptions/{subscription}", {
-                "topic": f"projects/{PROJECT}/topics/{topic}", "ackDeadlineSeconds": ack_deadline,
+                "topic": f"projects/{project}/topics/{topic}", "ackDeadlineSeconds": ack_deadline,
                 "messageRetentionDuration": f"{settings.subscription.message_retention_seconds}s"})
 
     # ---- reading the stack -----------------------------------------------------------------
@@ -445,6 +470,14 @@ class LocalStack:
         """The pid of an instance's functions-framework server itself (its supervisor's child):
         killing it is a crash the supervisor answers with a restart."""
         return int((Path(self._require()["restarts"]).parent / f"{name}.pid").read_text())
+
+
+def deployed_settings(settings: Settings, deployment: cloudrun.Deployment) -> Settings:
+    """The settings with each function's limits as deployed (its max instances, concurrency and timeout)."""
+    return dataclasses.replace(settings, functions={
+        name: dataclasses.replace(spec, max_instances=deployed.max_instances, concurrency=deployed.concurrency,
+                                  timeout_seconds=deployed.timeout_seconds) if deployed else spec
+        for name, spec in settings.functions.items() for deployed in [deployment.services.get(name)]})
 
 
 def pull_store_figures(accepted: int, stored: int, refused: Mapping[str, int] | None) -> StoreFigures:
