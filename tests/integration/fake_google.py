@@ -1,5 +1,5 @@
 """A local fake of the Google APIs the kit calls before and around a deployment, answering the JSON
-recorded in tests/fixtures/google/ (shapes and texts from Google's API references and error pages):
+recorded in scripts/visitkit/rehearsal/recorded/ (shapes and texts from Google's API references and error pages):
 Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy, Compute Engine's
 regions.get (GOOGLE_ROUTES: each with the discovery method it stands for, whose response schema its
 answers are checked against by tests/unit/test_google_schemas.py), Cloud Quotas' getQuotaInfo
@@ -17,7 +17,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "google"
+FIXTURES = Path(__file__).resolve().parents[2] / "scripts" / "visitkit" / "rehearsal" / "recorded"
 NUMBER = "123456789012"
 
 

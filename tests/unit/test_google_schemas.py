@@ -1,7 +1,7 @@
 """Every fake Google answer the tests use, checked against the schema of the method it stands for in
 Google's discovery documents (google-api-python-client's copies, version pinned in
 requirements-dev.txt; the validator: tests/google_schemas.py): the saved answers under
-tests/fixtures/google/ and tests/fixtures/monitoring/, and what the fake server of
+scripts/visitkit/rehearsal/recorded/ and tests/fixtures/monitoring/, and what the fake server of
 tests/integration/fake_google.py answers inline, served over its HTTP in each of its scenarios.
 An error answer is checked against Google's JSON error format (google.rpc.Status). Cloud Quotas'
 answers, whose discovery document that package does not ship, are parsed strictly as the client
@@ -22,7 +22,15 @@ sys.path += [str(TESTS), str(TESTS / "integration")]  # the validator and the fa
 import google_schemas  # noqa: E402
 from fake_google import GOOGLE_ROUTES, PROTO_ROUTES, FakeGoogle, Scenario, google_route, proto_route  # noqa: E402
 
-FIXTURES = TESTS / "fixtures"
+# Where each folder of saved answers lives: Google's recorded answers are the rehearsal's own (the kit's).
+FOLDERS = {"google": TESTS.parent / "scripts" / "visitkit" / "rehearsal" / "recorded",
+           "monitoring": TESTS / "fixtures" / "monitoring"}
+
+
+def saved_path(name):
+    """A saved answer's file from its name, "FOLDER/FILE.json"."""
+    folder, file = name.split("/", 1)
+    return FOLDERS[folder] / file
 RESPONSE, ERROR = "response", "error"
 ORGPOLICY = ("orgpolicy.v2", "orgpolicy.projects.policies.getEffectivePolicy")
 TIME_SERIES = ("monitoring.v3", "monitoring.projects.timeSeries.list")
@@ -64,8 +72,7 @@ SAVED_FOLDERS = ("google", "monitoring")
 
 
 def saved_files():
-    return sorted(str(path.relative_to(FIXTURES)) for folder in SAVED_FOLDERS
-                  for path in (FIXTURES / folder).glob("*.json"))
+    return sorted(f"{folder}/{path.name}" for folder in SAVED_FOLDERS for path in FOLDERS[folder].glob("*.json"))
 
 
 def proto_problems(kind, module, message, answer, http_status=None):
@@ -92,7 +99,7 @@ def problems(kind, doc, method_id, answer, http_status=None):
 def test_a_saved_answer_fits_its_methods_schema(name):
     assert name in SAVED, f"tests/fixtures/{name} stands for no Google method: map it in SAVED ({__file__})"
     kind, doc, method_id = SAVED[name]
-    answer = json.loads((FIXTURES / name).read_text())
+    answer = json.loads(saved_path(name).read_text())
     assert problems(kind, doc, method_id, answer) == [], (
         f"{name} against {method_id} of {google_schemas.label(doc)}")
 
@@ -187,7 +194,7 @@ def test_every_method_the_fake_serves_answers_and_every_saved_error_is_served(se
                 if 200 <= status < 300 and (found := google_route(method, path.split("?", 1)[0]))}
     assert answered == {route[3] for route in GOOGLE_ROUTES}
     errors = [answer for _, _, status, answer in answers if status >= 400]
-    saved = [json.loads((FIXTURES / name).read_text()) for name, (kind, *_) in SAVED.items() if kind == ERROR]
+    saved = [json.loads(saved_path(name).read_text()) for name, (kind, *_) in SAVED.items() if kind == ERROR]
     assert [answer for answer in saved if answer not in errors] == []
 
 
@@ -219,7 +226,7 @@ def test_each_proto_route_of_the_fake_is_the_verb_and_path_its_client_library_ca
 
 def test_a_quota_info_google_does_not_send_is_refused():
     """The library's strict parse is a real check: a field QuotaInfo lacks, a value of the wrong type."""
-    answer = json.loads((FIXTURES / "google" / "quota-run-cpu.json").read_text())
+    answer = json.loads(saved_path("google/quota-run-cpu.json").read_text())
     assert problems(RESPONSE, *QUOTA_INFO, {**answer, "quotaValue": 20}) != []
     assert problems(RESPONSE, *QUOTA_INFO, {**answer, "dimensionsInfos": [{"dimensions": ["region"]}]}) != []
     assert problems(RESPONSE, *QUOTA_INFO, answer) == []
@@ -228,7 +235,7 @@ def test_a_quota_info_google_does_not_send_is_refused():
 def test_the_validator_refuses_what_google_does_not_send():
     """The checks are real: a field the schema lacks, a number for an int64, a wrong enum, an Any of
     an unknown type, an error without its status."""
-    series = json.loads((FIXTURES / "monitoring" / "request_count.json").read_text())
+    series = json.loads(saved_path("monitoring/request_count.json").read_text())
     series["timeSeries"][0]["points"][0]["value"]["int64Value"] = 5
     series["timeSeries"][0]["metricKind"] = "DELTAS"
     series["timeSeries"][0]["resource"]["zone"] = "us-central1-a"
