@@ -8,6 +8,13 @@
 // cloud: planning passes the configuration through, and applying, reading or
 // importing is refused.
 //
+// SCHEMA_PROVIDER_REHEARSAL=1 (off by default) turns on the rehearsal mode
+// (rehearsal.go): plans mark computed attributes unknown, applies fill them in
+// the shapes Google gives them, the root module's data sources get answers
+// (archive_file really zips), refresh returns the state as it is. Google's
+// control plane is stood in for; Terraform itself, the configuration, the
+// state and the local-exec provisioners run for real.
+//
 // Which provider it plays comes from its own file name,
 // terraform-provider-NAME, as Terraform's dev_overrides look it up.
 // SCHEMA_PROVIDER_TYPES (names separated by white space or commas) limits the
@@ -50,5 +57,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return tf5server.Serve(address, func() tfprotov5.ProviderServer { return &server{schemas: schemas} })
+	var stand *rehearsal
+	if rehearsalEnabled() {
+		stand = newRehearsal()
+	}
+	return tf5server.Serve(address, func() tfprotov5.ProviderServer { return &server{schemas: schemas, rehearsal: stand} })
 }

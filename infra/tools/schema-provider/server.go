@@ -8,9 +8,11 @@ import (
 )
 
 // server answers schema and validation requests from the real schema, and
-// refuses anything that would need the real cloud.
+// refuses anything that would need the real cloud, unless rehearsal is set
+// (SCHEMA_PROVIDER_REHEARSAL=1): then rehearsal.go stands in for the cloud.
 type server struct {
-	schemas *providerSchemas
+	schemas   *providerSchemas
+	rehearsal *rehearsal // nil: schema-only, as for validate and terraform test
 }
 
 func offlineError(what string) []*tfprotov5.Diagnostic {
@@ -49,7 +51,10 @@ func (s *server) PrepareProviderConfig(_ context.Context, req *tfprotov5.Prepare
 	return &tfprotov5.PrepareProviderConfigResponse{PreparedConfig: req.Config}, nil
 }
 
-func (s *server) ConfigureProvider(context.Context, *tfprotov5.ConfigureProviderRequest) (*tfprotov5.ConfigureProviderResponse, error) {
+func (s *server) ConfigureProvider(_ context.Context, req *tfprotov5.ConfigureProviderRequest) (*tfprotov5.ConfigureProviderResponse, error) {
+	if s.rehearsal != nil {
+		return s.rehearsal.configure(s.schemas.provider, req)
+	}
 	return &tfprotov5.ConfigureProviderResponse{}, nil
 }
 
@@ -89,16 +94,26 @@ func (s *server) UpgradeResourceIdentity(context.Context, *tfprotov5.UpgradeReso
 }
 
 func (s *server) ReadResource(_ context.Context, req *tfprotov5.ReadResourceRequest) (*tfprotov5.ReadResourceResponse, error) {
+	if s.rehearsal != nil { // a refresh finds everything as the last apply left it
+		return &tfprotov5.ReadResourceResponse{NewState: req.CurrentState, Private: req.Private}, nil
+	}
 	return &tfprotov5.ReadResourceResponse{Diagnostics: offlineError("reading " + req.TypeName)}, nil
 }
 
 // PlanResourceChange passes the proposed state through: enough for validate;
-// terraform test replaces this provider with mock_provider for plans.
+// terraform test replaces this provider with mock_provider for plans. The
+// rehearsal plans as a provider does: what Google computes is unknown until applied.
 func (s *server) PlanResourceChange(_ context.Context, req *tfprotov5.PlanResourceChangeRequest) (*tfprotov5.PlanResourceChangeResponse, error) {
+	if s.rehearsal != nil {
+		return s.rehearsal.plan(s.schemas.resources[req.TypeName], req)
+	}
 	return &tfprotov5.PlanResourceChangeResponse{PlannedState: req.ProposedNewState}, nil
 }
 
 func (s *server) ApplyResourceChange(_ context.Context, req *tfprotov5.ApplyResourceChangeRequest) (*tfprotov5.ApplyResourceChangeResponse, error) {
+	if s.rehearsal != nil {
+		return s.rehearsal.apply(s.schemas.resources[req.TypeName], req)
+	}
 	return &tfprotov5.ApplyResourceChangeResponse{Diagnostics: offlineError("applying " + req.TypeName)}, nil
 }
 
@@ -111,6 +126,9 @@ func (s *server) MoveResourceState(_ context.Context, req *tfprotov5.MoveResourc
 }
 
 func (s *server) ReadDataSource(_ context.Context, req *tfprotov5.ReadDataSourceRequest) (*tfprotov5.ReadDataSourceResponse, error) {
+	if s.rehearsal != nil && rehearsedDataSources[req.TypeName] {
+		return s.rehearsal.readDataSource(s.schemas.dataSources[req.TypeName], req)
+	}
 	return &tfprotov5.ReadDataSourceResponse{Diagnostics: offlineError("reading data source " + req.TypeName)}, nil
 }
 
