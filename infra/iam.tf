@@ -126,7 +126,8 @@ moved {
 # Storage Object Admin, "for retrieving the function source from the Cloud Storage bucket"
 # (https://cloud.google.com/run/docs/configuring/services/build-service-account and
 # https://cloud.google.com/functions/docs/securing/build-custom-sa), on our source bucket alone
-# (the copy in gcf-v2-sources is covered in project_roles).
+# (the copy in gcf-v2-sources is covered in project_roles). In pull mode gcloud also stages the
+# puller's source under staging/ in this bucket, and the puller's build reads it there (pull.tf).
 resource "google_storage_bucket_iam_member" "build_source_objects" {
   bucket = google_storage_bucket.source.name
   role   = "roles/storage.objectAdmin"

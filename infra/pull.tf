@@ -16,6 +16,49 @@ locals {
   # tagged with the zip's content hash, so new source means a new image and a new revision.
   puller_source = "gs://${google_storage_bucket.source.name}/${google_storage_bucket_object.functions.name}"
   puller_image  = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.functions.repository_id}/${local.deployed_names["store-inc-counter"]}:${data.archive_file.functions.output_md5}"
+
+  # The puller's build, run as the build account (terraform_data.puller_image below). The account may use
+  # our source bucket (Storage Object Admin, iam.tf), Cloud Logging (Logs Writer) and our image repository,
+  # nothing else, so the build keeps to them:
+  # - the source: gcloud copies it before the build ("A directory in Google Cloud Storage to copy the source
+  #   used for staging the build", --gcs-source-staging-dir), by default into gs://PROJECT_cloudbuild/source,
+  #   or gs://PROJECT_REGION_cloudbuild/source with --default-buckets-behavior=regional-user-owned-bucket
+  #   (gcloud's command_lib/builds/submit_util.py SetSource, staging_bucket_util.py), which the build
+  #   account could not read: staged here, in our own bucket, under staging/;
+  # - the logs: a build run as a service account of ours must send its logs to Cloud Logging or to a bucket of
+  #   ours, not the default one (https://cloud.google.com/build/docs/securing-builds/configure-user-specified-service-accounts);
+  #   a regional user-owned logs bucket needs an account that may "create and write to GCS buckets in the
+  #   build project" (Cloud Build's BuildOptions.DefaultLogsBucketBehavior), and logs in a bucket of ours
+  #   (--gcs-log-dir) the Storage Admin role on it (https://cloud.google.com/build/docs/securing-builds/store-view-build-logs):
+  #   CLOUD_LOGGING_ONLY needs only the Logs Writer role it has ("for storing build logs in Cloud Logging").
+  # - the Python: the functions' own (python312). Google's buildpacks take it from GOOGLE_PYTHON_VERSION
+  #   (e.g. "3.12.x", https://cloud.google.com/docs/buildpacks/python), on a builder that has it: the
+  #   google-22 builder has 3.10 to 3.13, the google-24 one (the latest tag's in Google's newest docs) 3.13
+  #   and later (https://cloud.google.com/docs/buildpacks/builders); google-22 is also python312's stack
+  #   (python_base_image, main.tf). GOOGLE_FUNCTION_TARGET makes the Python buildpack serve the entry point
+  #   with functions-framework (https://cloud.google.com/docs/buildpacks/build-function).
+  # `gcloud builds submit --pack` cannot say all this: its --pack takes one env (keys image, builder, env:
+  # flags.py AddConfigFlags), passed to `pack build --env` whole, and pack takes one VAR=VALUE per --env; nor
+  # can any of its flags set the logging mode. So the build is gcloud's own --pack build (submit_util.py
+  # _SetBuildSteps: a gcr.io/k8s-skaffold/pack step, `pack build IMAGE --network cloudbuild --env ... --builder
+  # ...`, the image in images) in a build config of ours, given on standard input.
+  puller_builder        = "gcr.io/buildpacks/builder:google-22"
+  puller_python_version = format("%s.%s.x", substr(local.python_runtime, 6, 1), substr(local.python_runtime, 7, -1))
+  puller_staging_dir    = "gs://${google_storage_bucket.source.name}/staging"
+  puller_build = {
+    steps = [{
+      name       = "gcr.io/k8s-skaffold/pack"
+      entrypoint = "pack"
+      args = [
+        "build", local.puller_image, "--network", "cloudbuild",
+        "--env", "GOOGLE_FUNCTION_TARGET=${local.entry_points["store-inc-counter"]}",
+        "--env", "GOOGLE_PYTHON_VERSION=${local.puller_python_version}",
+        "--builder", local.puller_builder,
+      ]
+    }]
+    images  = [local.puller_image]
+    options = { logging = "CLOUD_LOGGING_ONLY" }
+  }
 }
 
 # Cloud Run does not build a service's image from its build_config: "The build_config block will not
@@ -33,25 +76,20 @@ resource "terraform_data" "puller_image" {
   count = local.pull ? 1 : 0
 
   triggers_replace = [local.puller_image]
+  # The whole command is here, where plans and tests see it (a provisioner may only read self).
   input = {
-    source          = local.puller_source
-    image           = local.puller_image
-    project         = var.project_id
-    region          = var.region
-    service_account = google_service_account.build.id
-    function_target = local.entry_points["store-inc-counter"]
+    image        = local.puller_image
+    build_config = jsonencode(local.puller_build)
+    command = join(" ", [
+      "printf '%s' '${jsonencode(local.puller_build)}' |",
+      "gcloud builds submit '${local.puller_source}' --config=/dev/stdin",
+      "--project='${var.project_id}' --region='${var.region}'",
+      "--service-account='${google_service_account.build.id}' --gcs-source-staging-dir='${local.puller_staging_dir}'",
+    ])
   }
 
   provisioner "local-exec" {
-    # GOOGLE_FUNCTION_TARGET makes the Python buildpack serve the entry point with functions-framework
-    # (https://cloud.google.com/docs/buildpacks/build-function); a custom build account needs Cloud
-    # Logging only logs (or a logs bucket of the user's).
-    command = join(" ", [
-      "gcloud builds submit '${self.input.source}'",
-      "--project='${self.input.project}' --region='${self.input.region}'",
-      "--service-account='${self.input.service_account}' --default-buckets-behavior=regional-user-owned-bucket",
-      "--pack='image=${self.input.image},env=GOOGLE_FUNCTION_TARGET=${self.input.function_target}'",
-    ])
+    command = self.input.command
   }
 
   depends_on = [

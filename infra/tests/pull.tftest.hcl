@@ -42,6 +42,16 @@ run "iteration_7" {
       member = "serviceAccount:visitkit-store-inc-counter@visitkit-test.iam.gserviceaccount.com"
     }
   }
+  # And the build account, so that the puller's build command is known at plan.
+  override_resource {
+    target          = google_service_account.build
+    override_during = plan
+    values = {
+      id     = "projects/visitkit-test/serviceAccounts/visitkit-build@visitkit-test.iam.gserviceaccount.com"
+      email  = "visitkit-build@visitkit-test.iam.gserviceaccount.com"
+      member = "serviceAccount:visitkit-build@visitkit-test.iam.gserviceaccount.com"
+    }
+  }
 
   # The puller replaces the store function.
   assert {
@@ -88,6 +98,40 @@ run "iteration_7" {
   assert {
     condition     = google_cloud_run_v2_service.store_puller[0].template[0].containers[0].image == google_cloud_run_v2_service.store_puller[0].build_config[0].image_uri && length(terraform_data.puller_image) == 1
     error_message = "The puller runs the image its build step makes."
+  }
+  # The image's build (issue 47): staged in our own bucket, logs in Cloud Logging, the functions' Python.
+  assert {
+    condition = alltrue([for flag in [
+      "gcloud builds submit 'gs://visitkit-test-visitkit-source/functions-",
+      "--config=/dev/stdin",
+      "--project='visitkit-test' --region='southamerica-east1'",
+      "--service-account='projects/visitkit-test/serviceAccounts/visitkit-build@visitkit-test.iam.gserviceaccount.com'",
+      "--gcs-source-staging-dir='gs://visitkit-test-visitkit-source/staging'",
+      "printf '%s' '${terraform_data.puller_image[0].input.build_config}' |",
+    ] : strcontains(terraform_data.puller_image[0].input.command, flag)])
+    error_message = "The puller's build stages its source in the kit's source bucket (the build account reads nothing else) and takes its build config on standard input."
+  }
+  assert {
+    condition     = length(regexall("--pack|--default-buckets-behavior|--gcs-log-dir|_cloudbuild", terraform_data.puller_image[0].input.command)) == 0
+    error_message = "No --pack (one env only), no default or regional cloudbuild bucket, no logs bucket the build account cannot write."
+  }
+  assert {
+    condition     = jsondecode(terraform_data.puller_image[0].input.build_config).options == { logging = "CLOUD_LOGGING_ONLY" } && jsondecode(terraform_data.puller_image[0].input.build_config).images == [google_cloud_run_v2_service.store_puller[0].build_config[0].image_uri]
+    error_message = "The build logs to Cloud Logging only (the build account's Logs Writer role) and pushes the image the puller runs."
+  }
+  assert {
+    condition = jsondecode(terraform_data.puller_image[0].input.build_config).steps == [{
+      name       = "gcr.io/k8s-skaffold/pack"
+      entrypoint = "pack"
+      args = ["build", google_cloud_run_v2_service.store_puller[0].build_config[0].image_uri, "--network", "cloudbuild",
+        "--env", "GOOGLE_FUNCTION_TARGET=store_inc_counter", "--env", "GOOGLE_PYTHON_VERSION=3.12.x",
+      "--builder", "gcr.io/buildpacks/builder:google-22"]
+    }]
+    error_message = "The build is gcloud's --pack build with the entry point and the functions' Python (python312: 3.12.x) on the google-22 builder."
+  }
+  assert {
+    condition     = strcontains(google_cloud_run_v2_service.store_puller[0].build_config[0].base_image, "/serverless-runtimes/google-22/runtimes/python312")
+    error_message = "The builder's stack (google-22) and Python are the base image's."
   }
   # Nobody invokes it.
   assert {
