@@ -15,10 +15,11 @@ from google.api.distribution_pb2 import Distribution
 from google.api_core import exceptions
 from google.cloud import monitoring_v3  # parses fixtures only; no client is built
 
+from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION
 from visitkit.cloud import monitoring
-from visitkit.catalogue import FUNCTIONS
 from visitkit.errors import RunError
 from visitkit.paths import ROOT
+from visitkit.results import analysis
 
 FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
 T0 = int(dt.datetime(2025, 11, 22, 10, 0, tzinfo=dt.timezone.utc).timestamp())
@@ -280,7 +281,7 @@ def test_samples_ignore_services_that_are_not_ours():
 
 
 def test_every_query_feeds_the_samples():
-    assert set(monitoring.ACCUMULATORS) == {q.name for q in monitoring.QUERIES}
+    assert set(monitoring.ACCUMULATORS) == {q.name for q in (*monitoring.QUERIES, *monitoring.PULL_QUERIES)}
 
 
 def test_rows_in_one_minute_combine_by_kind():
@@ -365,7 +366,7 @@ def test_when_every_query_fails_there_are_no_samples_and_every_query_is_named(tm
 
 
 def test_every_query_names_the_figures_it_fills():
-    assert set(monitoring.FIELDS) == {q.name for q in monitoring.QUERIES}
+    assert set(monitoring.FIELDS) == {q.name for q in (*monitoring.QUERIES, *monitoring.PULL_QUERIES)}
     sample = monitoring.window_start_sample(T0)
     schema = {*sample["store"], *sample["functions"]["inc-counter"]}
     assert {field for fields in monitoring.FIELDS.values() for field in fields} <= schema
@@ -376,3 +377,128 @@ def test_missing_json_of_another_format_is_refused(tmp_path):
     with pytest.raises(RunError, match="format 2"):
         monitoring.read_missing(tmp_path)
     assert monitoring.read_missing(tmp_path / "older-run") == []
+
+
+# --- a pull store (store_mode "pull") --------------------------------------------------------------
+# Its puller logs one "visit batch" line per batch of up to 1,000 visits, with the batch's counts
+# (functions/store_batch.py), and nothing invokes it. Each count's log-based DISTRIBUTION metric
+# (infra/logging.tf) answers per minute a distribution of the batch lines' values, in Monitoring's
+# JSON below: minute 1 three committed batches, minute 2 two, and one batch of 1,000 that failed.
+PULL_LOG_METRIC = LOG_METRICS["store_deliveries"]
+STORE = monitoring.SERVICE_NAMES[PUSH_FUNCTION]
+BATCH_BUCKETS = {"exponentialBuckets": {"numFiniteBuckets": 12, "growthFactor": 2, "scale": 1}}
+# {count: [(end of the minute, each batch line's value, bucketCounts by hand: bucket i >= 1 holds [2^(i-1), 2^i))]}
+BATCH_LINES = {
+    "counted": [(T0 + MINUTE, [1000, 1000, 430], ["0"] * 9 + ["1", "2"]),
+                (T0 + 2 * MINUTE, [1000, 12], ["0"] * 4 + ["1"] + ["0"] * 5 + ["1"])],
+    "duplicates": [(T0 + MINUTE, [0, 3, 0], ["2", "0", "1"]), (T0 + 2 * MINUTE, [0, 0], ["2"])],
+    "malformed": [(T0 + MINUTE, [0, 0, 1], ["2", "1"]), (T0 + 2 * MINUTE, [0, 0], ["2"])],
+    "nacked": [(T0 + 2 * MINUTE, [1000], ["0"] * 10 + ["1"])],
+}
+
+
+def batch_response(count):
+    """store_batch_<count>'s ListTimeSeries answer, as Monitoring gives a DELTA DISTRIBUTION log-based
+    metric reduced to one series (points newest first)."""
+    points = []
+    for end, values, buckets in reversed(BATCH_LINES[count]):
+        mean = sum(values) / len(values)
+        start = dt.datetime.fromtimestamp(end - MINUTE, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        points.append({"interval": {"startTime": start,
+                                    "endTime": dt.datetime.fromtimestamp(end, dt.timezone.utc).strftime(
+                                        "%Y-%m-%dT%H:%M:%SZ")},
+                       "value": {"distributionValue": {
+                           "count": str(len(values)), "mean": mean,
+                           "sumOfSquaredDeviation": sum((v - mean) ** 2 for v in values),
+                           "bucketOptions": BATCH_BUCKETS, "bucketCounts": buckets}}})
+    return {"timeSeries": [{
+        "metric": {"type": f"logging.googleapis.com/user/{PULL_LOG_METRIC}_{count}"},
+        "resource": {"type": "cloud_run_revision", "labels": {"project_id": "visit-counter-test"}},
+        "metricKind": "DELTA", "valueType": "DISTRIBUTION", "points": points}], "unit": "1"}
+
+
+class PullStoreClient:
+    """A pull store's window: request_count (store-inc-counter's left out: nothing invokes the puller)
+    and the backlog from the saved answers, the batches' metrics from batch_response, every other
+    query an empty answer (a metric without data)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def list_time_series(self, request):
+        [query] = [q for q in monitoring.queries(pulls=True)
+                   if f'metric.type = "{monitoring.metric_type(q, LOG_METRICS)}"' in request["filter"]]
+        self.asked.append(query.name)
+        if query.name.startswith("store_batch_"):
+            return monitoring_v3.ListTimeSeriesResponse.from_json(
+                json.dumps(batch_response(query.name.removeprefix("store_batch_")))).time_series
+        if query.name in ("request_count", "undelivered_messages"):  # nothing invokes the puller
+            return [series for series in load(query.name) if series.resource.labels.get("service_name") != STORE]
+        return []
+
+
+def pull_samples(tmp_path):
+    return monitoring.fetch_window("visit-counter-test", T0 + 5, T0 + 3 * MINUTE - 10, SUBSCRIPTION, tmp_path,
+                                   client=PullStoreClient(), ingestion_delay=0, now=lambda: T0 + 10 * MINUTE,
+                                   sleep=pytest.fail, log_metrics=LOG_METRICS, pulls=True)
+
+
+def test_the_batch_answers_fit_monitorings_schema():
+    import google_schemas
+
+    for count in BATCH_LINES:
+        assert google_schemas.response_problems(batch_response(count), "monitoring.v3",
+                                                "monitoring.projects.timeSeries.list") == [], count
+
+
+def test_a_pull_store_reads_its_batches_visits_not_its_lines():
+    requests = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1", log_metrics=LOG_METRICS, pulls=True)
+    assert "store_deliveries" not in requests  # it counts batch lines there
+    for count in ("counted", "duplicates", "malformed", "nacked"):
+        request = requests[f"store_batch_{count}"]
+        assert f'metric.type = "logging.googleapis.com/user/visitkit_store_deliveries_{count}"' in request["filter"]
+        assert (request["aggregation"]["per_series_aligner"], request["aggregation"]["cross_series_reducer"]) == (
+            "ALIGN_DELTA", "REDUCE_SUM")
+        monitoring_v3.ListTimeSeriesRequest(request)
+    pushed = monitoring.build_requests("p1", T0, T0 + MINUTE, "sub-1", log_metrics=LOG_METRICS)
+    assert set(pushed) == {q.name for q in monitoring.QUERIES}  # a push store's run is as it was
+
+
+def test_a_pull_stores_figures_are_its_batches_visits(tmp_path):
+    samples = pull_samples(tmp_path)
+    last = by_time(samples, T0 + 3 * MINUTE)["store"]
+    assert last["counted"] == 1000 + 1000 + 430 + 1000 + 12  # visits, not the 5 committed lines
+    assert (last["already_counted"], last["malformed"]) == (3, 1)
+    assert last["failed"] == 1000  # the failed batch's visits, sent back to Pub/Sub: not 1 delivery
+    # delivered: what the puller acknowledged, though no request reached store-inc-counter
+    assert by_time(samples, T0 + 3 * MINUTE)["functions"][PUSH_FUNCTION]["responses_2xx"] == 0
+    assert [s["store"]["delivered"] for s in samples] == [0, 2430 + 3 + 1, 3446, 3446]
+    with open(tmp_path / "metrics" / "store_batch_counted.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(int(r["time"]), int(r["count"])) for r in rows] == [(T0 + MINUTE, 3), (T0 + 2 * MINUTE, 2)]
+
+
+def test_a_pull_stores_throughput_is_what_it_acknowledged(tmp_path):
+    figures = analysis.store_figures(pull_samples(tmp_path), T0, T0 + 3 * MINUTE)
+    assert figures["throughput_of"] == "delivered"  # no per-minute stored figure on Google Cloud
+    # the backlog (930, 1970, 3035) is above 0 in every minute: each minute's acknowledged messages
+    assert figures["throughput_per_s"] == pytest.approx((2434 + 1012 + 0) / 3 / MINUTE)
+    assert figures["delivered_per_s"] == pytest.approx(3446 / 3 / MINUTE)
+
+
+def test_a_pull_stores_failed_batch_query_leaves_only_its_figure_empty(tmp_path):
+    class Failing(PullStoreClient):
+        def list_time_series(self, request):
+            if "_nacked" in request["filter"]:
+                raise exceptions.PermissionDenied(DENIED)
+            return super().list_time_series(request)
+
+    samples = monitoring.fetch_window("visit-counter-test", T0 + 5, T0 + 3 * MINUTE - 10, SUBSCRIPTION, tmp_path,
+                                      client=Failing(), ingestion_delay=0, now=lambda: T0 + 10 * MINUTE,
+                                      sleep=pytest.fail, log_metrics=LOG_METRICS, pulls=True)
+    last = by_time(samples, T0 + 3 * MINUTE)["store"]
+    assert last["failed"] is None and (last["counted"], last["delivered"]) == (3442, 3446)
+    [missing] = monitoring.read_missing(tmp_path / "metrics")
+    assert missing["metric_type"] == "logging.googleapis.com/user/visitkit_store_deliveries_nacked"
+    counted_missing = monitoring.window_start_sample(T0, ["store_batch_counted"], pulls=True)["store"]
+    assert (counted_missing["counted"], counted_missing["delivered"]) == (None, None)

@@ -36,6 +36,11 @@ Cloud Monitoring metric lists and the client's reference:
   service, from the request logs (Cloud Run's request_count leaves out requests refused at max
   instances), and store-inc-counter's deliveries by outcome (counted, already_counted, malformed)
   from its structured logs.
+- In pull mode (store_mode "pull") store-inc-counter is one puller that logs a line per batch, not
+  per visit: the counter above counts batches there, so it is not read; four DELTA DISTRIBUTION
+  log-based metrics (infra/logging.tf, named after it: <name>_counted, _duplicates, _malformed,
+  _nacked) take each batch line's own count as their value, and a minute's sum of visits is its
+  distribution's mean x count (`distribution_sum`).
 - Aggregation: ALIGN_DELTA keeps a distribution a distribution; REDUCE_SUM "is valid for DELTA
   and GAUGE metrics with numeric and distribution values", so per-revision latency histograms are
   merged per service here and percentiles computed from the merged buckets (see `percentile`).
@@ -85,6 +90,7 @@ class MetricQuery:
     resource_type: str = ""
     scope: str = ""  # "services", "subscription" or "database": which label the filter narrows
     log_metric: str = ""  # the key of a log-based metric's name in LOG_METRIC_OUTPUTS
+    store_mode: str = ""  # "push" or "pull": asked only for a store of that mode; "": for either
 
 
 # The queries, QUERIES, are defined under "samples", after the Accumulators they hold.
@@ -121,14 +127,15 @@ def metric_filter(query: MetricQuery, services: Iterable[str], subscription: str
 
 
 def build_requests(project: str, start: float, end: float, subscription: str, services: Iterable[str] | None = None,
-                   period: int = PERIOD_SECONDS,
-                   log_metrics: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """{query name: ListTimeSeries request} for the window [start, end] (unix seconds).
+                   period: int = PERIOD_SECONDS, log_metrics: Mapping[str, str] | None = None,
+                   pulls: bool = False) -> dict[str, dict[str, Any]]:
+    """{query name: ListTimeSeries request} for the window [start, end] (unix seconds), the queries of
+    a push store or, with `pulls`, of a pull store (`queries`).
     log_metrics: {MetricQuery.log_metric: the deployed metric's name}."""
     services = services or SERVICE_NAMES.values()
     start, end = aligned_window(start, end, period)
     requests: dict[str, dict[str, Any]] = {}
-    for query in QUERIES:
+    for query in queries(pulls):
         aggregation: dict[str, Any] = {"alignment_period": {"seconds": period}, "per_series_aligner": query.aligner,
                                        "cross_series_reducer": query.reducer}
         if query.group_by:
@@ -253,10 +260,11 @@ def empty_store() -> StoreFigures:
             "counted": 0, "already_counted": 0, "malformed": 0, "failed": 0}
 
 
-def window_start_sample(when: float, missing: Iterable[str] = ()) -> Sample:
+def window_start_sample(when: float, missing: Iterable[str] = (), pulls: bool = False) -> Sample:
     """A sample at the window's start: counters at zero (None those of the `missing` queries), gauges unknown."""
-    return without({"time": when, "source": "gcp-monitoring",
-                    "functions": {name: empty_function() for name in FUNCTIONS}, "store": empty_store()}, missing)
+    return with_delivered(without({"time": when, "source": "gcp-monitoring",
+                                   "functions": {name: empty_function() for name in FUNCTIONS},
+                                   "store": empty_store()}, missing), pulls)
 
 
 STORE = "store"  # a figure of the sample's store section, not of a function's
@@ -287,6 +295,16 @@ def _deliveries(row, _name):
     return [(STORE, outcome, int(row["value"]))] if outcome in DELIVERY_OUTCOMES else []
 
 
+def distribution_sum(row: Mapping[str, Any]) -> int:
+    """The sum of a minute's distribution of whole numbers: its mean x its count (0 when empty)."""
+    return round(row["mean"] * row["count"]) if row["count"] else 0
+
+
+def _batch_visits(field):
+    """The visits of the minute's batch lines, summed from the distribution of one of their counts."""
+    return lambda row, _name: [(STORE, field, distribution_sum(row))]
+
+
 def _distribution(field, centre):
     """A merged distribution's figures for the minute: its `centre` (p50 or mean) and its p95."""
     return lambda row, name: [(name, field, row[centre]), (name, f"{field}_p95", row["p95"])]
@@ -314,7 +332,8 @@ class Accumulator:
 
 
 # One per metric read: what to ask the API and what its rows add to the samples; a figure of a
-# service that is not ours (its function None) is dropped.
+# service that is not ours (its function None) is dropped. QUERIES: a push store's run reads them all,
+# a pull store's all but store_deliveries, and PULL_QUERIES (`queries`).
 QUERIES = (
     MetricQuery("request_count", "run.googleapis.com/request_count", "ALIGN_DELTA", "REDUCE_SUM",
                 Accumulator(_responses), (SERVICE, "metric.label.response_code"), "cloud_run_revision", "services"),
@@ -353,13 +372,29 @@ QUERIES = (
                 ("metric.label.service_name",), "cloud_run_revision", log_metric="requests_429"),
     MetricQuery("store_deliveries", "logging.googleapis.com/user/{}", "ALIGN_DELTA", "REDUCE_SUM",
                 Accumulator(_deliveries), ("metric.label.outcome",), "cloud_run_revision",
-                log_metric="store_deliveries"),
+                log_metric="store_deliveries", store_mode="push"),
 )
-ACCUMULATORS = {query.name: query.accumulator for query in QUERIES}
+# A pull store's "visit batch" lines, by what each count says of the batch's visits: counted (stored),
+# duplicates (refused, already counted), malformed (refused) in a committed or nothing_to_count batch;
+# nacked: all of a failed or lease_lost batch's, sent back to Pub/Sub. The store's figure each fills.
+BATCH_COUNTS = {"counted": "counted", "duplicates": "already_counted", "malformed": "malformed", "nacked": "failed"}
+PULL_QUERIES = tuple(
+    MetricQuery(f"store_batch_{count}", "logging.googleapis.com/user/{}_" + count, "ALIGN_DELTA", "REDUCE_SUM",
+                Accumulator(_batch_visits(field)), (), "cloud_run_revision", log_metric="store_deliveries",
+                store_mode="pull")
+    for count, field in BATCH_COUNTS.items())
+
+
+def queries(pulls: bool) -> tuple[MetricQuery, ...]:
+    """The queries of a run: a push store's deliveries (QUERIES) or, with `pulls`, a pull store's batches."""
+    mode = "pull" if pulls else "push"
+    return tuple(query for query in (*QUERIES, *PULL_QUERIES) if query.store_mode in ("", mode))
+
+
+ACCUMULATORS = {query.name: query.accumulator for query in (*QUERIES, *PULL_QUERIES)}
 # The samples' figures (a function's or the store's) each query fills: None, never 0, if it fails.
 FIELDS = {
-    "request_count": ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "accepted",
-                      "delivered"),
+    "request_count": ("requests", "responses_2xx", "responses_4xx", "responses_429", "responses_5xx", "accepted"),
     "request_latencies": ("service_ms", "service_ms_p95"),
     "instance_count": ("instances",),
     "undelivered_messages": ("backlog",),
@@ -373,7 +408,11 @@ FIELDS = {
     "dead_lettered": ("dead_lettered",),
     "requests_429_logged": ("responses_429_logged",),
     "store_deliveries": DELIVERY_OUTCOMES,
+    **{f"store_batch_{count}": (field,) for count, field in BATCH_COUNTS.items()},
 }
+# The figures store.delivered is made of (with_delivered): a push store's 2xx answers, a pull store's
+# messages acknowledged.
+DELIVERED_FROM = {"push": ("responses_2xx",), "pull": ("counted", "already_counted", "malformed")}
 
 
 def without(sample: Sample, missing: Iterable[str]) -> Sample:
@@ -385,17 +424,31 @@ def without(sample: Sample, missing: Iterable[str]) -> Sample:
     return sample
 
 
+def with_delivered(sample: Sample, pulls: bool) -> Sample:
+    """The sample with store.delivered, the messages the store acknowledged (redeliveries included):
+    a push store's are store-inc-counter's 2xx answers (each acknowledges one delivery); a pull store
+    (nothing invokes it) acknowledges each message of a batch it committed: counted, duplicate or
+    malformed. None when a figure it is made of is."""
+    if pulls:
+        parts = [sample["store"].get(field) for field in DELIVERED_FROM["pull"]]
+    else:
+        parts = [sample["functions"][PUSH_FUNCTION].get(field) for field in DELIVERED_FROM["push"]]
+    sample["store"]["delivered"] = None if None in parts else sum(cast(list[int], parts))
+    return sample
+
+
 def samples_from_rows(rows_by_query: Mapping[str, list[dict[str, Any]]], service_names: Mapping[str, str] | None = None,
-                      missing: Iterable[str] = ()) -> list[Sample]:
+                      missing: Iterable[str] = (), pulls: bool = False) -> list[Sample]:
     """One sample per minute that has any data, cumulative counters from the window's start; the
     figures of the `missing` queries (that could not be read) None.
 
     store.accepted counts inc-counter's 202 answers (it answers 202 only once Pub/Sub accepted
-    the visit; a CORS preflight's 204 is not one) and store.delivered store-inc-counter's 2xx
-    answers (each one acknowledges one delivery, redeliveries included), both per the platform;
-    store.stored (visits in Firestore) has no per-minute figure here; store.backlog is the
-    subscription's undelivered messages. oldest_unacked_s and firestore_writes are extra fields
-    the local stack has no figure for.
+    the visit; a CORS preflight's 204 is not one) and store.delivered the messages the store
+    acknowledged (`with_delivered`; `pulls`: a pull store's), both per the platform;
+    store.counted, already_counted, malformed and failed are deliveries by outcome from a push
+    store's lines, visits by what a pull store's batch lines say; store.stored (visits in
+    Firestore) has no per-minute figure here; store.backlog is the subscription's undelivered
+    messages. oldest_unacked_s and firestore_writes are extra fields the local stack has no figure for.
     """
     service_names = service_names or SERVICE_NAMES
     function_of = {service: name for name, service in service_names.items()}
@@ -416,10 +469,9 @@ def samples_from_rows(rows_by_query: Mapping[str, list[dict[str, Any]]], service
         # tests/unit/test_samples.py holds these samples to its keys.
         functions = {name: cast(FunctionFigures, {**empty_function(), **running.get(name, {}), **minute.get(name, {})})
                      for name in service_names}
-        store = cast(StoreFigures, {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {}),
-                                    "delivered": functions[PUSH_FUNCTION]["responses_2xx"]})
-        samples.append(without({"time": when, "source": "gcp-monitoring", "functions": functions, "store": store},
-                               missing))
+        store = cast(StoreFigures, {**empty_store(), **running.get(STORE, {}), **minute.get(STORE, {})})
+        samples.append(with_delivered(without(
+            {"time": when, "source": "gcp-monitoring", "functions": functions, "store": store}, missing), pulls))
     return samples
 
 
@@ -499,9 +551,10 @@ def fetch_window(project: str, start: float, end: float, subscription: str, resu
                  client: "MetricServiceClient | None" = None, ingestion_delay: float = DEFAULT_INGESTION_DELAY_SECONDS,
                  now: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
                  service_names: Mapping[str, str] | None = None,
-                 log_metrics: Mapping[str, str] | None = None) -> list[Sample]:
+                 log_metrics: Mapping[str, str] | None = None, pulls: bool = False) -> list[Sample]:
     """Read every metric for [start, end], save metrics/<name>.csv, and metrics/missing.json naming
-    the queries that failed; return the samples, from a window-start sample with zero counters."""
+    the queries that failed; return the samples, from a window-start sample with zero counters.
+    pulls: the store is a pull store (Settings.pulls), whose figures come from its batch lines."""
     from google.api_core.exceptions import GoogleAPIError
 
     service_names = service_names or SERVICE_NAMES
@@ -509,10 +562,11 @@ def fetch_window(project: str, start: float, end: float, subscription: str, resu
     client = client or monitoring_client(project)
     out = Path(results_dir) / "metrics"
     out.mkdir(parents=True, exist_ok=True)
-    requests = build_requests(project, start, end, subscription, service_names.values(), log_metrics=log_metrics)
+    requests = build_requests(project, start, end, subscription, service_names.values(), log_metrics=log_metrics,
+                              pulls=pulls)
     rows_by_query: dict[str, list[dict[str, Any]]] = {}
     missing: list[dict[str, Any]] = []  # missing_entry of each query that failed
-    for query in QUERIES:
+    for query in queries(pulls):
         try:
             rows = read_query(client, requests[query.name], sleep)
         except GoogleAPIError as error:
@@ -522,10 +576,10 @@ def fetch_window(project: str, start: float, end: float, subscription: str, resu
         rows_by_query[query.name] = rows
     write_missing(out, missing)
     failed = [entry["metric"] for entry in missing]
-    samples = samples_from_rows(rows_by_query, service_names, failed)
+    samples = samples_from_rows(rows_by_query, service_names, failed, pulls)
     window_start = aligned_window(start, end)[0]
     if samples and samples[0]["time"] > window_start:
         # The counters count from the window's start: saying so with a zero sample there lets the
         # first minute's requests, 429s and stored visits count in the report's differences.
-        samples.insert(0, window_start_sample(window_start, failed))
+        samples.insert(0, window_start_sample(window_start, failed, pulls))
     return samples
