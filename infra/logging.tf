@@ -8,16 +8,29 @@ locals {
   ]
   services_term = "resource.labels.service_name=(${join(" OR ", [for name in values(local.deployed_names) : "\"${name}\""])})"
   # store-inc-counter's line: one per delivery in push mode, one per batch in pull mode (its counted,
-  # duplicates and malformed fields say how many visits; a log-based counter counts the lines).
+  # duplicates and malformed fields say how many visits: a log-based counter counts the lines, the
+  # store_batch_visits distributions below sum those fields).
   store_log_message = local.pull ? "visit batch" : "visit message"
   store_log_terms   = ["resource.type=\"cloud_run_revision\"", "resource.labels.service_name=\"${local.deployed_names["store-inc-counter"]}\""]
+  # Pull mode: each count of the puller's "visit batch" line (functions/store_batch.py) that says how many
+  # visits, and the outcomes whose lines carry it: counted, duplicates and malformed in a committed or
+  # nothing_to_count batch, nacked (the whole batch, back to Pub/Sub) in a failed or lease_lost one.
+  store_batch_counts = local.pull ? {
+    counted    = ["committed", "nothing_to_count"]
+    duplicates = ["committed", "nothing_to_count"]
+    malformed  = ["committed", "nothing_to_count"]
+    nacked     = ["failed", "lease_lost"]
+  } : {}
+  store_batch_filters = { for count, outcomes in local.store_batch_counts : "store_batch_${count}" => join(" AND ", concat(
+    local.store_log_terms, ["jsonPayload.message=\"visit batch\"", "jsonPayload.outcome=(${join(" OR ", [for o in outcomes : "\"${o}\""])})"],
+  )) }
 
   # Each log-based metric's filter, here so that tests/unit/test_log_exclusions.py can read them
   # (terraform console) beside the exclusion filters below, and check the two on sample entries.
-  log_metric_filters = {
+  log_metric_filters = merge({
     requests_429     = join(" AND ", concat(local.request_log_terms, ["httpRequest.status=429", local.services_term]))
     store_deliveries = join(" AND ", concat(local.store_log_terms, ["jsonPayload.message=\"${local.store_log_message}\""]))
-  }
+  }, local.store_batch_filters)
 }
 
 # Requests Cloud Run refused with 429 (no instance free at max instances), per function.
@@ -49,8 +62,8 @@ resource "google_logging_metric" "requests_429" {
 
 # In pull mode the line is the puller's "visit batch", one per batch, with the batch's outcome
 # ("failed" when its commit failed and the batch goes back to Pub/Sub): the metric then counts batches
-# by outcome, not visits (the runner reads the visits from the lines' counted/duplicates/malformed
-# fields), and the failed-deliveries alert fires on failed batches.
+# by outcome, not visits (the visits are the store_batch_visits metrics' below, which the runner reads),
+# and the failed-deliveries alert fires on failed batches.
 # Push mode: store-inc-counter logs one JSON line per delivery: {"message": "visit message",
 # "outcome": "counted" | "already_counted" | "malformed" | "failed", ...}. "failed" is logged at
 # ERROR when Firestore fails and the delivery is not acknowledged (no 2xx), so Pub/Sub redelivers
@@ -75,6 +88,40 @@ resource "google_logging_metric" "store_deliveries" {
   }
   label_extractors = {
     outcome = "EXTRACT(jsonPayload.outcome)"
+  }
+
+  depends_on = [google_project_service.this]
+}
+
+# Pull mode only: the visits of the puller's batch lines, one DISTRIBUTION metric per count
+# (local.store_batch_counts), whose value is the line's count (value_extractor): per minute Cloud
+# Monitoring answers the distribution of the batches' counts, and its mean x count is the minute's visits
+# (scripts/visitkit/cloud/monitoring.py, distribution_sum). A log-based counter counts lines, so it cannot
+# say how many visits a batch of up to pull.batch_size held. Named after visitkit_store_deliveries
+# (visitkit_store_deliveries_counted, ...), so the runner finds them by that metric's output.
+resource "google_logging_metric" "store_batch_visits" {
+  for_each = local.store_batch_counts
+
+  project     = var.project_id
+  name        = "${google_logging_metric.store_deliveries.name}_${each.key}"
+  description = "Visits the pull store's batches ${each.key == "nacked" ? "sent back to Pub/Sub (a failed or lease_lost batch's)" : "held as ${each.key} (a committed or nothing_to_count batch's)"}: the distribution of its \"visit batch\" lines' ${each.key} field."
+  filter      = local.log_metric_filters["store_batch_${each.key}"]
+  # No bucket_name: project-scoped, as the two above.
+
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "1"
+  }
+  value_extractor = "EXTRACT(jsonPayload.${each.key})"
+  # 0 in the underflow bucket, then [1, 2), [2, 4), ... [1024, 2048): a batch holds at most 1,000 messages
+  # (pull.batch_size). The sum is exact whatever the buckets; they show the batches' sizes.
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 11
+      growth_factor      = 2
+      scale              = 1
+    }
   }
 
   depends_on = [google_project_service.this]
@@ -139,7 +186,7 @@ resource "google_logging_project_exclusion" "this" {
 
   lifecycle {
     precondition {
-      condition     = google_logging_metric.requests_429.bucket_name == null && google_logging_metric.store_deliveries.bucket_name == null
+      condition     = google_logging_metric.requests_429.bucket_name == null && google_logging_metric.store_deliveries.bucket_name == null && alltrue([for metric in google_logging_metric.store_batch_visits : metric.bucket_name == null])
       error_message = "log_exclusions needs project-scoped log-based metrics: a bucket-scoped metric counts only the entries routed to its bucket, and would lose what an exclusion drops."
     }
   }

@@ -1,6 +1,6 @@
 # log_exclusions: exclusion filters on the _Default sink that drop a share of the successful request
 # log entries and of store-inc-counter's counted lines, and nothing else; the log-based metrics stay
-# project-scoped and unchanged. tests/unit/test_log_exclusions.py evaluates the filters on sample entries.
+# project-scoped and unchanged; a pull store's batch metrics. tests/unit/test_log_exclusions.py evaluates the filters on sample entries.
 mock_provider "google" {}
 mock_provider "archive" {}
 
@@ -39,6 +39,47 @@ run "the_metrics_count_what_they_counted" {
   assert {
     condition     = google_logging_metric.requests_429.bucket_name == null && google_logging_metric.store_deliveries.bucket_name == null
     error_message = "Both metrics must be project-scoped: those count every entry the Logging API receives, the excluded ones too."
+  }
+  assert {
+    condition     = length(google_logging_metric.store_batch_visits) == 0
+    error_message = "A push store's lines are deliveries: no batch metric."
+  }
+}
+
+# A pull store (iteration 7) logs one "visit batch" line per batch: four distributions sum the visits its
+# lines' counts say, named after visitkit_store_deliveries (the runner finds them by its output).
+run "a_pull_store_sums_its_batches_visits" {
+  command = plan
+
+  variables {
+    store_mode = "pull"
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 1, min_instances = 1, concurrency = 1 }
+    }
+  }
+
+  assert {
+    condition     = keys(google_logging_metric.store_batch_visits) == ["counted", "duplicates", "malformed", "nacked"] && alltrue([for count, metric in google_logging_metric.store_batch_visits : metric.name == "visitkit_store_deliveries_${count}"])
+    error_message = "One metric per count of the batch line, named visitkit_store_deliveries_<count>."
+  }
+  assert {
+    condition     = alltrue([for count, metric in google_logging_metric.store_batch_visits : metric.value_extractor == "EXTRACT(jsonPayload.${count})" && metric.metric_descriptor[0].metric_kind == "DELTA" && metric.metric_descriptor[0].value_type == "DISTRIBUTION" && length(metric.bucket_options) == 1 && metric.bucket_name == null])
+    error_message = "Each is a project-scoped DELTA distribution of its count's value, with buckets."
+  }
+  assert {
+    condition     = google_logging_metric.store_batch_visits["counted"].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"store-inc-counter\" AND jsonPayload.message=\"visit batch\" AND jsonPayload.outcome=(\"committed\" OR \"nothing_to_count\")"
+    error_message = "counted, duplicates and malformed are read from the lines of the batches that were acknowledged."
+  }
+  assert {
+    condition     = google_logging_metric.store_batch_visits["nacked"].filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"store-inc-counter\" AND jsonPayload.message=\"visit batch\" AND jsonPayload.outcome=(\"failed\" OR \"lease_lost\")"
+    error_message = "nacked is read from the lines of the batches sent back to Pub/Sub."
+  }
+  assert {
+    condition     = google_logging_metric.store_deliveries.filter == "resource.type=\"cloud_run_revision\" AND resource.labels.service_name=\"store-inc-counter\" AND jsonPayload.message=\"visit batch\""
+    error_message = "visitkit_store_deliveries still counts the batch lines by outcome (the failed-deliveries alert reads it)."
   }
 }
 
