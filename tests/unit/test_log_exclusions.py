@@ -3,9 +3,8 @@ log-based metric loses an entry it counts.
 
 The filters are read from infra/logging.tf as Terraform plans them (`terraform console`, offline, with the
 stand-in provider scripts/check-infra builds: skipped without it, as tests/unit/test_infra_graph.py) and
-evaluated here, with a small evaluator of the part of Cloud Logging's query language they use
-(https://cloud.google.com/logging/docs/view/logging-query-language: comparisons, a parenthesised OR of
-values, AND, OR, NOT, sample()), on sample entries: Cloud Run request log entries made from a recorded one
+evaluated with the kit's small evaluator of the part of Cloud Logging's query language they use
+(visitkit.cloud.logquery: comparisons, a parenthesised OR of values, AND, OR, NOT, sample()), on sample entries: Cloud Run request log entries made from a recorded one
 (tests/fixtures/logging/) with each status, and store-inc-counter's "visit message" line with each outcome
 its code logs, as functions/common.py writes it.
 
@@ -18,7 +17,6 @@ runner reads is kept by construction: every 4xx and 5xx (429 included), every en
 outcome but counted.
 """
 import ast
-import hashlib
 import json
 import re
 import subprocess
@@ -28,6 +26,7 @@ import pytest
 
 from test_infra_graph import offline_terraform_env
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION
+from visitkit.cloud.logquery import Parser, matches, sampled
 from visitkit.paths import FUNCTIONS_DIR, INFRA_DIR as INFRA, ROOT
 
 PROJECT = "visitkit-test"
@@ -37,150 +36,7 @@ SETTINGS = ROOT / "iterations" / "iteration-0" / "settings.tfvars.json"
 STORE = CATALOGUE[PUSH_FUNCTION].service
 
 
-# --- a small evaluator of Cloud Logging's query language ------------------------------------------
-
-TOKEN = re.compile(r'\s*(?:(?P<string>"(?:[^"\\]|\\.)*")|(?P<number>-?\d+(?:\.\d+)?)(?![\w.])|'
-                   r'(?P<op>>=|<=|!=|=|<|>|:)|(?P<punct>[(),])|(?P<word>[A-Za-z_@][\w.@]*))')
-
-
-def tokens(text):
-    found, at = [], 0
-    while at < len(text):
-        match = TOKEN.match(text, at)
-        if not match or match.end() == at:
-            if text[at:].strip():
-                raise ValueError(f"cannot read {text[at:]!r}")
-            break
-        kind = match.lastgroup
-        value = match[kind]
-        found.append((kind, json.loads(value) if kind == "string" else float(value) if kind == "number" else value))
-        at = match.end()
-    return found
-
-
-class Parser:
-    """expression := conjunction (OR conjunction)*; conjunction := unary ([AND] unary)*;
-    unary := NOT unary | ( expression ) | sample(field, fraction) | field OP value;
-    value := literal | ( literal (OR literal)* ). Returns nested tuples."""
-
-    def __init__(self, text):
-        self.items, self.at = tokens(text), 0
-
-    def peek(self, *expected):
-        item = self.items[self.at] if self.at < len(self.items) else (None, None)
-        return item if not expected or item in expected or item[0] in expected else None
-
-    def take(self, *expected):
-        item = self.peek(*expected)
-        if item is None:
-            raise ValueError(f"expected {expected} at {self.items[self.at:]!r}")
-        self.at += 1
-        return item
-
-    def parse(self):
-        tree = self.expression()
-        if self.at != len(self.items):
-            raise ValueError(f"left over: {self.items[self.at:]!r}")
-        return tree
-
-    def expression(self):
-        terms = [self.conjunction()]
-        while self.peek(("word", "OR")):
-            self.take()
-            terms.append(self.conjunction())
-        return terms[0] if len(terms) == 1 else ("or", terms)
-
-    def conjunction(self):
-        terms = [self.unary()]
-        while self.peek() != (None, None) and not self.peek(("word", "OR"), ("punct", ")")):
-            if self.peek(("word", "AND")):
-                self.take()
-            terms.append(self.unary())
-        return terms[0] if len(terms) == 1 else ("and", terms)
-
-    def unary(self):
-        if self.peek(("word", "NOT")):
-            self.take()
-            return ("not", self.unary())
-        if self.peek(("punct", "(")):
-            self.take()
-            inner = self.expression()
-            self.take(("punct", ")"))
-            return inner
-        _, word = self.take("word")
-        if self.peek(("punct", "(")):  # a function: only sample(FIELD, FRACTION) is used
-            assert word == "sample", f"unknown function {word}"
-            self.take()
-            _, field = self.take("word")
-            self.take(("punct", ","))
-            _, fraction = self.take("number")
-            self.take(("punct", ")"))
-            assert 0 < fraction <= 1, f"sample() takes a fraction in (0, 1], not {fraction}"
-            return ("sample", field, fraction)
-        _, op = self.take("op")
-        if self.peek(("punct", "(")):
-            self.take()
-            values = [self.take("string", "number")[1]]
-            while self.peek(("word", "OR")):
-                self.take()
-                values.append(self.take("string", "number")[1])
-            self.take(("punct", ")"))
-        else:
-            values = [self.take("string", "number")[1]]
-        assert op in ("=", ">=", "<=", ">", "<"), f"operator {op} is not in the subset evaluated here"
-        return ("compare", word, op, values)
-
-
-def field_of(entry, path):
-    value = entry
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
-def compare(found, op, wanted):
-    if found is None:  # a comparison on a missing field is false
-        return False
-    if isinstance(wanted, float):
-        try:
-            found = float(found)
-        except (TypeError, ValueError):
-            return False
-    elif not isinstance(found, str):
-        return False
-    return {"=": found == wanted, ">=": found >= wanted, "<=": found <= wanted, ">": found > wanted,
-            "<": found < wanted}[op]
-
-
-def sampled(value, fraction):
-    """sample(): a fraction of the entries, chosen by a hash of the field (the same entry, the same answer)."""
-    if value is None:
-        return False
-    digest = hashlib.sha256(str(value).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
-
-
-def evaluate(tree, entry, sample="hash"):
-    """True if the entry matches. sample="any": sample() is true whenever it could be (the entry may be
-    one of the share it picks); "hash": as sampled() picks."""
-    kind = tree[0]
-    if kind == "and":
-        return all(evaluate(t, entry, sample) for t in tree[1])
-    if kind == "or":
-        return any(evaluate(t, entry, sample) for t in tree[1])
-    if kind == "not":
-        return not evaluate(tree[1], entry, sample)
-    if kind == "sample":
-        return tree[2] > 0 if sample == "any" else sampled(field_of(entry, tree[1]), tree[2])
-    _, path, op, values = tree
-    return any(compare(field_of(entry, path), op, value) for value in values)
-
-
-def matches(text, entry, sample="hash"):
-    return evaluate(Parser(text).parse(), entry, sample)
-
+# --- the evaluator (visitkit.cloud.logquery) ---------------------------------------------------------------
 
 def test_the_evaluator_reads_googles_example_and_the_subset():
     # The LogExclusion reference's example: "matches 99% of low-severity log entries from Google Cloud Storage
@@ -196,7 +52,7 @@ def test_the_evaluator_reads_googles_example_and_the_subset():
     assert not matches("jsonPayload.outcome=\"counted\"", entry)  # a missing field matches nothing
     assert matches('NOT jsonPayload.outcome="counted"', entry)
     assert matches('httpRequest.status=200 OR resource.type="cloud_run_revision"', entry)
-    with pytest.raises(AssertionError):
+    with pytest.raises(ValueError, match="operator != is not in the subset"):
         Parser("httpRequest.status!=200").parse()  # outside the subset: refused rather than guessed
 
 
