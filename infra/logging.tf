@@ -31,12 +31,6 @@ locals {
     requests_429     = join(" AND ", concat(local.request_log_terms, ["httpRequest.status=429", local.services_term]))
     store_deliveries = join(" AND ", concat(local.store_log_terms, ["jsonPayload.message=\"${local.store_log_message}\""]))
   }, local.store_batch_filters)
-  # And each one's label extractors and, for a distribution, its value's: with the filters, what the
-  # rehearsal's Monitoring stand-in evaluates (tests/integration/test_rehearsal_monitoring.py reads them).
-  log_metric_extractors = merge({
-    requests_429     = { labels = { service_name = "EXTRACT(resource.labels.service_name)" }, value = null }
-    store_deliveries = { labels = { outcome = "EXTRACT(jsonPayload.outcome)" }, value = null }
-  }, { for count in keys(local.store_batch_counts) : "store_batch_${count}" => { labels = {}, value = "EXTRACT(jsonPayload.${count})" } })
 }
 
 # Requests Cloud Run refused with 429 (no instance free at max instances), per function.
@@ -59,7 +53,9 @@ resource "google_logging_metric" "requests_429" {
       description = "Cloud Run service (deployed function name)."
     }
   }
-  label_extractors = local.log_metric_extractors.requests_429.labels
+  label_extractors = {
+    service_name = "EXTRACT(resource.labels.service_name)"
+  }
 
   depends_on = [google_project_service.this]
 }
@@ -90,7 +86,9 @@ resource "google_logging_metric" "store_deliveries" {
       description = "counted, already_counted, malformed or failed."
     }
   }
-  label_extractors = local.log_metric_extractors.store_deliveries.labels
+  label_extractors = {
+    outcome = "EXTRACT(jsonPayload.outcome)"
+  }
 
   depends_on = [google_project_service.this]
 }
@@ -115,7 +113,7 @@ resource "google_logging_metric" "store_batch_visits" {
     value_type  = "DISTRIBUTION"
     unit        = "1"
   }
-  value_extractor = local.log_metric_extractors["store_batch_${each.key}"].value
+  value_extractor = "EXTRACT(jsonPayload.${each.key})"
   # 0 in the underflow bucket, then [1, 2), [2, 4), ... [1024, 2048): a batch holds at most 1,000 messages
   # (pull.batch_size). The sum is exact whatever the buckets; they show the batches' sizes.
   bucket_options {
