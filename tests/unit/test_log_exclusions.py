@@ -4,9 +4,9 @@ log-based metric loses an entry it counts.
 The filters are read from infra/logging.tf as Terraform plans them (`terraform console`, offline, with the
 stand-in provider scripts/check-infra builds: skipped without it, as tests/unit/test_infra_graph.py) and
 evaluated with the kit's small evaluator of the part of Cloud Logging's query language they use
-(visitkit.cloud.logquery: comparisons, a parenthesised OR of values, AND, OR, NOT, sample()), on sample entries: Cloud Run request log entries made from a recorded one
-(tests/fixtures/logging/) with each status, and store-inc-counter's "visit message" line with each outcome
-its code logs, as functions/common.py writes it.
+(visitkit.cloud.logquery: comparisons, a parenthesised OR of values, AND, OR, NOT, sample()), on sample
+entries: Cloud Run request log entries made from a recorded one (tests/fixtures/logging/) with each status,
+and store-inc-counter's "visit message" line with each outcome its code logs, as functions/common.py writes it.
 
 The rule (infra/logging.tf, "Log exclusions"): user-defined log-based metrics are computed from every entry the
 Logging API receives, "regardless of any inclusion filters or exclusion filters", unless they are
