@@ -14,7 +14,7 @@ RANKS = {
     "model": 1,  # the capacity and cost model, the fleet's sizing
     "twin": 2, "cloud": 2,  # the two places a system runs: peers, neither imports the other
     "results": 3,  # a results folder's records: runs write them, reports read them
-    "benchmarks": 4,
+    "benchmarks": 4, "rehearsal": 4,  # the cloud run rehearsed on the twin: above both, peer of the benchmarks
     "runs": 5,
     "reports": 6,
     "studies": 7,  # a whole study: its plan, its runs through the runner, its report beside the study's

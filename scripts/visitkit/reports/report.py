@@ -2,7 +2,7 @@
 from collections.abc import Collection, Mapping, Sequence
 
 from visitkit.catalogue import FUNCTIONS, PAGES, PUSH_FUNCTION
-from visitkit.cloud.monitoring import MISSING, QUERIES
+from visitkit.cloud.monitoring import MISSING, PULL_QUERIES, QUERIES
 from visitkit.errors import GATES_FAILED
 from visitkit.formatting import fmt, ms, percent
 from visitkit.model.capacity import figure_to_measure, first_429_visits_per_s
@@ -427,6 +427,10 @@ EMPTIED = {
     "dead_lettered": "dead-lettered visits",
     "requests_429_logged": "429s (request logs) per function",
     "store_deliveries": f"{PUSH_FUNCTION}'s deliveries by outcome (counted, already counted, malformed, failed)",
+    "store_batch_counted": "the pull store's counted visits, and the visits it acknowledged (the store's throughput)",
+    "store_batch_duplicates": "the pull store's visits already counted, and the visits it acknowledged",
+    "store_batch_malformed": "the pull store's malformed messages, and the visits it acknowledged",
+    "store_batch_nacked": "the visits of the pull store's failed batches (sent back to Pub/Sub)",
 }
 
 
@@ -479,15 +483,20 @@ def platform_section(s: Summary, plots: Collection[str]) -> list[str]:
         lines += ["", f"- Subscription: undelivered messages peak {fmt(platform['undelivered_peak'], 0)}, "
                       f"oldest unacked message peak {fmt(platform['oldest_unacked_peak_s'], 0)} s",
                   f"- Firestore document writes: {fmt(platform['firestore_writes'], 0)} "
-                  f"(peak {fmt(platform['firestore_writes_peak_per_min'], 0)}/min; two per stored visit: "
-                  "the shard and the dedup marker)",
-                  f"- {PUSH_FUNCTION}'s deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
-                  f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
-                  f"{fmt(deliveries.get('malformed'), 0)} malformed, {fmt(deliveries.get('failed'), 0)} failed (500: "
-                  "delivered again); "
+                  f"(peak {fmt(platform['firestore_writes_peak_per_min'], 0)}/min; "
+                  + ("a batch's shards and its batch document)" if id_record(s) != "its marker" else
+                     "two per stored visit: the shard and the dedup marker)"),
+                  (f"- {PUSH_FUNCTION}'s batches, from its logs: {fmt(deliveries.get('counted'), 0)} visits counted, "
+                   f"{fmt(deliveries.get('already_counted'), 0)} already counted (refused, changed nothing), "
+                   f"{fmt(deliveries.get('malformed'), 0)} malformed, {fmt(deliveries.get('failed'), 0)} in batches "
+                   "that failed (sent back to Pub/Sub); " if id_record(s) != "its marker" else
+                   f"- {PUSH_FUNCTION}'s deliveries, from its logs: {fmt(deliveries.get('counted'), 0)} counted, "
+                   f"{fmt(deliveries.get('already_counted'), 0)} already counted (redeliveries, changed nothing), "
+                   f"{fmt(deliveries.get('malformed'), 0)} malformed, {fmt(deliveries.get('failed'), 0)} failed (500: "
+                   "delivered again); ")
                   + ("no dead-letter topic (dead-lettered: n/a)" if no_dead_letter else
                      f"{fmt(platform.get('dead_lettered'), 0)} moved to the dead-letter topic"), ""]
-    metric_types = {query.name: query.metric_type for query in QUERIES}
+    metric_types = {query.name: query.metric_type for query in (*QUERIES, *PULL_QUERIES)}
     if s.metrics_files:
         lines.append("Series: " + ", ".join(f"`metrics/{name}` ({metric_types.get(name.rsplit('.', 1)[0], '?')})"
                                             for name in s.metrics_files))
