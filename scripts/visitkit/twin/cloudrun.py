@@ -93,7 +93,9 @@ def access_rules(service: Service, errors: Path) -> list[str]:
         return []
     forbidden, unauthorized = errors / "403.html", errors / "401.html"
     audiences = " ".join(service.audiences)
-    emails = " ".join(service.invoker_emails) or "-"
+    emails = " ".join(service.invoker_emails)
+    # a service no principal may invoke (the pull store's puller) refuses every token that checks
+    invoker = f"if !{{ var(txn.email) -m str -- {emails} }}" if emails else ""
     return [
         f"    http-request return status 403 content-type text/html file {forbidden} "
         "if !{ var(txn.bearer) -m found }",
@@ -103,8 +105,7 @@ def access_rules(service: Service, errors: Path) -> list[str]:
         "if { var(txn.exp),sub(txn.now) -m int lt 0 }",
         f"    http-request return status 401 content-type text/html file {unauthorized} "
         f"if !{{ var(txn.aud) -m str {audiences} }}",
-        f"    http-request return status 403 content-type text/html file {forbidden} "
-        f"if !{{ var(txn.email) -m str {emails} }}",
+        f"    http-request return status 403 content-type text/html file {forbidden} {invoker}".rstrip(),
     ]
 
 

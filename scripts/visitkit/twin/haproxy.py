@@ -32,9 +32,10 @@ ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
                   "    http-request track-sc0 int(1)",
                   "    http-response sc-inc-gpc0(0) if { status 202 }"]
 
-# With request_log, one JSON line per request on HAProxy's stdout (the stack's haproxy.log): when it
-# ended (unix s), the backend (a function, or the front end that answered itself), its status, its
-# whole time, the part it queued and the instance's (-1: no instance answered), its method and path.
+# With request_log, one JSON line per request on HAProxy's stdout (the stack's haproxy.log): when HAProxy
+# accepted it (unix s; it ended total_ms later), the backend (a function, or the front end that answered
+# itself), its status (a 429 of the queue is logged as the 503 of its error file), its whole time, the part
+# it queued and the instance's (-1: no instance answered), its method and path.
 REQUEST_LOG_FORMAT = ('{"time":%Ts.%ms,"backend":"%b","status":%ST,"total_ms":%Ta,"queue_ms":%Tw,'
                       '"response_ms":%Tr,"method":"%HM","path":"%HPO"}')
 
