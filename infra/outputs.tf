@@ -13,6 +13,11 @@ output "function_urls" {
   value       = merge({ for key, f in google_cloudfunctions2_function.this : key => f.url }, { for s in google_cloud_run_v2_service.store_puller : "store-inc-counter" => s.uri })
 }
 
+output "function_audiences" {
+  description = "Audience of each function's ID tokens, by logical name: its Cloud Run service's run.app URL, which Cloud Run always accepts (https://cloud.google.com/run/docs/configuring/custom-audiences), whatever URL the request goes to (base_url is the load balancer's with edge_protection). The kit and Locust mint for it with access = \"authenticated\"."
+  value       = merge({ for key, f in google_cloudfunctions2_function.this : key => f.service_config[0].uri }, { for s in google_cloud_run_v2_service.store_puller : "store-inc-counter" => s.uri })
+}
+
 output "topic_name" {
   description = "Short name of the Pub/Sub topic inc-counter publishes to."
   value       = google_pubsub_topic.visits.name

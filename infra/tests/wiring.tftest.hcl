@@ -224,6 +224,10 @@ run "authenticated_access_grants_only_the_invokers" {
     condition     = google_cloud_run_v2_service_iam_member.push_invokes_store[0].member == google_service_account.push.member && google_cloudfunctions2_function.this["store-inc-counter"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
     error_message = "The store path does not change with access."
   }
+  assert {
+    condition     = output.function_audiences == { for k, f in google_cloudfunctions2_function.this : k => f.service_config[0].uri } && alltrue([for k, audience in output.function_audiences : audience != google_cloudfunctions2_function.this[k].url])
+    error_message = "function_audiences must give each function's Cloud Run service URL (service_config[0].uri, its run.app URL), the audience the kit mints its ID tokens for, not its cloudfunctions.net URL."
+  }
 }
 
 run "a_user_login_gets_a_load_generator_account_to_act_as" {
