@@ -32,8 +32,12 @@ Custom options (see locust/README.md):
   --think-time MIN-MAX|0                    seconds between pages (default 3-5, the study's; 0: flat out)
   --auth none|id-token                      id-token: every request carries a Google-signed ID token for
                                             its function (an "authenticated" deployment on Google Cloud)
+  --audiences JSON                          with --auth id-token: {function name: the audience of its
+                                            tokens}, each function's run.app URL (Terraform's
+                                            function_audiences); without it, the request's own URL
 """
 import functools
+import json
 import logging
 import math
 import random
@@ -103,7 +107,7 @@ STUDY_HEADERS = study_headers()
 
 def request_headers(user, path):
     """A request's own headers: Accept-Encoding (FastHttpUser would add br to each request that
-    lacks it) and, on an authenticated deployment, the ID token for the function's URL."""
+    lacks it) and, on an authenticated deployment, the ID token for the path's function (--audiences)."""
     headers = {"Accept-Encoding": STUDY_HEADERS["Accept-Encoding"]}
     if id_tokens:
         headers.update(id_tokens[0].headers(f"{user.host}{path}"))
@@ -284,14 +288,15 @@ class Arrival(StudyUser):
         visit(self, random.choice(Visitor.tasks).__name__)
 
 
-def make_id_tokens(impersonate=None, quota_project=None):
+def make_id_tokens(impersonate=None, quota_project=None, audiences=None):
+    """The process's IdTokens; `audiences`: --audiences' JSON text, or None."""
     from visitkit.cloud import credentials as google_credentials  # the kit, installed with the suite
     from visitkit.cloud import idtoken
 
     credentials = google_credentials.default_credentials(quota_project)
     if impersonate:
         credentials = google_credentials.impersonating(credentials, impersonate)
-    return idtoken.IdTokens(idtoken.minter(credentials))
+    return idtoken.IdTokens(idtoken.minter(credentials), audiences=json.loads(audiences) if audiences else None)
 
 
 def think_time(text):
@@ -337,6 +342,9 @@ def add_options(parser):
                         help="With --auth id-token: mint the tokens as this service account")
     parser.add_argument("--quota-project", default=None,
                         help="With --auth id-token: the project Google bills the token calls to (the deployment's)")
+    parser.add_argument("--audiences", default=None,
+                        help="With --auth id-token: JSON {function name: the audience of its tokens}, each "
+                             "function's run.app URL (Terraform's function_audiences); default: the request's URL")
 
 
 @events.init.add_listener
@@ -346,7 +354,7 @@ def on_init(environment, runner, **_kwargs):
     Visitor.wait_time = think_time(options.think_time)
     set_reader(options)
     if options.auth == "id-token" and not isinstance(runner, MasterRunner):  # the master sends no requests
-        id_tokens.append(make_id_tokens(options.impersonate, options.quota_project))
+        id_tokens.append(make_id_tokens(options.impersonate, options.quota_project, options.audiences))
     # every process: a master's shape sends it to the workers, a single process's (LocalRunner) to itself
     runner.register_message(ARRIVALS_END, end_arrivals)
     if isinstance(runner, WorkerRunner):  # a worker spawns whichever class its master dispatches

@@ -6,6 +6,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 _given: set[int] = set()
@@ -33,18 +34,37 @@ def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def http_status(url: str, method: str = "GET", timeout: float = 2.0,
-                headers: Mapping[str, str] | None = None) -> int | None:
-    """The status of one request, error statuses included, or None when nothing answered."""
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer: its status, its headers (names in lower case) and the start of its body."""
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+def http_answer(url: str, method: str = "GET", timeout: float = 2.0, headers: Mapping[str, str] | None = None,
+                limit: int = 65536) -> Answer | None:
+    """One request's answer, error statuses included (its body read up to `limit` bytes), or None
+    when nothing answered."""
     request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None,
                                      headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return reply.status
-    except urllib.error.HTTPError as error:
-        return error.code
+        try:
+            reply = urllib.request.urlopen(request, timeout=timeout)
+        except urllib.error.HTTPError as error:
+            reply = error
+        with reply:
+            return Answer(reply.status, {name.lower(): value for name, value in reply.headers.items()},
+                          reply.read(limit))
     except (OSError, urllib.error.URLError, http.client.HTTPException):  # nothing, or no HTTP/1 server, answered
         return None
+
+
+def http_status(url: str, method: str = "GET", timeout: float = 2.0,
+                headers: Mapping[str, str] | None = None) -> int | None:
+    """The status of one request, error statuses included, or None when nothing answered."""
+    answer = http_answer(url, method, timeout, headers, limit=0)
+    return answer.status if answer else None
 
 
 def wait_until(condition: Callable[[], T], timeout: float, interval: float = 0.2,

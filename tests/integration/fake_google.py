@@ -4,21 +4,36 @@ Service Usage, Cloud Resource Manager, Cloud Billing, Organization Policy, Compu
 regions.get (GOOGLE_ROUTES: each with the discovery method it stands for, whose response schema its
 answers are checked against by tests/unit/test_google_schemas.py), Cloud Quotas' getQuotaInfo
 (PROTO_ROUTES: no discovery document of it is shipped, so its answers are checked against the
-client library's own message instead), the OAuth token endpoint of a service account key and of a user
-login, and functions behind Cloud Run's invoker check. Google's own client libraries talk to it over
-HTTP (REST transport); it records every request and every answer.
+client library's own message instead), and the OAuth token endpoint of a service account key and of a
+user login. Google's own client libraries talk to it over HTTP (REST transport); it records every request
+and every answer.
+
+Behind Cloud Run's invoker check (invoker_check.py), OurFunctions answers the kit's own requests as
+serve-page, get-counter and inc-counter answer them; tests/integration/test_contract.py replays those
+requests against the real functions on the twin and holds its answers to theirs.
 """
 import base64
+import collections
 import json
 import re
 import threading
 import urllib.parse
+import uuid
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from visitkit.catalogue import PAGES
+
 FIXTURES = Path(__file__).resolve().parents[2] / "scripts" / "visitkit" / "rehearsal" / "recorded"
 NUMBER = "123456789012"
+REGION = "southamerica-east1"
+
+
+def run_app_url(path):
+    """The run.app URL of a function's Cloud Run service, in Cloud Run's deterministic form
+    https://SERVICE-PROJECT_NUMBER.REGION.run.app: the audience its ID tokens must name."""
+    return f"https://{path.strip('/')}-{NUMBER}.{REGION}.run.app"
 
 
 def fixture(name):
@@ -46,7 +61,7 @@ class Scenario:
                                                          "iamcredentials.googleapis.com", "cloudquotas.googleapis.com",
                                                          "compute.googleapis.com"),
                  state="ACTIVE", billing=True, policies=None, errors=None, may_enable=True, functions=None,
-                 quota_infos=None, regions=None):
+                 quota_infos=None, regions=None, cors_allowed_origins=()):
         self.project, self.enabled, self.state, self.billing = project, set(enabled), state, billing
         self.policies = policies or {"iam.allowedPolicyMemberDomains": "policy-none",
                                      "iam.managed.allowedPolicyMembers": "policy-none"}
@@ -59,6 +74,8 @@ class Scenario:
                                            "MemAllocPerProjectRegion": "quota-run-memory"}
         self.regions = regions or {"southamerica-east1": "region-southamerica-east1"}
         self.functions = functions or {}  # path -> principal allowed to invoke (authenticated functions)
+        self.audiences = {path: run_app_url(path) for path in self.functions}  # path -> what Cloud Run accepts
+        self.cors_allowed_origins = frozenset(cors_allowed_origins)  # the functions' CORS_ALLOWED_ORIGINS
         # what `gcloud auth application-default login` grants a user, and whose login it is
         self.user_scopes = ["openid", "https://www.googleapis.com/auth/userinfo.email",
                             "https://www.googleapis.com/auth/cloud-platform"]
@@ -109,21 +126,30 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self.answer("POST")
 
+    def do_PUT(self):  # the kit's readiness probe
+        self.answer("PUT")
+
+    def do_OPTIONS(self):  # a CORS preflight
+        self.answer("OPTIONS")
+
     def answer(self, method):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0]
         with self.server.lock:
             self.server.requests.append((method, self.path, dict(self.headers)))
-        status, payload = self.route(method, path, body)
+        status, payload, *more = self.route(method, path, body)  # (status, JSON) or (status, JSON, headers, body)
         with self.server.lock:
             self.server.answers.append((method, self.path, status, payload))
-        data = json.dumps(payload).encode()
+        headers, data = more if more else ({"Content-Type": "application/json"}, json.dumps(payload).encode())
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if status != 204:  # no body, and no length, as werkzeug sends a 204
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if status != 204:
+            self.wfile.write(data)
 
     def error(self, api):
         scenario = self.server.scenario
@@ -150,15 +176,6 @@ class Handler(BaseHTTPRequestHandler):
             claims = unverified_claims(form["assertion"])
             return 200, {"id_token": unsigned_jwt({"aud": claims["target_audience"], "email": claims["iss"],
                                                    "iat": now, "exp": now + 3600})}
-        if path in s.functions:  # a function behind Cloud Run's invoker check
-            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-            try:
-                claims = unverified_claims(token)
-            except Exception:
-                return 401, {"error": "no token"}
-            if claims.get("aud") != self.server.url + path or claims.get("email") != s.functions[path]:
-                return 403, {"error": "Your client does not have permission to get URL from this server."}
-            return 204 if method == "OPTIONS" else 200, {}
         if found := google_route(method, path) or proto_route(method, path):
             route, m = found
             return getattr(self, route[-1])(m, body)
@@ -290,3 +307,66 @@ PROTO_ROUTES = [
 def proto_route(method, path):
     """The PROTO_ROUTES entry serving `method` `path`, with its path's match; None if none."""
     return google_route(method, path, PROTO_ROUTES)
+
+
+# --- our functions, as the kit meets them ------------------------------------------------------------
+
+# As functions/common.py's check_request and json_reply make them.
+JSON_SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff",
+                         "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
+METHODS = {"/app": ("GET", "HEAD"), "/get-counter": ("GET", "HEAD"), "/inc-counter": ("POST",)}
+PAGE_PARAMETER = {"/app": "view", "/get-counter": "visit_type", "/inc-counter": "visit_type"}
+
+
+class OurFunctions:
+    """serve-page, get-counter and inc-counter, as far as the kit's own requests go: the readiness probe
+    (a method they do not serve), a CORS preflight with and without an allowed origin, the first visit
+    and the warm-up's visit (the page, the visit, its count). A visit id counts once. test_contract.py
+    holds these answers to the real functions'; any other request is answered 501, so that a test
+    sending it fails instead of trusting an answer nobody checked."""
+
+    def __init__(self, cors_allowed_origins=()):
+        self.cors_allowed_origins = frozenset(cors_allowed_origins)
+        self.visits = {}  # visit id -> page
+        self.lock = threading.Lock()
+
+    def totals(self):
+        with self.lock:
+            return collections.Counter(self.visits.values())
+
+    def answer(self, method, url, headers=None):
+        """(status, headers, body bytes) of one request; `url`: its path and query."""
+        path, _, query = url.partition("?")
+        origin = (headers or {}).get("Origin")
+        cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin"} if origin in self.cors_allowed_origins else {}
+
+        def json_reply(status, payload, more=None):
+            return status, {"Content-Type": "application/json", "Cache-Control": "no-store", **JSON_SECURITY_HEADERS,
+                            **cors, **(more or {})}, b"" if status == 204 else json.dumps(payload).encode()
+
+        if path not in METHODS:
+            return 404, {"Content-Type": "text/html"}, b"<html><body>404 Page not found</body></html>"
+        methods = METHODS[path]
+        if method == "OPTIONS":
+            if origin not in self.cors_allowed_origins:
+                return json_reply(403, {"error": "cross-site requests are not allowed (CORS_ALLOWED_ORIGINS)"})
+            return json_reply(204, {}, {"Access-Control-Allow-Methods": ", ".join(methods),
+                                        "Access-Control-Max-Age": "3600"})
+        if method not in methods:
+            return json_reply(405, {"error": f"method {method} not allowed; use {' or '.join(methods)}"},
+                              {"Allow": ", ".join(methods)})
+        arguments = urllib.parse.parse_qs(query)
+        pages, visit_ids = arguments.get(PAGE_PARAMETER[path], []), arguments.get("visit_id", [])
+        if method == "HEAD" or len(pages) != 1 or pages[0] not in PAGES or len(visit_ids) > 1:
+            return 501, {"Content-Type": "text/plain"}, b"the stand-in does not answer this request"
+        page = pages[0]
+        if path == "/inc-counter":
+            visit_id = visit_ids[0] if visit_ids else str(uuid.uuid4())
+            with self.lock:
+                self.visits.setdefault(visit_id, page)
+                message_id = str(len(self.visits))
+            return json_reply(202, {"visit_type": page, "visit_id": visit_id, "message_id": message_id})
+        if path == "/get-counter":
+            return json_reply(200, {"visit_type": page, "count": self.totals()[page]})
+        return 200, {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache"}, (
+            f"<!doctype html><title>{page}</title><h1>{page}</h1>".encode())

@@ -3,9 +3,11 @@ everything else as it does): its token endpoint takes a service account's JWT as
 google-auth verifies it against that account's public key (as Google's does), and answers with an ID
 token it signs with a key of its own standing for Google's; its functions let a request through only
 when google-auth's verify_token (the check Google documents for ID tokens: the signature against the
-certificates served at /certs, expiry, the audience = the function's URL) passes, then only for the
-principal allowed to invoke. 401 for a token missing or failing the check, 403 for another principal,
-as Cloud Run answers."""
+certificates served at /certs, expiry, the audience = the run.app URL of the function's Cloud Run
+service, whatever host the request came to) passes, then only for the principal allowed to invoke. 401
+for a token missing or failing the check, 403 for another principal, as Cloud Run answers. What passes
+is answered by fake_google.OurFunctions, which tests/integration/test_contract.py holds to the real
+functions."""
 import datetime
 import time
 import urllib.parse
@@ -14,7 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
-from fake_google import FakeGoogle, Handler
+from fake_google import FakeGoogle, Handler, OurFunctions
 from google.auth import crypt, jwt
 from google.auth import exceptions as auth_errors
 from google.auth.transport.requests import Request
@@ -55,6 +57,7 @@ class InvokerCheck(FakeGoogle):
         self.signer = crypt.RSASigner.from_string(private_pem(self.google_key), key_id=GOOGLE_KEY_ID)
         self.certs = {GOOGLE_KEY_ID: certificate(self.google_key, "fake-google")}
         self.account_certs = {key_id: certificate(key, key_id) for key_id, key in accounts.items()}
+        self.functions = OurFunctions(scenario.cors_allowed_origins)
 
     def id_token(self, claims, signer=None):
         """An ID token with `claims`, signed by `signer` (default: this stand-in for Google)."""
@@ -90,10 +93,11 @@ class CheckingHandler(Handler):
             if not token:
                 return 401, {"error": "no token"}
             try:
-                claims = server.verified_claims(token, server.url + path)
+                claims = server.verified_claims(token, server.scenario.audiences[path])
             except (ValueError, auth_errors.GoogleAuthError) as error:
                 return 401, {"error": f"The request was not authenticated: {error}"}
             if claims.get("email") != functions[path]:
                 return 403, {"error": "Your client does not have permission to get URL from this server."}
-            return 204 if method == "OPTIONS" else 200, {}
+            status, headers, data = server.functions.answer(method, self.path, self.headers)
+            return status, None, headers, data
         return super().route(method, path, body)

@@ -6,6 +6,8 @@ import pytest
 
 import common
 from common import MAX_BODY_BYTES, PAGES, check_request, from_another_site, json_reply, log, page_from, trace_of
+from visitkit.cloud import gcp
+from visitkit.net import Answer
 
 app = flask.Flask(__name__)
 
@@ -50,6 +52,16 @@ def test_methods(method, allowed, status):
     assert (reply.status_code if reply else None) == status
     if status == 405:
         assert reply.headers["Allow"] == ", ".join(allowed)
+
+
+@pytest.mark.parametrize("allowed", [("GET", "HEAD"), ("POST",)])
+def test_the_kits_readiness_probe_is_refused_as_the_kit_knows_our_code_by(allowed):
+    """visitkit.cloud.gcp.wait_until_answering takes a function as serving on this answer alone."""
+    with app.test_request_context("/?visit_type=home", method=gcp.READY_METHOD):
+        reply = check_request(flask.request, allowed)
+    answer = Answer(reply.status_code, {name.lower(): value for name, value in reply.headers.items()},
+                    reply.get_data())
+    assert gcp.is_our_refusal(answer)
 
 
 def test_oversized_body_is_rejected_with_413():

@@ -1,8 +1,12 @@
 """The GCP target's logic with every command, HTTP call, clock and client faked: nothing reaches
-Google, and `dry_run_plan` (what `run-iteration --target gcp --dry-run` prints) runs nothing."""
+Google, and `dry_run_plan` (what `run-iteration --target gcp --dry-run` prints) runs nothing. Our
+functions' answers come from fake_google.OurFunctions, which tests/integration/test_contract.py holds
+to the real functions; the outputs are named as infra/outputs.tf names them."""
 import base64
 import json
+import re
 import subprocess
+import sys
 
 import pytest
 
@@ -11,22 +15,30 @@ from visitkit.model import cost
 from visitkit import settle
 from visitkit.runs import runner
 from visitkit.runs.config import RunConfig
-from visitkit.catalogue import FUNCTIONS, PAGES, stored_totals
-from visitkit.cloud.idtoken import IdTokens, audience_of
+from visitkit.catalogue import FUNCTIONS, PAGES, PUBLIC_PATHS, function_of_path, stored_totals
+from visitkit.cloud.idtoken import IdTokens
+from visitkit.net import Answer
 from visitkit.paths import ROOT
 from visitkit.settings import load_settings
 from visitkit.steps import run_steps
 from fakes import FakeClock
 
+sys.path.append(str(ROOT / "tests" / "integration"))  # our functions' stand-in, held to them by test_contract.py
+from fake_google import OurFunctions  # noqa: E402
+
 ITERATION_1 = ROOT / "iterations" / "iteration-1"
 INFRA = ROOT / "infra"
 BASE = "https://us-central1-p1.cloudfunctions.net"
-OUTPUTS = {"base_url": {"value": BASE + "/", "type": "string", "sensitive": False},
-           "subscription_name": {"value": "eventarc-sub", "type": "string", "sensitive": False},
-           "topic_name": {"value": "visits", "type": "string", "sensitive": False},
-           "load_generator_service_account": {"value": "visitkit-loadgen@p1.iam.gserviceaccount.com",
-                                              "type": "string", "sensitive": False},
-           "function_urls": {"value": {"serve-page": BASE + "/app"}, "type": ["object"], "sensitive": False}}
+# each function's run.app URL, as Cloud Run makes it (SERVICE-PROJECT_NUMBER.REGION.run.app)
+AUDIENCES = {name: f"https://{path[1:]}-123456789012.us-central1.run.app" for path, name in PUBLIC_PATHS.items()}
+# What `terraform output -json` prints after an apply of infra/ (test_the_outputs_are_infras checks the names)
+OUTPUTS = {name: {"value": value, "type": "string", "sensitive": False} for name, value in {
+    "base_url": BASE + "/", "subscription_name": "visits-store-inc-counter", "topic_name": "visits",
+    "load_generator_service_account": "visitkit-loadgen@p1.iam.gserviceaccount.com",
+    "function_urls": {name: BASE + path for path, name in PUBLIC_PATHS.items()},
+    "function_audiences": AUDIENCES, "region": "us-central1",
+    "requests_429_metric_name": "visitkit_requests_429",
+    "store_deliveries_metric_name": "visitkit_store_deliveries"}.items()}
 
 
 class FakeRun:
@@ -76,26 +88,30 @@ class FakeFirestore:
 
 
 class StoringSite:
-    """HTTP stand-in: preflights answer 204, each POST is recorded and stored in FakeFirestore;
-    with `token`, a request without that bearer token gets 403, as Cloud Run answers."""
+    """The deployed functions as the kit meets them: OurFunctions' answers, each 202 stored in
+    FakeFirestore; a function in `not_ready` answers as Cloud Run does before it serves (404, HTML);
+    with `token`, a request without that bearer token for its function's audience gets Cloud Run's 403."""
 
-    def __init__(self, firestore, not_ready=(), token=None):
+    def __init__(self, firestore, not_ready=(), token=None, cors_allowed_origins=()):
         self.firestore = firestore
         self.not_ready = set(not_ready)
         self.token = token
+        self.functions = OurFunctions(cors_allowed_origins)
         self.requests = []
 
     def __call__(self, url, method, headers=None):
         self.requests.append((method, url))
-        if self.token and (headers or {}).get("Authorization") != f"Bearer {self.token}:{audience_of(url)}":
-            return 403
-        if method == "OPTIONS":
-            return 404 if any(url.endswith(path) for path in self.not_ready) else 204
-        if method == "POST":
-            page = url.rsplit("=", 1)[1]
+        path = "/" + url.split("/", 3)[3]
+        function = function_of_path(path)
+        if self.token and (headers or {}).get("Authorization") != f"Bearer {self.token}:{AUDIENCES.get(function)}":
+            return Answer(403, {"content-type": "text/html"}, b"<html><body>403 Forbidden</body></html>")
+        if any(path.startswith(not_ready) for not_ready in self.not_ready):
+            return Answer(404, {"content-type": "text/html"}, b"<html><body>404 Not Found</body></html>")
+        status, answer_headers, body = self.functions.answer(method, path, headers)
+        if status == 202:
+            page = json.loads(body)["visit_type"]
             self.firestore.shards.setdefault(page, []).append(1)
-            return 202
-        return 200
+        return Answer(status, {name.lower(): value for name, value in answer_headers.items()}, body)
 
 
 # --- terraform -----------------------------------------------------------------------------------
@@ -117,7 +133,18 @@ def test_without_region_the_infra_default_applies():
 
 
 def test_parse_outputs_keeps_the_values():
-    assert gcp.parse_outputs(json.dumps(OUTPUTS))["subscription_name"] == "eventarc-sub"
+    assert gcp.parse_outputs(json.dumps(OUTPUTS))["subscription_name"] == "visits-store-inc-counter"
+
+
+def infra_outputs():
+    return set(re.findall(r'^output "([a-z0-9_]+)"', (INFRA / "outputs.tf").read_text(), re.M))
+
+
+def test_the_outputs_are_infras_and_so_is_every_one_the_kit_reads():
+    kit = (ROOT / "scripts" / "visitkit" / "cloud" / "gcp.py").read_text()
+    read = set(re.findall(r'outputs(?:\.get\(|\[)"([a-z0-9_]+)"', kit)) | set(monitoring.LOG_METRIC_OUTPUTS.values())
+    assert {"base_url", "function_audiences", "subscription_name"} <= read
+    assert read <= infra_outputs() and set(OUTPUTS) <= infra_outputs()
 
 
 def test_a_failing_command_stops_with_the_command_named():
@@ -127,23 +154,65 @@ def test_a_failing_command_stops_with_the_command_named():
 
 # --- readiness, warm-up, totals -------------------------------------------------------------------
 
-def test_waits_until_every_http_function_answers_the_preflight():
-    clock = FakeClock()
-    answers = iter([404, 204, 204, 204])  # serve-page not deployed yet on the first round
+def test_waits_until_every_http_function_answers_the_probe_as_only_our_code_does():
+    clock, asked = FakeClock(), []
+    site = StoringSite(FakeFirestore({}), not_ready=["/app"])  # serve-page not deployed yet on the first round
 
-    def status(url, method):
-        assert method == "OPTIONS"
-        return next(answers)
+    def probe(url, method):
+        asked.append(method)
+        if len(asked) == 4:
+            site.not_ready.clear()
+        return site(url, method)
 
-    gcp.wait_until_answering(BASE, status, timeout=60, interval=10, now=clock.now, sleep=clock.sleep)
-    assert clock.t == 10
+    gcp.wait_until_answering(BASE, probe, timeout=60, interval=10, now=clock.now, sleep=clock.sleep)
+    assert clock.t == 10 and set(asked) == {gcp.READY_METHOD} and len(asked) == 4  # only serve-page asked again
+    assert not site.firestore.shards  # the probe changed nothing
 
 
-def test_gives_up_naming_the_functions_that_never_answered():
+def our_refusal(**changes):
+    answer = StoringSite(FakeFirestore({}))(BASE + "/inc-counter", gcp.READY_METHOD)
+    fields = {"status": answer.status, "headers": answer.headers, "body": answer.body, **changes}
+    return Answer(fields["status"], fields["headers"], fields["body"])
+
+
+def test_only_our_own_refusal_of_the_probe_counts_as_ready():
+    ours = our_refusal()
+    assert ours.status == 405 and gcp.is_our_refusal(ours)
+    html = {"content-type": "text/html", "allow": "GET, HEAD, POST"}
+    platform_pages = [None, Answer(404, html, b"<html>404</html>"), Answer(503, html, b"<html>503</html>"),
+                      Answer(403, html, b"<html>403 Forbidden</html>"),
+                      Answer(405, html, b"<title>405 Method Not Allowed</title>")]  # Flask's own 405
+    assert not any(map(gcp.is_our_refusal, platform_pages))
+    without = {name: {key: value for key, value in ours.headers.items() if key != name}
+               for name in ("allow", "content-security-policy")}
+    assert not gcp.is_our_refusal(our_refusal(status=403))
+    assert not gcp.is_our_refusal(our_refusal(headers=without["allow"]))
+    assert not gcp.is_our_refusal(our_refusal(headers=without["content-security-policy"]))
+    assert not gcp.is_our_refusal(our_refusal(headers={**ours.headers, "allow": "PUT"}))
+    assert not gcp.is_our_refusal(our_refusal(body=b"method not allowed"))
+    assert not gcp.is_our_refusal(our_refusal(body=b'{"message": "method not allowed"}'))
+
+
+def test_gives_up_naming_the_functions_that_never_answered_and_what_they_answered():
     clock = FakeClock()
     site = StoringSite(FakeFirestore({}), not_ready=["/inc-counter"])
-    with pytest.raises(gcp.GcpError, match="inc-counter"):
+    with pytest.raises(gcp.GcpError, match=r"inc-counter \(HTTP 404\)$"):
         gcp.wait_until_answering(BASE, site, timeout=30, interval=10, now=clock.now, sleep=clock.sleep)
+
+
+def test_the_readiness_and_first_visit_waits_are_the_targets_to_set():
+    clock, firestore = FakeClock(), FakeFirestore({})
+    deployed = target(run=FakeRun(), http=StoringSite(firestore, not_ready=["/app"]), firestore=firestore,
+                      now=clock.now, sleep=clock.sleep, ready_timeout=20, first_visit_timeout=7)
+    deployed._deploy()
+    with pytest.raises(gcp.GcpError, match="after 20 s"):
+        deployed._wait_ready()
+    assert 20 <= clock.t < 40
+    refusing = target(run=FakeRun(), http=lambda url, method, headers: Answer(503, {}, b""), firestore=firestore,
+                      now=clock.now, sleep=clock.sleep, first_visit_timeout=7)
+    refusing._deploy()
+    with pytest.raises(gcp.GcpError, match="HTTP 503 for 7 s"):
+        refusing._first_visit()
 
 
 def test_totals_sum_the_shards_of_every_page():
@@ -154,7 +223,7 @@ def test_totals_sum_the_shards_of_every_page():
 
 def test_warm_up_visits_like_the_locust_visitor_and_counts_recorded_visits():
     site = StoringSite(FakeFirestore({}))
-    recorded = gcp.warm_up(BASE, parallel=4, rounds=2, status=site)
+    recorded = gcp.warm_up(BASE, parallel=4, rounds=2, status=lambda url, method: site(url, method).status)
     assert recorded == 8
     posts = [url for method, url in site.requests if method == "POST"]
     assert len(posts) == 8 and all(url.startswith(BASE + "/inc-counter?visit_type=") for url in posts)
@@ -193,11 +262,12 @@ def quietly(steps):
 
 def test_start_steps_deploy_wait_and_warm_and_the_stop_step_destroys():
     run, firestore = FakeRun(), FakeFirestore({})
-    deployed = target(region="us-central1", destroy=True, run=run, status=StoringSite(firestore), firestore=firestore)
+    deployed = target(region="us-central1", destroy=True, run=run, http=StoringSite(firestore), firestore=firestore)
     quietly(deployed.start_steps())
     assert run.steps() == ["init", "apply", "output"]
-    assert deployed.log_metrics == {}  # an older deployment without log metrics: their queries say so
-    assert deployed.base_url == BASE and deployed.subscription == "eventarc-sub"
+    assert deployed.log_metrics == {"requests_429": "visitkit_requests_429",
+                                    "store_deliveries": "visitkit_store_deliveries"}
+    assert deployed.base_url == BASE and deployed.subscription == "visits-store-inc-counter"
     # one first visit, then (iteration 1: 2 instances x concurrency 1 at most) waves of 2 visits
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
     quietly([deployed.stop_step()])
@@ -224,7 +294,7 @@ def test_the_audit_reads_the_deployments_markers_at_its_regions_prices():
 def test_a_failed_start_with_destroy_tears_down():
     run, firestore, clock = FakeRun(), FakeFirestore({}), FakeClock()
     site = StoringSite(firestore, not_ready=["/get-counter"])
-    deployed = target(destroy=True, run=run, status=site, firestore=firestore, now=clock.now, sleep=clock.sleep)
+    deployed = target(destroy=True, run=run, http=site, firestore=firestore, now=clock.now, sleep=clock.sleep)
     with pytest.raises(gcp.GcpError, match="get-counter"):
         quietly([*deployed.start_steps(), deployed.stop_step()])
     assert run.steps() == ["init", "apply", "output", "destroy"]
@@ -266,7 +336,7 @@ def test_window_samples_read_the_subscription_from_the_outputs(tmp_path):
     deployed = target(run=FakeRun(), metrics_client=client, ingestion_delay=0)
     deployed._deploy()
     assert deployed.window_samples(0, 120, tmp_path, now=lambda: 1000, sleep=pytest.fail) == []
-    assert any('subscription_id = "eventarc-sub"' in f for f in client.filters)
+    assert any('subscription_id = "visits-store-inc-counter"' in f for f in client.filters)
     assert len(client.filters) == len(monitoring.QUERIES)
 
 
@@ -316,18 +386,44 @@ def fake_tokens():
 def test_an_authenticated_run_sends_an_id_token_for_each_function_and_grants_the_invokers():
     run, firestore = FakeRun(), FakeFirestore({})
     site = StoringSite(firestore, token="t")
-    deployed = target(run=run, status=site, firestore=firestore, access="authenticated",
+    deployed = target(run=run, http=site, firestore=firestore, access="authenticated",
                       invokers=["user:tester@example.com"], id_tokens=fake_tokens())
     quietly(deployed.start_steps())
     apply = run.calls[1]
     assert "-var=access=authenticated" in apply and '-var=invokers=["user:tester@example.com"]' in apply
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS  # nothing refused: every request signed
-    assert deployed.locust_args == ["--auth", "id-token", "--quota-project", "p1"]
+    assert deployed.locust_args == ["--auth", "id-token", "--quota-project", "p1",
+                                    "--audiences", json.dumps(AUDIENCES, sort_keys=True)]
+
+
+def test_a_token_is_minted_for_the_function_of_the_requests_path_whatever_its_host():
+    tokens = fake_tokens()
+    tokens.audiences = AUDIENCES
+    for host in (BASE, "https://visits.example.com", "http://203.0.113.7"):  # with edge_protection, the LB's
+        assert tokens.headers(f"{host}/inc-counter?visit_type=home") == {
+            "Authorization": f"Bearer t:{AUDIENCES['inc-counter']}"}
+    with pytest.raises(gcp.GcpError, match="no ID token audience is known for https://x.example/other"):
+        tokens.headers("https://x.example/other")
+
+
+def test_an_authenticated_deployment_without_function_audiences_stops_before_sending_anything():
+    class OlderApply(FakeRun):
+        def __call__(self, argv, check, text, capture_output, echo=True):
+            done = super().__call__(argv, check, text, capture_output, echo)
+            outputs = {name: output for name, output in OUTPUTS.items() if name != "function_audiences"}
+            return subprocess.CompletedProcess(argv, 0, json.dumps(outputs), "") if argv[2] == "output" else done
+
+    site = StoringSite(FakeFirestore({}), token="t")
+    deployed = target(run=OlderApply(), http=site, access="authenticated", invokers=["user:tester@example.com"],
+                      id_tokens=fake_tokens())
+    with pytest.raises(gcp.GcpError, match="no function_audiences"):
+        deployed._deploy()
+    assert site.requests == []
 
 
 def test_a_public_run_sends_no_token_and_passes_access_public():
     run, firestore = FakeRun(), FakeFirestore({})
-    deployed = target(run=run, status=StoringSite(firestore), firestore=firestore)
+    deployed = target(run=run, http=StoringSite(firestore), firestore=firestore)
     quietly(deployed.start_steps())
     assert "-var=access=public" in run.calls[1] and not any(a.startswith("-var=invokers") for a in run.calls[1])
     assert deployed.locust_args == []
@@ -345,7 +441,7 @@ def test_access_auto_deploys_as_the_preflight_decides_in_an_organization_that_re
         service_account_email = "loadgen@p1.iam.gserviceaccount.com"
 
     deployed = target(run=run, preflight=refusing_organization, credentials=Creds(), firestore=firestore,
-                      status=StoringSite(firestore, token=token),
+                      http=StoringSite(firestore, token=token),
                       id_tokens=IdTokens(lambda audience: (f"{token}:{audience}", 4_000_000_000)))
     assert deployed.access == "auto"
     quietly([*deployed.start_steps(), deployed.stop_step()])
@@ -468,7 +564,7 @@ def test_invokers_default_to_the_credentials_account_and_tokens_are_minted_befor
     deployed._check()
     assert deployed.invokers == ["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]
     assert '-var=invokers=["serviceAccount:loadgen@p1.iam.gserviceaccount.com"]' in deployed.commands["apply"]
-    assert [c[0] for c in calls] == ["checks", "mint", "create"] and calls[1][1].endswith(".cloudfunctions.net/app")
+    assert [c[0] for c in calls] == ["checks", "mint", "create"] and calls[1][1].endswith(".run.app")
 
 
 def unsigned_jwt(claims):
@@ -496,7 +592,7 @@ def test_a_user_login_acts_as_the_load_generator_once_google_lets_it():
             return f"t:{audience}", 4_000_000_000
         return IdTokens(mint)
 
-    deployed = target(run=run, status=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
+    deployed = target(run=run, http=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
                       credentials=UserLogin(), tokens_as=tokens_as, now=clock.now, sleep=clock.sleep)
     quietly(deployed.start_steps())
     apply = run.calls[1]
@@ -504,6 +600,7 @@ def test_a_user_login_acts_as_the_load_generator_once_google_lets_it():
     assert '-var=load_generator_users=["user:me@example.com"]' in apply
     assert asked == ["visitkit-loadgen@p1.iam.gserviceaccount.com"] and clock.t == 30
     assert deployed.locust_args == ["--auth", "id-token", "--quota-project", "p1",
+                                    "--audiences", json.dumps(AUDIENCES, sort_keys=True),
                                     "--impersonate", "visitkit-loadgen@p1.iam.gserviceaccount.com"]
     assert sum(deployed.totals().values()) == 1 + 2 * gcp.WARM_ROUNDS
 
@@ -525,7 +622,7 @@ def test_cloud_shell_is_granted_as_its_user_and_acts_as_the_load_generator(monke
         asked.append(service_account)
         return IdTokens(lambda audience: (f"t:{audience}", 4_000_000_000))
 
-    deployed = target(run=run, status=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
+    deployed = target(run=run, http=StoringSite(firestore, token="t"), firestore=firestore, access="authenticated",
                       credentials=CloudShell(), tokens_as=tokens_as)
     quietly(deployed.start_steps())
     apply = next(call for call in run.calls if call[2] == "apply")
@@ -537,8 +634,8 @@ def test_cloud_shell_is_granted_as_its_user_and_acts_as_the_load_generator(monke
 def test_functions_refusing_the_token_are_named_with_the_propagation_hint():
     clock = FakeClock()
     with pytest.raises(gcp.GcpError, match=r"refused your requests \(403\).*run the same command again"):
-        gcp.wait_until_answering(BASE, lambda url, method: 403, timeout=30, interval=10, now=clock.now,
-                                 sleep=clock.sleep)
+        gcp.wait_until_answering(BASE, StoringSite(FakeFirestore({}), token="t"), timeout=30, interval=10,
+                                 now=clock.now, sleep=clock.sleep)
 
 
 # --- the first visit ----------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ when asked to. A dry run prints the same steps without running any of them.
 Access "auto" (the default) is decided by the preflight from the organization policy, before
 Terraform sees it. With "authenticated" (chosen so, or by --access authenticated) no function is
 public: run.invoker goes to the account of the user's credentials (or --invoker), and every
-request the kit and Locust send carries an ID token for its function (idtoken.py).
+request the kit and Locust send carries an ID token for its function, whose audience is the function's
+run.app URL (Terraform's function_audiences; idtoken.py says why).
 
 Google's client libraries are imported only inside the functions that need them, and every
 command, HTTP call, clock and client can be injected, so tests never reach Google.
@@ -46,7 +47,7 @@ from visitkit.cloud import firstrun, monitoring, preflight, quotas
 from visitkit.cloud.failures import CommandFailed
 from visitkit.errors import GcpError
 from visitkit.model import cost
-from visitkit.net import http_status
+from visitkit.net import Answer, http_answer
 from visitkit.paths import INFRA_DIR, SETTINGS_FILE
 from visitkit.samples import Sample
 from visitkit.settings import Settings
@@ -63,8 +64,22 @@ if TYPE_CHECKING:  # Google's client libraries are imported by the functions tha
 
 # status(url, method) -> the HTTP status of one request, None when nothing answered
 Status = Callable[[str, str], int | None]
+# probe(url, method) -> the answer to one request (status, headers, body), None when nothing answered
+Probe = Callable[[str, str], Answer | None]
+# http(url, method, headers) -> the answer to one request, None when nothing answered: GcpTarget's HTTP seam
+Http = Callable[[str, str, dict[str, str] | None], Answer | None]
 
 READY_TIMEOUT_SECONDS = 600
+# The readiness probe sends each HTTP function a method none of them serves. Our own code refuses it,
+# and does nothing else: 405, the methods it serves in Allow, the JSON error body and the security
+# headers every JSON reply of ours carries (functions/common.py: check_request, JSON_SECURITY_HEADERS).
+# Whatever answers while a function is not serving yet answers otherwise: Cloud Run's own pages (404 not
+# deployed yet, 429 or 503 starting, 401 or 403 while a run.invoker binding propagates) are HTML, and so
+# is a framework's own 405 (Flask's, which has an Allow header too). A bare OPTIONS is no probe: our
+# functions refuse it (403) unless another site's origin is allowed (CORS_ALLOWED_ORIGINS).
+READY_METHOD = "PUT"
+OUR_CONTENT_SECURITY_POLICY = "default-src 'none'; frame-ancestors 'none'"  # common.JSON_SECURITY_HEADERS'
+SERVED_METHODS = frozenset({"GET", "HEAD", "POST"})  # what an HTTP function of ours may name in Allow
 WARM_ROUNDS = 5
 FIRST_VISIT_POLL_S = 15
 # Right after an apply, these answers to the first visit usually mean something still propagating:
@@ -145,33 +160,56 @@ def parse_outputs(text: str) -> dict[str, Any]:
 
 # --- readiness and warm-up -----------------------------------------------------------------------
 
+def answer_of(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> Answer | None:
+    return http_answer(url, method, timeout=30, headers=headers)
+
+
 def status_of(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int | None:
-    return http_status(url, method, timeout=30, headers=headers)
+    answer = answer_of(url, method, headers)
+    return answer.status if answer else None
 
 
-def wait_until_answering(base_url: str, status: Status = status_of, timeout: float = READY_TIMEOUT_SECONDS,
+def is_our_refusal(answer: Answer | None) -> bool:
+    """True when `answer` is our function's own refusal of the readiness probe's method (READY_METHOD)."""
+    if answer is None or answer.status != 405:
+        return False
+    allowed = {method.strip() for method in answer.headers.get("allow", "").split(",")} - {""}
+    if not allowed or not allowed <= SERVED_METHODS:
+        return False
+    if answer.headers.get("content-security-policy") != OUR_CONTENT_SECURITY_POLICY:
+        return False
+    try:
+        body = json.loads(answer.body)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), str)
+
+
+def said(answer: Answer | None) -> str:
+    return f"HTTP {answer.status}" if answer else "no answer"
+
+
+def wait_until_answering(base_url: str, probe: Probe = answer_of, timeout: float = READY_TIMEOUT_SECONDS,
                          interval: float = 10, now: Callable[[], float] = time.monotonic,
                          sleep: Callable[[float], None] = time.sleep) -> None:
-    """Wait until every HTTP function's own code answers.
-
-    It asks with OPTIONS: the functions answer a CORS preflight with 204 and do nothing else, while
-    a platform error page (404 not deployed yet, 5xx starting, 403 while a new run.invoker binding
-    propagates) is anything but 204.
-    """
+    """Wait until every HTTP function's own code answers: each refuses the probe's method
+    (READY_METHOD) as only our code does (is_our_refusal), which changes nothing."""
     deadline = now() + timeout
     waiting = {name: path for path, name in PUBLIC_PATHS.items()}
     while True:
-        answers = {name: status(base_url + path, "OPTIONS") for name, path in waiting.items()}
-        waiting = {name: path for name, path in waiting.items() if answers[name] != 204}
+        answers = {name: probe(base_url + path, READY_METHOD) for name, path in waiting.items()}
+        waiting = {name: path for name, path in waiting.items() if not is_our_refusal(answers[name])}
         if not waiting:
             return
         if now() >= deadline:
-            refused = sorted(name for name in waiting if answers[name] in (401, 403))
-            hint = (f"; {', '.join(refused)} refused your requests ({answers[refused[0]]}): a new run.invoker binding "
-                    "can take several minutes to propagate, so run the same command again (the deployment stays), "
-                    "and check that your account is among the invokers (terraform output) or Owner of the project"
-                    ) if refused else ""
-            raise GcpError(f"functions not answering after {timeout} s: {', '.join(sorted(waiting))}{hint}")
+            statuses = {name: answer.status for name, answer in answers.items() if answer}
+            refused = sorted(name for name in waiting if statuses.get(name) in (401, 403))
+            hint = (f"; {', '.join(refused)} refused your requests ({statuses[refused[0]]}): a new run.invoker "
+                    "binding can take several minutes to propagate, so run the same command again (the deployment "
+                    "stays), and check that your account is among the invokers (terraform output) or Owner of the "
+                    "project") if refused else ""
+            answered = ", ".join(f"{name} ({said(answers[name])})" for name in sorted(waiting))
+            raise GcpError(f"functions not answering after {timeout} s: {answered}{hint}")
         sleep(interval)
 
 
@@ -186,14 +224,16 @@ def visit(base_url: str, page: str, status: Status = status_of) -> bool:
 def first_visit_stored(base_url: str, status: Status, totals: Callable[[], Mapping[str, int]], timeout: float,
                        refusals: Callable[[], int] = lambda: 0, log: Callable[[str], None] = print,
                        interval: float = FIRST_VISIT_POLL_S, now: Callable[[], float] = time.monotonic,
-                       sleep: Callable[[float], None] = time.sleep) -> None:
+                       sleep: Callable[[float], None] = time.sleep,
+                       answer_timeout: float = FIRST_VISIT_ANSWER_TIMEOUT_S) -> None:
     """One visit, sent and seen stored before the load: the whole store path works (the push
     account may invoke store-inc-counter). refusals(): pushes store-inc-counter refused with 403
     since the visit (its request logs); a refusal is said at once, and the wait goes on, since
-    Pub/Sub retries the push for up to its maximum backoff."""
+    Pub/Sub retries the push for up to its maximum backoff. `answer_timeout`: how long inc-counter may
+    answer the visit as a deployment still propagating does (accepted_first_visit)."""
     baseline = totals()
     accepted_first_visit(f"{base_url}{CATALOGUE[PUBLISHER_FUNCTION].path}?visit_id={uuid.uuid4()}&visit_type="
-                         f"{PAGES[0]}", status, log, now=now, sleep=sleep)
+                         f"{PAGES[0]}", status, log, timeout=answer_timeout, now=now, sleep=sleep)
     deadline, refused = now() + timeout, False
     while sum(totals().values()) <= sum(baseline.values()):
         if not refused and refusals():
@@ -276,15 +316,16 @@ class GcpTarget:
     def __init__(self, settings: Settings, iteration_dir: str | Path, project: str | None, region: str | None = None,
                  destroy: bool = False, access: str | None = None, invokers: Iterable[str] = (),
                  impersonate: str | None = None, infra_dir: str | Path = INFRA_DIR,
-                 run: firstrun.RunCommand = firstrun.stream_command,
-                 status: Callable[[str, str, dict[str, str] | None], int | None] | None = None,
+                 run: firstrun.RunCommand = firstrun.stream_command, http: Http | None = None,
                  firestore: FirestoreClient | None = None, metrics_client: MetricServiceClient | None = None,
                  warm: bool = True, now: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
                  ingestion_delay: float = monitoring.DEFAULT_INGESTION_DELAY_SECONDS,
                  preflight: Callable[..., preflight.Preflight] = preflight.run, credentials: Credentials | None = None,
                  id_tokens: IdTokens | None = None, tokens_as: Callable[[str], IdTokens] | None = None,
-                 refusals: Callable[[str], int] | None = None, log: Callable[[str], None] = print):
+                 refusals: Callable[[str], int] | None = None, log: Callable[[str], None] = print,
+                 ready_timeout: float = READY_TIMEOUT_SECONDS,
+                 first_visit_timeout: float = FIRST_VISIT_ANSWER_TIMEOUT_S):
         if not project:
             raise GcpError("--target gcp needs --project (the Google Cloud project id)")
         self.settings, self.project, self.region, self.destroy, self.warm = settings, project, region, destroy, warm
@@ -308,7 +349,12 @@ class GcpTarget:
         self.fleet_vms: tuple[int, str] | None = None
         self.ingestion_delay = ingestion_delay
         self._run, self._now, self._sleep = run, now, sleep
-        self._http = status or status_of  # status(url, method, headers)
+        self._http = http or answer_of  # http(url, method, headers) -> Answer | None
+        # How long the kit waits for every function to answer, and for inc-counter to accept the first
+        # visit, while the deployment propagates (a rehearsal, where nothing propagates, sets seconds).
+        self.ready_timeout, self.first_visit_timeout = ready_timeout, first_visit_timeout
+        # {function name: the audience of its ID tokens}: its Cloud Run service's run.app URL, once deployed
+        self.audiences: dict[str, str] = {}
         self._preflight, self._log = preflight, log
         self._firestore, self._metrics_client = firestore, metrics_client
         self._credentials, self.id_tokens, self._refusals = credentials, id_tokens, refusals
@@ -340,16 +386,18 @@ class GcpTarget:
 
     @property
     def locust_args(self) -> list[str]:
-        """What Locust needs to call the functions: ID tokens on an authenticated deployment."""
+        """What Locust needs to call the functions: ID tokens on an authenticated deployment, each for its
+        function's run.app URL (--audiences), whatever host the requests go to."""
         if self.access != "authenticated":
             return []
-        return (["--auth", "id-token", "--quota-project", self.project]
+        audiences = json.dumps(self.audiences, sort_keys=True) if self.audiences else "<output function_audiences>"
+        return (["--auth", "id-token", "--quota-project", self.project, "--audiences", audiences]
                 + (["--impersonate", self.impersonate] if self.impersonate else []))
 
     # --- steps ---
     def start_steps(self) -> list[Step]:
         parallel = self.settings.largest_slots
-        ready = ", ".join(f"OPTIONS <base_url>{path}" for path in PUBLIC_PATHS)
+        ready = ", ".join(f"{READY_METHOD} <base_url>{path}" for path in PUBLIC_PATHS)
         subscription = self.settings.subscription
         topic = self.settings.raw.get("topic_name", "visits")
         who = (", ".join(self.invokers) if self.invokers else
@@ -383,11 +431,13 @@ class GcpTarget:
                       "dead_letter: false, so no dead-letter topic and no grant to Pub/Sub's service agent: a "
                       "delivery that always fails is retried until its message expires "
                       f"({subscription.message_retention_seconds} s) and is not counted as dead-lettered"),
-                  command_line(self.commands["output"]) + "   (base_url, subscription_name, log metric names)"],
+                  command_line(self.commands["output"]) + "   (base_url, subscription_name, function_audiences, log "
+                  "metric names)"],
                  self._deploy, resumed=self._deployed),
             Step("wait until every HTTP function answers",
-                 [f"204 to a preflight ({ready}); up to {READY_TIMEOUT_SECONDS} s; a 403 there is a run.invoker "
-                  "binding still propagating"], self._wait_ready, again=True),
+                 [f"the function's own 405 to a method it does not serve ({ready}: Allow, its JSON error and "
+                  f"security headers, which no platform page has); up to {self.ready_timeout:g} s; a 401 or 403 "
+                  "there is a run.invoker binding still propagating"], self._wait_ready, again=True),
             Step("send one visit and see it stored", [
                 f"POST <base_url>/inc-counter, then read Firestore until it is stored, up to {self.redelivery_wait} s "
                 "(the subscription's maximum backoff plus its ack deadline: a refused push is retried that late); "
@@ -470,8 +520,11 @@ class GcpTarget:
             return
         if self.id_tokens is None:
             self.id_tokens = idtoken.IdTokens(idtoken.minter(signer()))
-        self.id_tokens.token(idtoken.audience_of(f"https://{self.region or 'region'}-{self.project}.cloudfunctions.net"
-                                                 f"{CATALOGUE[PAGE_FUNCTION].path}"))
+        # Only whether these credentials can mint at all: Google signs an ID token for whatever audience it
+        # is asked, and the functions' own audiences (their run.app URLs) exist once applied. The tokens the
+        # kit sends are minted for those (function_audiences, _read_outputs); this one is never sent.
+        self.id_tokens.token(f"https://{CATALOGUE[PAGE_FUNCTION].service}-{self.project}."
+                             f"{self.region or cost.DEFAULT_REGION}.run.app")
 
     def _tokens_as_service_account(self, service_account: str) -> IdTokens:
         from visitkit.cloud import idtoken
@@ -479,15 +532,17 @@ class GcpTarget:
 
         return idtoken.IdTokens(idtoken.minter(impersonating(self.credentials(), service_account)))
 
-    def _wait_for_tokens(self, timeout: float = READY_TIMEOUT_SECONDS, interval: float = 15) -> None:
+    def _wait_for_tokens(self, timeout: float | None = None, interval: float = 15) -> None:
         """After the deploy, with a user login: act as the load generator once Google lets you (a new
         token-creator binding takes minutes to propagate)."""
+        timeout = self.ready_timeout if timeout is None else timeout
         self.impersonate = self.outputs.get("load_generator_service_account")
         if not self.impersonate:
             raise GcpError("the deployment names no load_generator_service_account: run the same command again so "
                            "that Terraform creates it")
         self.id_tokens = self._tokens_as(self.impersonate)
-        audience = f"{self.base_url}{CATALOGUE[PAGE_FUNCTION].path}"
+        self.id_tokens.audiences = self.audiences
+        audience = self.id_tokens.audience(f"{self.base_url}{CATALOGUE[PAGE_FUNCTION].path}")
         deadline = self._now() + timeout
         while True:
             try:
@@ -500,9 +555,13 @@ class GcpTarget:
                                    "again") from error
             self._sleep(interval)
 
-    def _status(self, url: str, method: str = "GET") -> int | None:
-        """One request's status; with an ID token for its function on an authenticated deployment."""
+    def _answer(self, url: str, method: str = "GET") -> Answer | None:
+        """One request's answer; with an ID token for its function on an authenticated deployment."""
         return self._http(url, method, self.id_tokens.headers(url) if self.id_tokens else None)
+
+    def _status(self, url: str, method: str = "GET") -> int | None:
+        answer = self._answer(url, method)
+        return answer.status if answer else None
 
     def _deploy(self, _run: object = None) -> None:
         run_command(self.commands["init"], self._run)
@@ -547,16 +606,24 @@ class GcpTarget:
         self.outputs = parse_outputs(run_command(self.commands["output"], self._run, capture=True))
         self.base_url = self.outputs["base_url"].rstrip("/")
         self.subscription = self.outputs.get("subscription_name", "")
+        self.audiences = dict(self.outputs.get("function_audiences") or {})
+        if self.access == "authenticated" and not self.audiences:
+            raise GcpError("the deployment's outputs have no function_audiences (each function's run.app URL, the "
+                           "audience of its ID tokens): it was applied by an older kit; apply it again (a run that "
+                           "deploys, without --resume)")
+        if self.id_tokens is not None:
+            self.id_tokens.audiences = self.audiences
 
     def _wait_ready(self, _run: object = None) -> None:
         if self.load_generator_users:
             self._wait_for_tokens()
-        wait_until_answering(self.base_url, self._status, now=self._now, sleep=self._sleep)
+        wait_until_answering(self.base_url, self._answer, timeout=self.ready_timeout, now=self._now, sleep=self._sleep)
 
     def _first_visit(self, _run: object = None) -> None:
         since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         first_visit_stored(self.base_url, self._status, self.totals, self.redelivery_wait,
-                           lambda: self.refusals(since), self._log, now=self._now, sleep=self._sleep)
+                           lambda: self.refusals(since), self._log, now=self._now, sleep=self._sleep,
+                           answer_timeout=self.first_visit_timeout)
 
     def refusals(self, since: str) -> int:
         if self._refusals is not None:

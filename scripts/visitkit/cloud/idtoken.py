@@ -1,10 +1,25 @@
 """Google-signed ID tokens for the functions of an `"access": "authenticated"` deployment.
 
 Cloud Run lets a request through to a private service when it carries, as `Authorization: Bearer`,
-an ID token of a principal holding roles/run.invoker whose audience is the service's URL. The kit's
-probes, warm-up and every Locust user take their tokens from one `IdTokens`: one token per function
-URL, minted from the application-default credentials and minted again REFRESH_MARGIN_S before it
-expires (Google's ID tokens live one hour).
+an ID token of a principal holding roles/run.invoker whose audience the service accepts. The kit's
+probes, warm-up and every Locust user take their tokens from one `IdTokens`: one token per function,
+minted from the application-default credentials and minted again REFRESH_MARGIN_S before it expires
+(Google's ID tokens live one hour).
+
+The audience is the run.app URL of the function's Cloud Run service, whatever URL the request goes to.
+Cloud Run documents that one as always accepted: a caller "must provide a valid ID token that includes
+an audience claim matching the receiving service's *.run.app URL", and "the Google-generated default URL
+always remains an accepted audience value" beside any custom audience
+(https://cloud.google.com/run/docs/configuring/custom-audiences). Google's page on invoking a function
+made with the Cloud Functions v2 API sends its callers to Cloud Run's guides
+(https://cloud.google.com/functions/docs/securing/authenticating); the function-to-function sample of
+its 1st gen page mints for the function's https://REGION-PROJECT.cloudfunctions.net/NAME URL
+(https://cloud.google.com/functions/1stgendocs/securing/authenticating), which Cloud Run's pages do not
+name as an audience of the service. Nor is the request's URL one: with edge_protection it is the load
+balancer's host, which the service knows nothing of (custom audiences names that case). So Terraform
+outputs each function's run.app URL (function_audiences: service_config[0].uri of its
+google_cloudfunctions2_function), and `IdTokens(audiences=...)` mints a request's token for its
+function's, found by the request URL's path (visitkit.catalogue).
 
 What each kind of application-default credentials can mint (google-auth):
 - a service account key (GOOGLE_APPLICATION_CREDENTIALS): its own ID tokens, signed locally and
@@ -26,9 +41,10 @@ import datetime
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, cast
 
+from visitkit.catalogue import function_of_path
 from visitkit.errors import GcpError
 
 if TYPE_CHECKING:  # google-auth is imported when tokens are minted, not with this module
@@ -46,18 +62,22 @@ IMPERSONATE_HINT = ("run again with --impersonate SERVICE_ACCOUNT_EMAIL (a servi
 
 
 def audience_of(url: str) -> str:
-    """A function's URL, which Cloud Run accepts as the audience of its ID tokens: scheme, host
-    and the function's path, without the query."""
+    """The URL of the function a request URL calls: scheme, host and the function's path, without the
+    query. The audience only where that URL is the service's own (IdTokens without audiences)."""
     parts = urllib.parse.urlsplit(url)
     first = parts.path.strip("/").split("/", 1)[0]
     return f"{parts.scheme}://{parts.netloc}/{first}" if first else f"{parts.scheme}://{parts.netloc}"
 
 
 class IdTokens:
-    """Bearer headers for function URLs; `mint(audience)` -> (token, expiry as unix seconds)."""
+    """Bearer headers for function URLs; `mint(audience)` -> (token, expiry as unix seconds). `audiences`:
+    {function name: the audience of its tokens} (Terraform's function_audiences), settable once the
+    deployment's outputs are read; without it, a request's own function URL (audience_of)."""
 
-    def __init__(self, mint: Mint, now: Callable[[], float] = time.time, margin: float = REFRESH_MARGIN_S):
+    def __init__(self, mint: Mint, now: Callable[[], float] = time.time, margin: float = REFRESH_MARGIN_S,
+                 audiences: Mapping[str, str] | None = None):
         self._mint, self._now, self._margin = mint, now, margin
+        self.audiences = audiences
         self._tokens: dict[str, tuple[str, float]] = {}  # audience -> (token, expiry)
         self._lock = threading.Lock()  # one mint per audience at a time, however many users ask
 
@@ -69,8 +89,18 @@ class IdTokens:
                 self._tokens[audience] = (token, expiry)
             return token
 
+    def audience(self, url: str) -> str:
+        """The audience of a request's token: its function's (by the URL's path), or the URL's own."""
+        if self.audiences is None:
+            return audience_of(url)
+        function = function_of_path(urllib.parse.urlsplit(url).path)
+        if function is None or function not in self.audiences:
+            raise GcpError(f"no ID token audience is known for {url}: function_audiences names "
+                           f"{', '.join(sorted(self.audiences)) or 'no function'}")
+        return self.audiences[function]
+
     def headers(self, url: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token(audience_of(url))}"}
+        return {"Authorization": f"Bearer {self.token(self.audience(url))}"}
 
 
 def kind_of(credentials: object) -> str:
