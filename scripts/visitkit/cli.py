@@ -93,7 +93,7 @@ def run_command(args: argparse.Namespace) -> int:
         impersonate=args.impersonate, retry_visits=args.retry_visits, dwell=args.dwell, audit=args.audit,
         arrival_rate=args.arrival_rate, arrival_ramp=args.arrival_ramp, arrival_start=args.arrival_start,
         resume=args.resume, thresholds=args.threshold or (), expect=args.expect, abort_on_fail=args.abort_on_fail,
-        ledger_ids=args.ledger_ids)
+        ledger_ids=args.ledger_ids, rehearse=args.rehearse)
     if args.junit and not (config.thresholds or config.expect):
         raise VisitkitError("--junit writes the run's thresholds and expected verdict: give --threshold or --expect")
     if args.dry_run:
@@ -307,6 +307,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--invoker", action="append", metavar="MEMBER", help=(
         "gcp, authenticated: grant run.invoker to this principal, e.g. user:me@example.com or "
         "serviceAccount:loadgen@P.iam.gserviceaccount.com (repeatable; default: your credentials' account)"))
+    run.add_argument("--rehearse", nargs="?", const="open", metavar="SCENARIO", help=(
+        "gcp: rehearse the whole run on this machine before paying for one: every step as the real run takes it, "
+        "the kit's own Terraform, functions and reads real, Google's control plane, Cloud Run, Pub/Sub, Firestore "
+        "and Monitoring stood in for (the twin's parts: emulators, HAProxy, Java); nothing is sent to Google. "
+        "SCENARIO: open (default) or restricted-org (an organization made after 2024, refusing allUsers)"))
     run.add_argument("--impersonate", metavar="SERVICE_ACCOUNT", help=(
         "gcp, authenticated: mint the ID tokens as this service account (needed with a plain user login; "
         "you need roles/iam.serviceAccountTokenCreator on it)"))

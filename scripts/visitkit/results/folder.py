@@ -108,9 +108,10 @@ class ResultsFolder:
         self.path = Path(path)
 
     @classmethod
-    def new(cls, iteration_dir: str | Path, test: str,
-            now: Callable[[], datetime.datetime] = datetime.datetime.now) -> "ResultsFolder":
-        return cls(Path(iteration_dir) / "results" / f"{test}-{now().strftime('%Y%m%d-%H%M%S')}")
+    def new(cls, iteration_dir: str | Path, test: str, now: Callable[[], datetime.datetime] = datetime.datetime.now,
+            prefix: str = "") -> "ResultsFolder":
+        """A new folder's path; `prefix` "rehearsal-" for a rehearsal's (never committed: .gitignore)."""
+        return cls(Path(iteration_dir) / "results" / f"{prefix}{test}-{now().strftime('%Y%m%d-%H%M%S')}")
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name

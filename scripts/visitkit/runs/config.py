@@ -366,6 +366,7 @@ class RunConfig:
     thresholds: tuple[Threshold, ...] = ()  # --threshold: on the headline's figures, each checked here (build)
     expect: str | None = None  # --expect: the verdict's outcome the run must reach ("not supported", ...)
     abort_on_fail: bool = False  # stop the load when a threshold judged during it fails (Threshold.live)
+    rehearse: str | None = None  # gcp: rehearse the run on this machine, Google stood in for (a scenario's name)
 
     @classmethod
     def build(cls, iteration_dir: str | Path, test: str, *, target: str = "local", duration: str | float | None = None,
@@ -386,6 +387,13 @@ class RunConfig:
         if any(options.get(key) for key in ("access", "invokers", "impersonate")) and target != "gcp":
             raise RunError("--access, --invoker and --impersonate shape a Google Cloud deployment: use them with "
                            "--target gcp")
+        if options.get("rehearse") is not None:
+            if target != "gcp":
+                raise RunError("--rehearse rehearses a Google Cloud run: use it with --target gcp")
+            if workers is not None:
+                raise RunError("--rehearse does not rehearse a fleet of VMs yet: leave --workers out")
+            if options.get("resume") is not None:
+                raise RunError("--rehearse starts over each time: leave --resume out")
         if options.get("resume") is not None:
             if target != "gcp":
                 raise RunError("--resume continues a failed Google Cloud run: use it with --target gcp")

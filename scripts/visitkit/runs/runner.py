@@ -42,6 +42,11 @@ def make_target(config: RunConfig, folder: results.ResultsFolder) -> Target:
 
         return LocalTarget(config.settings, folder / results.STACK, config.queue_timeout, config.keep_up,
                            config.profile)
+    if config.target == "gcp" and config.rehearse:
+        from visitkit.rehearsal.target import RehearsalTarget
+
+        return RehearsalTarget(config.settings, config.iteration_dir, config.project, folder / "rehearsal",
+                               config.rehearse, config.region, config.destroy, config.access, config.invokers)
     if config.target == "gcp":
         from visitkit.cloud.gcp import GcpTarget
 
@@ -121,6 +126,7 @@ def plan(config: RunConfig, folder: results.ResultsFolder, target: Target, fleet
     window = target.window_step()
     if window is not None:
         steps.append(Step(window.name, window.details, read_window))
+    steps += target.check_steps()
     stop = target.stop_step()
     if stop is not None:
         steps.append(stop)
@@ -172,7 +178,8 @@ def run(config: RunConfig, log: Callable[[str], None] = print, *,
         record.pop("format_version", None)
         log(f"results: {folder.path} (resumed after: {', '.join(record.get('steps_done') or ['nothing'])})")
     else:
-        folder = results.ResultsFolder.new(config.iteration_dir, config.load.test)
+        folder = results.ResultsFolder.new(config.iteration_dir, config.load.test,
+                                           prefix="rehearsal-" if config.rehearse else "")
         folder.create()
         record = None
     target = make_target(config, folder)
@@ -225,7 +232,7 @@ def failed(state: RunState, step: Step, error: BaseException) -> None:
     send it home, where the catalogue of first-run errors learns from it."""
     state.record["failed_step"] = step.name
     state.folder.save_run(state.record)
-    if state.config.target != "gcp":
+    if state.config.target != "gcp" or state.config.rehearse:  # a rehearsal's failure is ours: nothing to send
         return
     from visitkit.cloud import failures
 

@@ -82,6 +82,8 @@ class Target(Protocol):
 
     def window_step(self) -> Step | None: ...  # the platform's figures, read after the run; None: none
 
+    def check_steps(self) -> list[Step]: ...  # checks of the run's own figures after the window (a rehearsal's)
+
     def window_samples(self, start: float, end: float, results_dir: Path) -> list[Sample]: ...  # with a window step
 
     def totals(self) -> dict[str, int]: ...  # {page: stored visits}, once started
@@ -110,6 +112,9 @@ class NotDeployed:
 
     def window_step(self) -> None:
         return None  # no platform's figures to read after the run: the live samples are the figures
+
+    def check_steps(self) -> list[Step]:
+        return []
 
     def window_samples(self, start: float, end: float, results_dir: Path) -> list[Sample]:
         return []
