@@ -1,6 +1,7 @@
 """The Locust fleet on Google Cloud (visitkit.cloud.fleet), offline: terraform and the bucket are fakes."""
 import json
 import subprocess
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,24 @@ def test_the_stage_holds_the_suite_the_modules_it_imports_and_its_options(tmp_pa
     assert "impersonate" not in conf  # a VM mints its own account's tokens
     assert not (staged / "requirements.txt").exists()  # the VMs install infra/loadgen's lock (test_fleet_lock.py)
     assert fleet.invoked_services == ["app", "get-counter", "inc-counter"]
+
+
+def test_the_fleets_tokens_name_each_functions_run_app_url_whatever_host_it_loads(tmp_path):
+    """Behind edge_protection the host is the load balancer's: each token's audience is its function's
+    run.app URL (the deployment's function_audiences), which the staged run.conf hands every worker."""
+    from visitkit.runs.fleetrun import provision_fleet
+
+    fleet = make_fleet(tmp_path, access="authenticated")
+    audiences = {"serve-page": "https://app-123456789012.southamerica-east1.run.app"}
+    target = SimpleNamespace(deployed_region=None, access="authenticated", audiences=audiences,
+                             base_url="https://edge.example.com")
+    state = SimpleNamespace(fleet=fleet, target=target, record={}, folder=SimpleNamespace(save_run=lambda _r: None),
+                            config=SimpleNamespace(load=LoadPlan.build("breakpoint", workers=3, local=False)))
+    fleet.provision = lambda: None  # staging is what this test reads; provisioning is Terraform's (tested above)
+    provision_fleet(state)
+    conf = (fleet.stage_dir / "run.conf").read_text()
+    assert "host = https://edge.example.com\n" in conf
+    assert json.dumps(audiences, sort_keys=True) in conf
 
 
 def test_provision_applies_infra_loadgen_with_the_fleets_variables_and_reads_its_outputs(tmp_path):

@@ -111,6 +111,8 @@ class Fleet:
         self.access, self.loadgen_dir = access, Path(loadgen_dir)
         self.stage_dir = Path(stage_root) / run_name / "run"
         self.outputs: dict[str, Any] = {}
+        # {function name: the audience of its ID tokens} (the deployment's function_audiences), set before stage()
+        self.audiences: dict[str, str] = {}
         self.provisioning = False  # True once provision() began: from then on there may be a fleet to destroy
         self.nat_ports = nat_ports(self.processes, loadgen_record)
         self.run_minutes = planned_minutes(planned_s)
@@ -127,8 +129,12 @@ class Fleet:
 
     @property
     def locust_args(self) -> list[str]:
-        """Locust's options for the target: a VM mints its own account's ID tokens (metadata server)."""
-        return ["--auth", "id-token"] if self.access == "authenticated" else []
+        """Locust's options for the target: a VM mints its own account's ID tokens (metadata server), each
+        for its function's run.app URL."""
+        if self.access != "authenticated":
+            return []
+        return ["--auth", "id-token"] + (
+            ["--audiences", json.dumps(self.audiences, sort_keys=True)] if self.audiences else [])
 
     def commands(self) -> dict[str, list[str]]:
         variables = [f"-var=project_id={self.project}", f"-var=region={self.region}", f"-var=workers={self.workers}",

@@ -88,6 +88,7 @@ def provision_fleet(state: RunState) -> None:
     fleet.region = target.deployed_region or fleet.region  # beside the functions
     if target.access in DEPLOYED_ACCESS_MODES:  # "auto" is decided by now
         fleet.access = target.access
+    fleet.audiences = dict(getattr(target, "audiences", None) or {})
     fleet.stage(state.config.load, target.base_url)
     state.record["fleet"] = {"workers": fleet.workers, "worker_type": fleet.worker_type,
                              "processes": fleet.expect_workers, "region": fleet.region}
