@@ -135,14 +135,14 @@ def test_what_cloud_run_refuses_is_refused(fake):
     # the kit's valid token for /app, presented to /inc-counter: another audience
     assert http_status(inc, "POST", headers={"Authorization": tokens.headers(app)["Authorization"]}) == 401
     right = {"aud": AUDIENCES["serve-page"], "email": EMAIL, "email_verified": True}
-    assert http_status(app, headers=bearer(fake.id_token(right))) == 200  # the stand-in's signature is Google's
+    assert http_status(app, headers=bearer(fake.signed_token(right))) == 200  # the stand-in's signature is Google's
     forger = crypt.RSASigner.from_string(private_pem(new_key()), key_id=GOOGLE_KEY_ID)  # Google's key id, not its key
     for forged in (unsigned_jwt({**right, "iat": int(time.time()), "exp": int(time.time()) + 3600}),  # not signed
-                   fake.id_token(right, signer=forger),  # signed by another key
-                   fake.id_token({**right, "exp": int(time.time()) - 600})):  # signed, but expired
+                   fake.signed_token(right, signer=forger),  # signed by another key
+                   fake.signed_token({**right, "exp": int(time.time()) - 600})):  # signed, but expired
         assert http_status(app, headers=bearer(forged)) == 401, unverified_claims(forged)
     # a valid token of a principal not allowed to invoke
-    assert http_status(app, headers=bearer(fake.id_token({**right, "email": "x@else.example"}))) == 403
+    assert http_status(app, headers=bearer(fake.signed_token({**right, "email": "x@else.example"}))) == 403
 
 
 def test_a_key_the_token_endpoint_does_not_know_mints_nothing(fake, tmp_path, monkeypatch):

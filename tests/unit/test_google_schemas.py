@@ -131,6 +131,9 @@ REQUESTS = [
                              ("run.googleapis.com", "CpuAllocPerProjectRegion"),
                              ("run.googleapis.com", "MemAllocPerProjectRegion"))],
     ("GET", f"/v1/projects/{PROJECT}/services:batchEnable", None),  # a verb the path does not take: 404
+    # the push account's token, as Pub/Sub mints it in a rehearsal (the push relay asks for it)
+    ("POST", f"/v1/projects/-/serviceAccounts/visitkit-push@{PROJECT}.iam.gserviceaccount.com:generateIdToken",
+     {"audience": "https://store-inc-counter-123456789012.southamerica-east1.run.app", "includeEmail": True}),
 ]
 POLICIES = ["policy-none", "policy-domains-restricted", "policy-allow-all", "policy-managed-enforced",
             "policy-managed-allows-all-users"]

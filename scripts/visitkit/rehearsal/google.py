@@ -34,7 +34,7 @@ ISSUER = "https://accounts.google.com"
 ASSERTION_AUDIENCE = "https://oauth2.googleapis.com/token"
 GOOGLE_KEY_ID = "rehearsal-google-1"
 ID_TOKEN_LIFETIME_S = 3600
-Answer = tuple[int, Any]
+Answer = tuple[Any, ...]  # (HTTP status, JSON answer), or (status, what to record, headers, body bytes)
 
 
 def recorded(name: str) -> Any:
@@ -157,15 +157,19 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         with self.server.lock:
             self.server.requests.append((method, self.path, dict(self.headers)))
-        status, payload = self.route(method, path, body)
+        # (status, JSON) or, for an answer that is not JSON, (status, what to record, headers, body)
+        status, payload, *raw = self.route(method, path, body)
         with self.server.lock:
             self.server.answers.append((method, self.path, status, payload))
-        data = json.dumps(payload).encode()
+        headers, data = raw if raw else ({"Content-Type": "application/json"}, json.dumps(payload).encode())
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if status != 204:  # a 204 has no body, and no length
+            self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if status != 204:
+            self.wfile.write(data)
 
     def error(self, api: str) -> Answer | None:
         scenario = self.server.scenario
