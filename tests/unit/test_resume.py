@@ -55,7 +55,7 @@ class Record:
     def __init__(self, folder, destroy=False, target="gcp"):
         self.record, self.folder, self.logged = {}, results.ResultsFolder(folder), []
         self.target = gcp.GcpTarget(load_settings(ITERATION_1), ITERATION_1, "p1", destroy=destroy)
-        self.config = SimpleNamespace(target=target, project="p1")
+        self.config = SimpleNamespace(target=target, project="p1", rehearse=None)
 
     def log(self, line):
         self.logged.append(line)
