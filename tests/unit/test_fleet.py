@@ -182,6 +182,20 @@ def test_a_fleet_left_by_an_earlier_run_is_destroyed_rather_than_read(tmp_path):
     assert run.verbs() == ["init", "state"] and fleet.provisioning  # the destroy step will run
 
 
+def test_a_first_fleet_provisions_though_terraform_has_no_state_file_yet(tmp_path):
+    class NoStateYet(FakeRun):  # Terraform's `state list` before any apply
+        def __call__(self, argv, **options):
+            if argv[2] != "state":
+                return super().__call__(argv, **options)
+            self.calls.append(argv)
+            return subprocess.CompletedProcess(argv, 1, "", "No state file was found!\n")
+
+    run = NoStateYet()
+    fleet = make_fleet(tmp_path, FakeBucket(), run=run)
+    fleet.provision()
+    assert run.verbs() == ["init", "state", "apply", "output"]
+
+
 def test_a_staging_that_fails_leaves_nothing_to_destroy(tmp_path, monkeypatch):
     run = FakeRun()
     fleet = make_fleet(tmp_path, run=run)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from visitkit.catalogue import CATALOGUE
 from visitkit.cloud import firstrun
+from visitkit.cloud.failures import CommandFailed
 from visitkit.cloud.gcp import parse_outputs, run_command
 from visitkit.errors import GcpError
 from visitkit.model import cost
@@ -197,12 +198,22 @@ class Fleet:
         run_command(commands["init"], self._run)
         # A fleet left by an earlier run (its destroy failed) has run its test: its VMs would not run
         # this one, and its bucket still holds the old results. The destroy step removes it.
-        left = run_command(commands["state"], self._run, capture=True).split()
+        left = self._left_in_state(commands["state"])
         if left:
             raise GcpError(f"a fleet from an earlier run is still up ({len(left)} resources in infra/loadgen's "
                            "state): it is destroyed now; run again")
         firstrun.apply_with_retries(commands["apply"], self._run, self._sleep, self._log)
         self.outputs = parse_outputs(run_command(commands["output"], self._run, capture=True))
+
+    def _left_in_state(self, command: list[str]) -> list[str]:
+        """What infra/loadgen's state holds: none before the first apply, when `terraform state list`
+        fails with "No state file was found!"."""
+        try:
+            return run_command(command, self._run, capture=True).split()
+        except CommandFailed as failure:
+            if "No state file was found" in failure.output:
+                return []
+            raise
 
     def wait_for_results(self, timeout: float) -> int:
         """Waits until the master has uploaded its exit code; returns it."""
