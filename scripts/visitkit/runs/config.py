@@ -390,8 +390,6 @@ class RunConfig:
         if options.get("rehearse") is not None:
             if target != "gcp":
                 raise RunError("--rehearse rehearses a Google Cloud run: use it with --target gcp")
-            if workers is not None:
-                raise RunError("--rehearse does not rehearse a fleet of VMs yet: leave --workers out")
             if options.get("resume") is not None:
                 raise RunError("--rehearse starts over each time: leave --resume out")
         if options.get("resume") is not None:

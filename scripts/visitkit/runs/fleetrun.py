@@ -29,6 +29,12 @@ def make_fleet(config: RunConfig, folder: results.ResultsFolder) -> "Fleet | Non
 
     access = config.access or config.settings.access if config.target == "gcp" else "public"
     assert config.load.workers is not None  # on_fleet: the workers were asked for
+    if config.rehearse:  # the fleet's VMs and bucket stood in for on this machine, beside the target's
+        from visitkit.rehearsal.fleet import RehearsalFleet
+
+        return RehearsalFleet(config.project, config.region, config.load.workers, config.worker_type, access,
+                              folder.name, folder=folder / "rehearsal" / "fleet", loadgen_record=loadgen.latest()[1],
+                              planned_s=config.load.planned_seconds())
     return Fleet(config.project, config.region, config.load.workers, config.worker_type, access, folder.name,
                  loadgen_record=loadgen.latest()[1], planned_s=config.load.planned_seconds())
 
