@@ -4,6 +4,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -134,3 +135,18 @@ def function_server(function, **env):
     """function_process's URL alone."""
     with function_process(function, **env) as (url, _):
         yield url
+
+
+def rehearsal_missing():
+    """Why the rehearsal's Terraform cannot run here ("" when it can): terraform and go on PATH, and the
+    providers' schemas beside the checkout."""
+    from visitkit.errors import GcpError
+    from visitkit.rehearsal import terraform
+
+    if shutil.which("terraform") is None or shutil.which("go") is None:
+        return "needs terraform and go on PATH"
+    try:
+        terraform.schema_json()
+    except GcpError as error:
+        return str(error)
+    return ""

@@ -6,31 +6,21 @@ and checked against the iteration's settings; outputs are in Google's shapes; no
 Needs terraform, go, and the providers' schemas in ../shared/terraform/ (or $SHARED_DIR)."""
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
+from helpers import rehearsal_missing
 
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION
 from visitkit.cloud import monitoring
 from visitkit.cloud.gcp import parse_outputs, terraform_commands
-from visitkit.errors import GcpError
 from visitkit.paths import INFRA_DIR, ITERATIONS_DIR, SETTINGS_FILE
 from visitkit.rehearsal import terraform as rehearsal
 from visitkit.settings import load_settings
 
 
-def _missing() -> str:
-    if shutil.which("terraform") is None or shutil.which("go") is None:
-        return "needs terraform and go on PATH"
-    try:
-        rehearsal.schema_json()
-    except GcpError as error:
-        return str(error)
-    return ""
-
-
-pytestmark = [pytest.mark.timeout(240), pytest.mark.skipif(bool(_missing()), reason=_missing() or "ready")]
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.skipif(bool(rehearsal_missing()), reason=rehearsal_missing() or "ready")]
 
 PROJECT = "visitkit-rehearsal-tf"  # its own: tests of the whole rehearsal use visitkit-rehearsal
 REGION = "southamerica-east1"

@@ -76,18 +76,11 @@ def loadgen_dir(folder: str | Path) -> Path:
     return tree
 
 
-def served_types() -> str:
-    """The resource and data source types infra/loadgen uses."""
-    types: set[str] = set()
-    for path in LOADGEN_DIR.glob("*.tf"):
-        types.update(re.findall(r'^(?:resource|data) "([a-z0-9_]+)"', path.read_text(), re.MULTILINE))
-    return " ".join(sorted(types))
-
-
 def environment(folder: str | Path) -> dict[str, str]:
     """terraform.environment(folder) for infra/loadgen's commands: the same stand-in, mirror and rehearsal
     mode, serving infra/loadgen's types."""
-    return {**terraform.environment(folder, grants_wait_seconds=None), "SCHEMA_PROVIDER_TYPES": served_types()}
+    return {**terraform.environment(folder, grants_wait_seconds=None),
+            "SCHEMA_PROVIDER_TYPES": terraform.served_types(LOADGEN_DIR)}
 
 
 def applied_state(folder: str | Path) -> dict[str, Any]:

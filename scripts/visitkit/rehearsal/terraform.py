@@ -149,10 +149,11 @@ def _mirror(folder: Path, binary: Path) -> Path:
     return mirror
 
 
-def served_types() -> str:
-    """The resource and data source types infra/*.tf uses, as check-infra lists them (SCHEMA_PROVIDER_TYPES)."""
+def served_types(module: Path = INFRA_DIR) -> str:
+    """The resource and data source types a root module's *.tf use, as check-infra lists them
+    (SCHEMA_PROVIDER_TYPES)."""
     types: set[str] = set()
-    for path in INFRA_DIR.glob("*.tf"):
+    for path in module.glob("*.tf"):
         types.update(re.findall(r'^(?:resource|data) "([a-z0-9_]+)"', path.read_text(), re.MULTILINE))
     return " ".join(sorted(types))
 
