@@ -38,6 +38,19 @@ def rehearse(tmp_path, iteration, *options):
     return result, folders[0]
 
 
+def test_a_dry_run_of_a_rehearsal_makes_and_starts_nothing(tmp_path):
+    """--dry-run prints a rehearsal's steps (the fleet's too) without a folder, a file or a port of its own."""
+    copy = tmp_path / "iterations" / "iteration-0"
+    copy.mkdir(parents=True)
+    shutil.copy(ROOT / "iterations" / "iteration-0" / "settings.tfvars.json", copy)
+    for fleet in ([], ["--workers", "2"]):
+        result = subprocess.run([sys.executable, "-m", "visitkit", "run", str(copy), *FIRST_COMMAND, "--rehearse",
+                                 *fleet, "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "rehearsal: start Google's stand-ins" in result.stdout
+        assert sorted(p.name for p in copy.iterdir()) == ["settings.tfvars.json"]
+
+
 def samples(folder):
     return [json.loads(line) for line in (folder / "server-samples.jsonl").read_text().splitlines()]
 

@@ -59,10 +59,15 @@ FLEET_DIFFERS = [
 
 # --- Terraform's tree for infra/loadgen ----------------------------------------------------------
 
+def loadgen_path(folder: str | Path) -> Path:
+    """Where loadgen_dir(folder) puts its tree, made by nothing (a dry run names it)."""
+    return Path(folder).resolve() / "tree" / "loadgen"
+
+
 def loadgen_dir(folder: str | Path) -> Path:
     """FOLDER/tree/loadgen: a link to each of infra/loadgen's files that the configuration reads (its .tf,
     the startup script's template, the lock); what the kit's fleet commands run in (-chdir)."""
-    tree = Path(folder).resolve() / "tree" / "loadgen"
+    tree = loadgen_path(folder)
     tree.mkdir(parents=True, exist_ok=True)
     wanted = {p.name: p for p in LOADGEN_DIR.iterdir()
               if p.is_file() and (p.suffix in (".tf", ".tftpl") or p.name == "requirements.txt")}
@@ -131,15 +136,14 @@ class FolderBucket:
     """A bucket as a folder: what Fleet calls of google.cloud.storage.Bucket (blob, list_blobs)."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(root).resolve()  # made by the first upload
 
     def blob(self, name: str) -> FolderBlob:
         return FolderBlob(self.root, name)
 
     def list_blobs(self, prefix: str = "") -> Iterator[FolderBlob]:
-        names = sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
-                       if p.is_file() and not p.name.startswith("."))
+        files = self.root.rglob("*") if self.root.exists() else ()
+        names = sorted(p.relative_to(self.root).as_posix() for p in files if p.is_file() and not p.name.startswith("."))
         return iter([FolderBlob(self.root, name) for name in names if name.startswith(prefix)])
 
     def clear(self) -> None:
@@ -225,7 +229,7 @@ class RehearsalFleet(Fleet):
         super().__init__(project, region, workers, worker_type, access, run_name, loadgen_record=loadgen_record,
                          planned_s=planned_s, run=self._run_terraform,
                          bucket=cast("Bucket", self.folder_bucket), sleep=polled, log=log,
-                         loadgen_dir=loadgen_dir(self.workspace / "terraform"), stage_root=self.workspace / "stage")
+                         loadgen_dir=loadgen_path(self.workspace / "terraform"), stage_root=self.workspace / "stage")
         self.processes = PROCESSES_PER_WORKER
         self.nat_ports = nat_ports(self.processes, loadgen_record)
         self.booted: dict[str, subprocess.Popen[bytes]] = {}
@@ -236,7 +240,8 @@ class RehearsalFleet(Fleet):
                 "state, run here (" + "; ".join(FLEET_DIFFERS) + ")")
 
     def _run_terraform(self, argv: Any, **options: Any) -> Any:
-        """The kit's own command line, run with the rehearsal's provider and state."""
+        """The kit's own command line, run with the rehearsal's provider and state, in its tree."""
+        loadgen_dir(self.workspace / "terraform")
         env = {**os.environ, **environment(self.workspace / "terraform")}
         return firstrun.stream_command(argv, env=env, **options)
 

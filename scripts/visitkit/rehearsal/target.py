@@ -62,12 +62,12 @@ class RehearsalTarget(GcpTarget):
             raise GcpError(f"--rehearse {scenario}: no such scenario; one of {', '.join(SCENARIOS)}")
         self.workspace = Path(folder).resolve()
         self.scenario: Scenario = SCENARIOS[scenario]
-        self.google = ControlPlane(self.scenario.google(project or "project"))
+        self._google: ControlPlane | None = None  # started by the first step (a dry run starts nothing)
         self.stack: Any = None  # the twin, once the apply made something to run
         self.monitoring: Any = None
         self.wait_s = wait_s
         super().__init__(settings, iteration_dir, project, region, destroy, access, invokers,
-                         infra_dir=terraform.infra_dir(self.workspace / "terraform"), run=self._run_terraform,
+                         infra_dir=terraform.infra_path(self.workspace / "terraform"), run=self._run_terraform,
                          preflight=self._rehearsed_preflight, ingestion_delay=0, refusals=self._push_refusals,
                          ready_timeout=wait_s, first_visit_timeout=wait_s, sleep=polled, log=log)
         # Nothing is late here: a redelivery comes within the twin's own backoff, and Monitoring at once.
@@ -101,9 +101,15 @@ class RehearsalTarget(GcpTarget):
         return Step(real.name, lines, self._stop, always=True)
 
     # --- actions ---
+    @property
+    def google(self) -> ControlPlane:
+        if self._google is None:
+            raise GcpError("rehearsal: Google's stand-ins are not started (the first step starts them)")
+        return self._google
+
     def _start_google(self, _run: object = None) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
-        self.google.start()
+        self._google = ControlPlane(self.scenario.google(self.project)).start()
         key = self.google.service_account_key(f"rehearsal@{self.project}.iam.gserviceaccount.com",
                                               self.workspace / "credentials.json")
         # The kit's clients and Locust's read application-default credentials from here.
@@ -183,7 +189,8 @@ class RehearsalTarget(GcpTarget):
                 self.monitoring.stop()
             if self.stack is not None:
                 self.stack.down()
-            self.google.stop()
+            if self._google is not None:
+                self._google.stop()
             for name in ("GOOGLE_APPLICATION_CREDENTIALS", "FIRESTORE_EMULATOR_HOST"):
                 os.environ.pop(name, None)
             self._log("rehearsal over; what a real run does differently:\n"

@@ -110,11 +110,16 @@ def which(name: str) -> str | None:
     return shutil.which(name, path=rehearsal_path())
 
 
+def infra_path(folder: str | Path) -> Path:
+    """Where infra_dir(folder) puts the tree's infra/, made by nothing (a dry run names it)."""
+    return Path(folder).resolve() / "tree" / "infra"
+
+
 def infra_dir(folder: str | Path) -> Path:
     """The rehearsal's tree, FOLDER/tree: infra/ (a link to each .tf file of the kit's), functions (a link to the
     kit's) and build/ (the zip); its infra is what the kit's terraform commands run in (-chdir)."""
-    tree = Path(folder).resolve() / "tree"
-    infra = tree / "infra"
+    infra = infra_path(folder)
+    tree = infra.parent
     infra.mkdir(parents=True, exist_ok=True)
     (tree / "build").mkdir(exist_ok=True)
     functions = tree / "functions"
