@@ -146,7 +146,7 @@ class RehearsalTarget(GcpTarget):
         front = self.stack.up(self.settings, port=free_port(), deployment=deployment, request_log=True)
         stack_state = self.stack.state()
         os.environ["FIRESTORE_EMULATOR_HOST"] = stack_state["firestore"]
-        self.google_base_url, self.base_url = self.base_url, front
+        self.base_url = front  # Terraform's base_url stays in self.outputs
         self.monitoring = MonitoringStandIn.for_stack(self.stack, deployment, state)
         self.monitoring.start()
         self._metrics_client = self.monitoring.client()
@@ -165,18 +165,17 @@ class RehearsalTarget(GcpTarget):
     def _push_refusals(self, since: str) -> int:
         """Pushes store-inc-counter refused with 403 since `since`, from the front's request log (what
         Cloud Run's request logs say on Google Cloud)."""
-        if self.stack is None:
-            return 0
         import datetime
 
+        from visitkit.rehearsal.monitoring import request_of
+
+        if self.stack is None:
+            return 0
         start = datetime.datetime.fromisoformat(since).timestamp()
-        log = self.workspace / "stack" / "logs" / "haproxy.log"
-        refused = 0
-        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
-            if line.startswith("{"):
-                entry = json.loads(line)
-                refused += (entry["backend"] == PUSH_FUNCTION and entry["status"] == 403 and entry["time"] >= start)
-        return refused
+        log = self.stack.logs / "haproxy.log"
+        requests = [request_of(line) for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])]
+        return sum(1 for request in requests if request and request["backend"] == PUSH_FUNCTION
+                   and request["status"] == 403 and request["time"] >= start)
 
     def _stop(self, run: object = None) -> None:
         try:
