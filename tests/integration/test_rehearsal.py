@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(600)
 PROJECT = "visitkit-rehearsal"
 # The docs' first command (docs/google-cloud.md, "One command per iteration"), with a short load.
 FIRST_COMMAND = ["--test", "breakpoint", "--target", "gcp", "--project", PROJECT, "--region", "southamerica-east1"]
-SHORT_LOAD = ["--duration", "25s", "--shape-set", "spawn_rate=2", "--destroy"]
+SHORT_LOAD = ["--duration", "10s", "--shape-set", "spawn_rate=2", "--destroy"]
 
 
 def rehearse(tmp_path, iteration, *options):
