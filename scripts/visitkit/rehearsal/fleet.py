@@ -90,14 +90,7 @@ def environment(folder: str | Path) -> dict[str, str]:
 
 def applied_state(folder: str | Path) -> dict[str, Any]:
     """infra/loadgen's state in the rehearsal, as `terraform show -json` gives it."""
-    import json
-
-    shown = subprocess.run(["terraform", f"-chdir={loadgen_dir(folder)}", "show", "-json"],
-                           env={**os.environ, **environment(folder)}, capture_output=True, text=True)
-    if shown.returncode != 0:
-        raise GcpError(f"rehearsal: terraform show -json (infra/loadgen) failed:\n{shown.stderr}")
-    state: dict[str, Any] = json.loads(shown.stdout)
-    return state
+    return terraform.applied_state(folder, loadgen_dir(folder), environment(folder))
 
 
 # --- Cloud Storage: a folder ---------------------------------------------------------------------

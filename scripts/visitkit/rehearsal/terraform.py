@@ -202,13 +202,16 @@ def environment(folder: str | Path, grants_wait_seconds: int | None = GRANTS_WAI
     return env
 
 
-def applied_state(folder: str | Path) -> dict[str, Any]:
-    """The rehearsal's state, as `terraform show -json` gives it ({} values before any apply)."""
+def applied_state(folder: str | Path, module: Path | None = None, env: Mapping[str, str] | None = None
+                  ) -> dict[str, Any]:
+    """The rehearsal's state of a root module (default infra/, in infra_dir(folder), with environment(folder)),
+    as `terraform show -json` gives it ({} values before any apply)."""
     folder = Path(folder).resolve()
-    shown = subprocess.run(["terraform", f"-chdir={infra_dir(folder)}", "show", "-json"],
-                           env={**os.environ, **environment(folder)}, capture_output=True, text=True)
+    module = module or infra_dir(folder)
+    shown = subprocess.run(["terraform", f"-chdir={module}", "show", "-json"],
+                           env={**os.environ, **(env or environment(folder))}, capture_output=True, text=True)
     if shown.returncode != 0:
-        raise GcpError(f"rehearsal: terraform show -json failed:\n{shown.stderr}")
+        raise GcpError(f"rehearsal: terraform show -json ({module.name}) failed:\n{shown.stderr}")
     state: dict[str, Any] = json.loads(shown.stdout)
     return state
 
