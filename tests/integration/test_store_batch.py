@@ -6,6 +6,7 @@ Exactly once is checked both ways: the shards' totals and the visit_batches docu
 key in exactly one batch)."""
 import base64
 import contextlib
+import datetime
 import json
 import os
 import random
@@ -345,3 +346,64 @@ def test_firestore_unreachable_during_a_commit_acknowledges_nothing_and_counts_o
         done = wait_status(url, lambda s: s["pulled_unacked"] == 0)
     assert done["counted"] == 100
     assert_counted_once(backends, visits)
+
+
+# ---- a stale window, the real commit --------------------------------------------------------------
+@pytest.fixture
+def in_process(backends, subscription, monkeypatch):
+    """store_batch's own Puller in this process, its Google clients made afresh on the emulators (and
+    this test's subscription): the real process() and commit(), transaction and all."""
+    import clients
+    import store_batch
+
+    monkeypatch.setattr(clients, "_made", {})
+    monkeypatch.setattr(store_batch, "SUBSCRIPTION", subscription)
+    for name, value in (("FIRESTORE_EMULATOR_HOST", backends.direct["firestore"]),
+                        ("PUBSUB_EMULATOR_HOST", backends.direct["pubsub"]), ("GOOGLE_CLOUD_PROJECT", PROJECT)):
+        monkeypatch.setenv(name, value)
+    yield store_batch
+
+
+def pulled(store_batch, subscription, count):
+    """`count` messages pulled from the subscription by the puller's own subscriber, as it reads them."""
+    path = store_batch.subscriber().subscription_path(PROJECT, subscription)
+    messages, deadline = [], time.monotonic() + 30
+    while len(messages) < count and time.monotonic() < deadline:
+        reply = store_batch.subscriber().pull(request={"subscription": path, "max_messages": count}, timeout=10)
+        messages += [store_batch.message_of(received) for received in reply.received_messages]
+    assert len(messages) == count, messages
+    return messages
+
+
+def test_a_commit_for_a_window_of_another_generation_of_the_same_owner_writes_nothing(
+        backends, subscription, in_process, capsys):
+    """A takeover and a takeback: the lease is ours again, at generation 6, while the window was loaded
+    for generation 4. The batch's transaction reads the lease, finds the generation moved on and writes
+    nothing; the refusal is a lease_lost and a nack. Loaded for generation 6, the same batch commits."""
+    store_batch = in_process
+    puller = store_batch.Puller()
+    now = datetime.datetime.now(datetime.UTC)
+    backends.db.collection(FIRESTORE["leases"]).document(store_batch.LEASE_NAME).set(
+        {"owner": puller.owner, "generation": 6, "expires_at": now + datetime.timedelta(seconds=30)})
+    puller.generation, puller.lease_valid_until = 6, time.monotonic() + 25
+    puller.load_window()
+    puller.loaded_generation = 4  # the window as it was before the takeover
+    visits = new_visits(3)
+    publish(backends, visits)
+    batch = pulled(store_batch, subscription, 3)
+    capsys.readouterr()
+
+    puller.process(batch)
+
+    assert batch_documents(backends) == [] and sum(stored_totals(backends.db).values()) == 0
+    assert (puller.figures["counted"], puller.figures["commit_failures"], puller.figures["nacked"]) == (0, 1, 3)
+    assert puller.unsure is None and not any(puller.window.refuses(m.key, m.published) for m in batch)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["severity"], line["outcome"], line["generation"]) for line in lines
+            if line["message"] == "visit batch"] == [("WARNING", "lease_lost", 4)]
+
+    again = pulled(store_batch, subscription, 3)  # nacked: delivered again at once
+    puller.loaded_generation = 6
+    puller.process(again)
+    assert_counted_once(backends, visits)
+    assert [document["writer"] for document in batch_documents(backends)] == [6]
