@@ -9,9 +9,15 @@ reads it (totals.py: the same cache and rules), so that the page needs no first 
 a visit is then two requests (the page, inc-counter) instead of three. Only then does it load the
 Firestore client. A total it cannot get never fails the page: the page is served without it, and
 reads it from get-counter as it does by default.
+
+The page goes gzipped to a client whose Accept-Encoding takes gzip (every browser): the visitor's
+download is internet egress, billed by the byte, and Cloud Run's front end does not compress an answer
+by itself. Each page text is compressed once and kept: compressing costs about as much CPU as the rest
+of a page request (scripts/benchmark-response-bytes measures both).
 """
 import base64
 import functools
+import gzip
 import hashlib
 import html
 import json
@@ -130,7 +136,40 @@ def headers_of(page):
     """A page's headers; its policy holds its script's hash, which a page with its count has of its own."""
     return {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-cache",
             "Content-Security-Policy": content_security_policy(page), "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin"}
+            "Referrer-Policy": "same-origin", "Vary": "Accept-Encoding"}  # a cache keeps gzip for whom it suits
+
+
+# An Accept-Encoding weight (RFC 9110 12.4.2): 0 to 1, at most three decimals.
+QVALUE = re.compile(r"^(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)$")
+
+
+def accepts_gzip(accept_encoding):
+    """Whether a request's Accept-Encoding takes gzip (RFC 9110 12.5.3): gzip (or x-gzip), else *, with a
+    weight above 0 and not below identity's when the client names identity. No header, or one not
+    understood: it does not (the page goes as it is, which every client reads)."""
+    weights = {}
+    for item in (accept_encoding or "").split(","):
+        coding, *parameters = (part.strip() for part in item.split(";"))
+        weight = "1"
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                weight = value.strip()
+        weights.setdefault(coding.lower(), float(weight) if QVALUE.match(weight) else 0.0)
+    gzip_weight = next((weights[name] for name in ("gzip", "x-gzip", "*") if name in weights), 0.0)
+    return gzip_weight > 0 and gzip_weight >= weights.get("identity", 0.0)
+
+
+@functools.lru_cache(maxsize=64)  # the pages, and with PAGE_EMBEDS_COUNT the pages with their recent counts
+def gzipped(page):
+    return gzip.compress(page.encode(), mtime=0)  # mtime 0: the same page, the same bytes
+
+
+def answer(page, headers, request):
+    """The page as the client takes it: gzipped when it accepts gzip, else as it is."""
+    if accepts_gzip(request.headers.get("Accept-Encoding")):
+        return gzipped(page), 200, {**headers, "Content-Encoding": "gzip"}
+    return page, 200, headers
 
 
 # Where a page's count goes, rendered once per view and split there: the page with its count is then
@@ -189,6 +228,5 @@ def serve_page(request):
         return rejected
     count = embedded_count(view, request) if PAGE_EMBEDS_COUNT else None
     if count is not None:
-        page, headers = with_count(view, count)
-        return page, 200, headers
-    return render(view), 200, page_headers(view)
+        return answer(*with_count(view, count), request)
+    return answer(render(view), page_headers(view), request)

@@ -1,7 +1,8 @@
 """serve-page's headers: the page may run its own inline script and style only, fetch only its own
 origin and the APIs', and never be framed (pure logic; tests/integration/test_browser.py runs the
-page under this policy in Chromium)."""
+page under this policy in Chromium); and the page goes gzipped to a client that takes gzip only."""
 import base64
+import gzip
 import hashlib
 import importlib
 import json
@@ -145,3 +146,50 @@ def test_a_stale_total_is_embedded_as_get_counter_answers_it_and_logged(embeddin
 def test_the_page_with_its_count_is_made_from_parts_exactly_as_rendered_whole(view, count):
     assert serve_page.with_count(view, count) == (serve_page.render_with(view, count),
                                                   serve_page.headers_of(serve_page.render_with(view, count)))
+
+
+# ---- compression: the page goes gzipped to a client that takes gzip, as it is to any other ----------
+def answered(accept_encoding=None, module=serve_page, view="home"):
+    """(headers, body) of GET /app?view=VIEW sent with that Accept-Encoding (None: without the header)."""
+    headers = {} if accept_encoding is None else {"Accept-Encoding": accept_encoding}
+    with flask.Flask(__name__).test_request_context(f"/app?view={view}", headers=headers):
+        reply = flask.make_response(module.serve_page(flask.request))
+    return reply.headers, reply.get_data()
+
+
+@pytest.mark.parametrize("view", ["home", "about_offices"])
+def test_a_client_that_takes_gzip_gets_the_page_gzipped(view):
+    headers, body = answered("gzip, deflate, br, zstd", view=view)  # as Chromium sends it
+    assert headers["Content-Encoding"] == "gzip" and headers["Vary"] == "Accept-Encoding"
+    assert gzip.decompress(body).decode() == serve_page.render(view)
+    assert int(headers["Content-Length"]) == len(body) < len(serve_page.render(view).encode()) / 2
+
+
+@pytest.mark.parametrize("accept_encoding", [None, "", "identity", "br, deflate", "gzip;q=0", "GZIP; Q=0.000, br",
+                                             "*;q=0", "gzip;q=0, *", "identity;q=1, gzip;q=0.5", "gzip;q=2"])
+def test_a_client_that_does_not_take_gzip_gets_the_page_as_it_is(accept_encoding):
+    headers, body = answered(accept_encoding)
+    assert "Content-Encoding" not in headers and body.decode() == serve_page.render("home")
+    assert headers["Vary"] == "Accept-Encoding"  # a shared cache must not hand this one to a gzip client either
+
+
+@pytest.mark.parametrize("accept_encoding", ["gzip", "x-gzip", "*", "gzip;q=0.001", "br;q=1, gzip;q=0.5",
+                                             "identity;q=0.5, gzip", "gzip;q=1.0, identity;q=1"])
+def test_gzip_goes_whenever_the_client_weighs_it_above_0_and_no_lower_than_identity(accept_encoding):
+    assert answered(accept_encoding)[0]["Content-Encoding"] == "gzip"
+
+
+def test_each_page_is_compressed_once_and_served_from_memory(monkeypatch):
+    answered("gzip", view="jobs")
+    compressions = []
+    monkeypatch.setattr(serve_page.gzip, "compress", lambda *args, **kwargs: compressions.append(args))
+    assert gzip.decompress(answered("gzip", view="jobs")[1]).decode() == serve_page.render("jobs")
+    assert compressions == []  # compressing a page costs about as much CPU as the rest of its request
+
+
+def test_the_page_with_its_count_goes_gzipped_with_that_count(embedding, monkeypatch):
+    monkeypatch.setattr(embedding.totals, "cached_total", lambda page: (41, None, 7.5))
+    headers, body = answered("gzip", module=embedding)
+    page, page_headers = embedding.with_count("home", 41)
+    assert headers["Content-Encoding"] == "gzip" and gzip.decompress(body).decode() == page
+    assert headers["Content-Security-Policy"] == page_headers["Content-Security-Policy"]
