@@ -7,10 +7,11 @@ knows them all.
 """
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, noise, storepath
+from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, noise, responsebytes, storepath
 from visitkit.errors import VisitkitError
 
-BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart, noise)}
+BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart, noise,
+                                                  responsebytes)}
 
 
 def render(folder: str | Path) -> list[str]:
