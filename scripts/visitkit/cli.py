@@ -21,6 +21,7 @@
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
   visitkit predict ITERATION --dwell S --hold V  readers who stay S s (re-reading the count), and V visits/s
   visitkit fixture FAILURE_JSON                a failed cloud run's error text as a test of the retry catalogue
+  visitkit replay-dead-letters ITERATION --project P   dead-lettered visits published again, unless stored
   visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
 """
 import argparse
@@ -432,9 +433,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--from", dest="from_dirs", nargs="+", type=Path, metavar="RESULTS_DIR",
                        help="noise: read these runs' results folders (repeats of one command) instead of running")
     bench.set_defaults(handler=bench_command)
-    from visitkit.cloud import failures
+    from visitkit.cloud import failures, replay
 
     failures.add_fixture_parser(commands)
+    replay.add_parser(commands)
 
     docs = commands.add_parser("docs", help="write the docs' figures from the results folders they cite", description=(
         "Writes every marked block of figures in the docs (<!-- figures ... -->) from the results folders it "
