@@ -1,8 +1,11 @@
 """inc-counter: POST /inc-counter?visit_type=P[&visit_id=ID] publishes one visit to the Pub/Sub topic.
 
 A visit is named by its id, a canonical UUID the client makes once per page view (inc-counter makes
-one when the client sends none), and store-inc-counter counts each id once. So a client may post the
-same visit again, and this function may publish it again, without counting it twice.
+one when the client sends none), and store-inc-counter counts each id once within its horizon: in
+push mode while the visit's marker lives (MARKER_TTL_DAYS from when it was counted), in pull mode when
+the repeat's publish time is within the puller's window (DEDUP_WINDOW_MINUTES) of the counted copy's.
+So a client may post the same visit again, and this function may publish it again (both within
+seconds to minutes), without counting it twice; the same id posted beyond the horizon counts again.
 
 It answers 202, with the visit id, only once Pub/Sub has accepted the message: an acknowledged visit
 is never lost. It answers 503 when Pub/Sub did not confirm the publish (a timeout, an outage, a

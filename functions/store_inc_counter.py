@@ -4,9 +4,13 @@ Pub/Sub delivers at least once, and one visit may be published more than once (a
 after a timeout that had in fact landed, a client posting the same visit again). So each visit is
 counted in one atomic batch that also creates a marker document named after its visit id (the
 message id only for a message without one): a second delivery or a second message of the same visit
-fails to create the marker again and changes nothing. A malformed message is logged and acknowledged
-(retrying it cannot help); a Firestore failure is logged (outcome "failed", with its stack trace) and
-raised, the function answers 500 and Pub/Sub delivers the message again.
+fails to create the marker again and changes nothing. That holds while the marker lives: it expires
+MARKER_TTL_DAYS after the visit was counted (a Firestore TTL policy deletes it some time after), and
+a copy that comes later is counted again. A malformed message is logged and acknowledged (retrying it
+cannot help); a Firestore failure is logged (outcome "failed", with its stack trace) and raised, the
+function answers 500 and Pub/Sub delivers the message again, up to the subscription's
+max_delivery_attempts: then it is dead-lettered, and `scripts/kit replay-dead-letters` publishes it
+again only if no marker holds it and it is young enough for the marker to tell.
 """
 import base64
 import binascii
