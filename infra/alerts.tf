@@ -55,10 +55,17 @@ resource "google_monitoring_alert_policy" "dead_letter_backlog" {
          `failed`, and its request log's non-2xx answers; 429s mean it was at its max instances).
       2. Look at the visits: `gcloud pubsub subscriptions pull ${google_pubsub_subscription.dead_letter[0].name} --project ${var.project_id} --limit 10`
          (without `--auto-ack` they stay).
-      3. Once the cause is fixed, publish each again to `${google_pubsub_topic.visits.name}` with its
-         data and attributes (its `visit_id` attribute names the dedup marker, so a visit counted
-         meanwhile is not counted twice), then acknowledge them; the incident closes when the
-         backlog is back at or below the threshold.
+      3. Once the cause is fixed, replay them with the kit, from the checkout and iteration folder this
+         deployment was applied with: `scripts/kit replay-dead-letters ITERATION --project ${var.project_id} --dry-run`,
+         then the same without `--dry-run`. Do not publish them again by hand: ${local.pull ? "in pull mode the store refuses a repeat only when it was published within pull.dedup_window_minutes (${var.pull.dedup_window_minutes}) of the counted copy, and dead-lettering takes hours, so a visit whose other copy was counted meanwhile would be counted twice" : "a visit is refused as a repeat only while its dedup marker lives (marker_ttl_days), so an older one would be counted twice"}.
+         The command checks each visit against what the store wrote (${local.pull ? "the visit_batches documents" : "its marker"},
+         kept ${var.marker_ttl_days} days): already stored, it acknowledges it; not stored, it publishes it again to
+         `${google_pubsub_topic.visits.name}` (same data and attributes), then acknowledges it; first published more
+         than ${var.marker_ttl_days} days less an hour ago, or without a `visit_id`, no check can tell, so it refuses
+         it, leaves it in the subscription and exits 1.
+      4. The incident closes when the backlog is back at or below the threshold: refused visits keep it
+         open until someone has judged them and acknowledged them (`gcloud pubsub subscriptions pull
+         ${google_pubsub_subscription.dead_letter[0].name} --project ${var.project_id} --auto-ack`).
     EOT
   }
 

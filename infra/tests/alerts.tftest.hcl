@@ -56,6 +56,10 @@ run "dead_letter_backlog_alert" {
     error_message = "The backlog alert's documentation says how to look at the dead-lettered visits."
   }
   assert {
+    condition     = strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].documentation[0].content, "scripts/kit replay-dead-letters ITERATION --project visitkit-test") && !strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].documentation[0].content, "publish each again")
+    error_message = "The backlog alert's documentation replays the visits with the kit's command, which checks each against the store, not by hand."
+  }
+  assert {
     condition     = length(google_monitoring_alert_policy.dead_letter_backlog[0].notification_channels) == 0
     error_message = "Without channels nobody is notified (the incident is still opened)."
   }
@@ -142,6 +146,30 @@ run "alerts_can_be_turned_off" {
   assert {
     condition     = output.alert_policies.dead_letter_backlog == null && output.alert_policies.failed_deliveries == null
     error_message = "Without alert policies their outputs are null."
+  }
+}
+
+# Pull mode: the runbook says why a visit must not be published again by hand, and what the replay checks.
+run "pull_mode_runbook_names_the_batches" {
+  command = plan
+
+  variables {
+    store_mode = "pull"
+    functions = {
+      "serve-page"        = { max_instances = 2, concurrency = 1 }
+      "get-counter"       = { max_instances = 2, concurrency = 1 }
+      "inc-counter"       = { max_instances = 2, concurrency = 1 }
+      "store-inc-counter" = { max_instances = 1, min_instances = 1, concurrency = 1 }
+    }
+  }
+
+  assert {
+    condition = alltrue([for text in [
+      "scripts/kit replay-dead-letters ITERATION --project visitkit-test",
+      "the visit_batches documents",
+      "within pull.dedup_window_minutes (60)",
+    ] : strcontains(google_monitoring_alert_policy.dead_letter_backlog[0].documentation[0].content, text)])
+    error_message = "In pull mode the runbook names the replay, the batch documents it checks and the window that makes a hand-made republish count twice."
   }
 }
 
