@@ -158,8 +158,8 @@ def refusal(letter: DeadLetter, deployment: Deployment, now: datetime.datetime) 
         return (f"no {ORIGINAL_PUBLISH_TIME} attribute: not forwarded by a dead-letter policy, so its age, "
                 "and whether the store still remembers it, is unknown")
     if now - first >= deployment.checkable_for:
-        return (f"first published {shown_time(first)}, {days(now - first)} ago: the store's {deployment.record}s "
-                f"live {deployment.marker_ttl_days} days, so whether it was counted can no longer be told")
+        return (f"first published {days(now - first)} ago: the store's {deployment.record}s live "
+                f"{deployment.marker_ttl_days} days, so whether it was counted can no longer be told")
     return None
 
 
