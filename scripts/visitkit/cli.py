@@ -20,6 +20,8 @@
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
   visitkit predict ITERATION --dwell S --hold V  readers who stay S s (re-reading the count), and V visits/s
+  visitkit predict ITERATION... --cost-at V    a month's bill at V visits/s, and which iteration holds it cheapest
+  visitkit predict ITERATION... --cost-curve F  the bills from 0.1 visits/s to the knees, break-even rates, a plot
   visitkit fixture FAILURE_JSON                a failed cloud run's error text as a test of the retry catalogue
   visitkit replay-dead-letters ITERATION --project P   dead-lettered visits published again, unless stored
   visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
@@ -221,11 +223,11 @@ def study_command(args: argparse.Namespace) -> int:
 
 def predict_command(args: argparse.Namespace) -> int:
     from visitkit.model import command
-    from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile, write_profile
 
     if args.write_profile:
-        print(f"wrote {write_profile(args.iteration, args.out)}")
+        for folder in args.iteration:
+            print(f"wrote {write_profile(folder, args.out)}")
         return 0
 
     def chosen_loadgen(folder: str | None) -> tuple[Path, dict[str, Any]]:  # read for --fleet only
@@ -233,7 +235,7 @@ def predict_command(args: argparse.Namespace) -> int:
 
         return loadgen.chosen(folder)
 
-    for text in command.lines(args, load_settings(args.iteration), load_profile(args.profile), chosen_loadgen):
+    for text in command.lines(args, load_profile(args.profile), chosen_loadgen):
         print(text)
     return 0
 
@@ -451,6 +453,10 @@ def parser() -> argparse.ArgumentParser:
         "  visitkit predict iterations/iteration-1 --profile study\n"
         "  visitkit predict iterations/iteration-5 --dwell 60 --hold 10000   readers who stay 60 s, and "
         "10,000 visits/s\n"
+        "  visitkit predict iterations/iteration-3 iterations/iteration-7 --cost-at 5 --free-tier   which holds "
+        "5 visits/s cheapest a month\n"
+        "  visitkit predict iterations/iteration-{3,6,7} --cost-curve cost-curve --region us-central1   bills "
+        "from 0.1 visits/s to the knees, break-even rates, a plot\n"
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
     command.add_arguments(predict)
     predict.set_defaults(handler=predict_command)

@@ -4,11 +4,13 @@ from pathlib import Path
 
 from visitkit.benchmarks import hotpath, loadgen
 from visitkit.cli import main
-from visitkit.model.cost import billed_reads_per_query
+from visitkit.catalogue import PAGES
+from visitkit.model.capacity import predict
+from visitkit.model.cost import MONTH_S, billed_reads_per_query, occupancies
 from visitkit.model.fleet import holding_cpu_percent, per_process_rps
 from visitkit.paths import ITERATIONS_DIR
-from visitkit.model.capacity import counter_reads_per_s
 from visitkit.settings import load_settings
+from visitkit.twin.profile import load_profile
 
 
 def test_a_benchmark_gets_only_the_options_given_and_keeps_its_own_defaults(monkeypatch, capsys):
@@ -27,8 +29,11 @@ def test_the_cost_at_a_rate_counts_get_counters_firestore_reads_through_its_cach
     reads = next(line for line in capsys.readouterr().out.splitlines() if "Firestore document reads" in line)
     settings = load_settings(ITERATIONS_DIR / "iteration-5")
     assert settings.cache_ttl_seconds > 0  # a cache: far fewer reads than the 100 requests a second
-    billed = round(counter_reads_per_s(settings, 100) * billed_reads_per_query(settings) * 3600)
-    assert f" {billed:,} " in reads and " 0 " not in reads
+    # get-counter's instances in use at 100 requests/s each read each page once per TTL
+    in_use = occupancies(settings, predict(settings, load_profile("study")), 100)["get-counter"].instances
+    per_s = min(100, in_use * len(PAGES) / settings.cache_ttl_seconds)
+    billed = round(per_s * billed_reads_per_query(settings) * MONTH_S)
+    assert f" {billed:,} " in reads and " 0 " not in reads and per_s < 100
 
 
 def test_predict_sizes_a_fleet_from_the_loadgen_benchmark_named(tmp_path, capsys):

@@ -268,11 +268,11 @@ def test_the_cost_table_has_a_logging_column_that_sums_with_the_rest():
     from visitkit.paths import ROOT
 
     header, _, row = docs.cost_table(ROOT / "iterations", None, "study iteration-4").splitlines()
-    assert header.count("(Cloud Run / Firestore / Pub/Sub / Logging)") == 2
+    assert header.count("(Cloud Run / Firestore / Pub/Sub / Logging / Egress)") == 2
     for cell in row.split(" | ")[2:]:
         total, parts = cell.rstrip(" |").split(" (")
         parts = [float(part) for part in parts.rstrip(")").split(" / ")]
-        assert len(parts) == 4 and float(total) == pytest.approx(sum(parts), abs=0.03)
+        assert len(parts) == 5 and float(total) == pytest.approx(sum(parts), abs=0.03)
 
 
 # Prices chosen by hand for the cost table's figures (the shape of scripts/visitkit/cloud/prices.json): a Tier 1
@@ -291,6 +291,7 @@ HAND_PRICES = {
                                "per_gib_month": 0.27}}},
     "pubsub": {"per_tib": 40.0, "min_bytes_per_message": 1000},
     "cloud_logging": {"per_gib": 0.5, "free_gib_per_project_month": 50},
+    "network_egress": {"per_gib": {"us-central1": 0.1, "southamerica-east1": 0.2}},
 }
 
 
@@ -298,7 +299,7 @@ def test_the_cost_table_prices_a_million_visits_at_the_knee(tmp_path, monkeypatc
     """One iteration of four functions, each 2 instances of 1 vCPU and 1 GiB, serving 400 requests/s
     (store-inc-counter 200), get-counter caching 10 s, at a knee of 1,234.4 visits/s: a million visits,
     worked out by hand from the prices above."""
-    from visitkit.model import capacity, cost
+    from visitkit.model import capacity, cost, response_bytes
 
     (tmp_path / "iteration-9").mkdir()
     (tmp_path / "iteration-9" / "settings.tfvars.json").write_text(json.dumps({
@@ -306,8 +307,11 @@ def test_the_cost_table_prices_a_million_visits_at_the_knee(tmp_path, monkeypatc
             name: {"max_instances": 2, "concurrency": 10, "cpu": "1", "memory": "1Gi"}
             for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}}))
     rates = {"serve-page": 400.0, "get-counter": 400.0, "inc-counter": 400.0, "store-inc-counter": 200.0}
+    # each request holds its slot 10 / 200 s (the store's 10 / 100): past what the instances serve at the knee's
+    # rate, billed for serving them all
     monkeypatch.setattr(capacity, "predict", lambda settings, profile: HandPrediction(
-        knee_visits_per_s=1234.4, reads_per_visit=1, capacity_rps=rates))
+        knee_visits_per_s=1234.4, reads_per_visit=1, capacity_rps=rates,
+        busy_ms={name: 10 / (rate / 2) * 1000 for name, rate in rates.items()}))
     monkeypatch.setattr(cost, "load_prices", lambda *_: HAND_PRICES)
 
     def cell(region):
@@ -323,12 +327,13 @@ def test_the_cost_table_prices_a_million_visits_at_the_knee(tmp_path, monkeypatc
                          + 1e6 * firestore["per_100k_deletes"]) / 1e5 + marker_gib_months * firestore["per_gib_month"]
         pubsub = 2e6 * 1000 / 2**40 * 40.0  # one message published, one delivered, 1 KB each at least
         logging = (4e6 * cost.REQUEST_LOG_ENTRY_BYTES + 1e6 * cost.STORE_LINE_ENTRY_BYTES) / 2**30 * 0.5
-        parts = (cloud_run, firestore_usd, pubsub, logging)
+        egress = 1e6 * response_bytes.per_visit(1) / 2**30 * HAND_PRICES["network_egress"]["per_gib"][region]
+        parts = (cloud_run, firestore_usd, pubsub, logging, egress)
         return f"{sum(parts):.2f} ({' / '.join(f'{part:.2f}' for part in parts)})"
 
     # on paper: 25,000 instance-s x 16e-6 + 4 x 0.50; 810 reads, 2M writes, 1M deletes + 416 B markers 7 days;
-    # 2 GB of messages; 6.1 GiB of log entries
-    assert cell("us-central1") == "7.44 (2.40 / 1.91 / 0.07 / 3.05)"
+    # 2 GB of messages; 6.1 GiB of log entries; a page, inc-counter's answer and get-counter's, 0.1 USD a GiB
+    assert cell("us-central1").endswith(" (2.40 / 1.91 / 0.07 / 3.05 / 0.48)")
     rows = docs.cost_table(tmp_path, None, "study").splitlines()
     assert rows[2:] == [f"| iteration-9 | 1,234 | {cell('southamerica-east1')} | {cell('us-central1')} |"]
 
@@ -367,7 +372,7 @@ def test_the_cost_items_are_ranked_as_they_are_priced():
     from visitkit.twin.profile import load_profile
 
     settings = load_settings(ROOT / "iterations" / "iteration-4")
-    _, found = capacity.cost_per_million(settings, capacity.predict(settings, load_profile("study")), cost.load_prices(),
+    _, found = cost.cost_per_million(settings, capacity.predict(settings, load_profile("study")), cost.load_prices(),
                                         "us-central1")
     ranked = sorted(cost.by_service(found).items(), key=lambda pair: -pair[1])
     text = " ".join(docs.cost_items(ROOT / "iterations", None, "study iteration-4").split())

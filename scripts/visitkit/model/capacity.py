@@ -60,7 +60,7 @@ after them (convergence_for_load's open model), where the closed loop's users wa
 """
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass, replace
+from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any, Protocol, TypedDict
 
 from visitkit.catalogue import (
@@ -199,20 +199,6 @@ def requests_per_visit(settings: Settings, dwell_s: float = 0) -> dict[str, int]
     return {name: reads_per_visit(settings, dwell_s) if name == READER_FUNCTION else 1 for name in PUBLIC}
 
 
-def cost_per_million(settings: Settings, prediction: "Prediction", prices: Mapping[str, Any],
-                     region: str) -> tuple[float, dict[str, Any]]:
-    """(visits/s at the knee, cost.per_million_visits there): a million visits at the rate the deployment
-    serves at most, get-counter's cache sparing reads as it does at that rate."""
-    from visitkit.model import cost
-
-    knee_visits = prediction.knee_visits_per_s
-    counter_requests = prediction.reads_per_visit
-    firestore_reads = count_reads_per_s(settings, knee_visits, counter_requests) / knee_visits
-    return knee_visits, cost.per_million_visits(settings, prediction.capacity_rps, firestore_reads, prices, region,
-                                                get_counter_requests_per_visit=counter_requests,
-                                                visits_per_s=knee_visits)
-
-
 def instances_to_hold(settings: Settings, profile: LatencyProfile, visits_per_s: float,
                       dwell_s: float = 0) -> dict[str, int]:
     """{function: the max_instances it needs to serve visits_per_s visits a second whose reader stays dwell_s
@@ -244,36 +230,6 @@ def hold_plan(settings: Settings, profile: LatencyProfile, visits_per_s: float, 
     raised = {name: (spec.max_instances, held.functions[name].max_instances)
               for name, spec in settings.functions.items() if held.functions[name].max_instances > spec.max_instances}
     return {"settings": held, "prediction": predict(held, profile, dwell_s=dwell_s), "raised": raised}
-
-
-def hold_lines(settings: Settings, profile: LatencyProfile, visits_per_s: float, dwell_s: float,
-               prices: Mapping[str, Any], region: str) -> list[str]:
-    """What `visitkit predict --hold V` prints: the instances V visits/s need, the knee they give, and the cost."""
-    from visitkit.model import cost
-
-    plan = hold_plan(settings, profile, visits_per_s, dwell_s)
-    held, p = plan["settings"], plan["prediction"]
-    reader = f" with a {dwell_s:g} s dwell ({p.reads_per_visit} get-counter requests per visit)" if dwell_s else ""
-    grown = ", ".join(f"{name} {new} instances x {held.functions[name].concurrency} ({old} now)"
-                      for name, (old, new) in plan["raised"].items()) or "no function more instances"
-    kept = [name for name in settings.functions if name not in plan["raised"]]
-    lines = [f"to hold {visits_per_s:,.0f} visits/s{reader}: {grown}"
-             + (f"; {', '.join(kept)} as set" if kept and plan["raised"] else ""),
-             f"  with them: knee {p.knee_visits_per_s:,.0f} visits/s ({p.knee_rps:,.0f} RPS), "
-             f"limited by {p.limited_by}; "
-             f"{sum(f.max_instances for f in held.functions.values())} instances, "
-             f"{sum(f.max_instances * float(f.effective_cpu) for f in held.functions.values()):g} vCPU at most"]
-    for where in cost.PER_MILLION_REGIONS:
-        knee_visits, found = cost_per_million(held, p, prices, where)
-        parts = ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(found).items())
-        lines.append(f"  cost per million visits in {where}: {found['total']:,.2f} {found['currency']} ({parts})")
-    hour = cost.hourly_at(held, visits_per_s, prices, region,
-                          get_counter_reads_per_s=count_reads_per_s(held, visits_per_s, p.reads_per_visit),
-                          get_counter_requests_per_visit=p.reads_per_visit)
-    lines.append(f"  cost of one hour at {visits_per_s:,.0f} visits/s in {region}: at most {hour['total']:,.2f} "
-                 f"{hour['currency']} (every instance billed all hour; "
-                 + ", ".join(f"{service} {usd:,.2f}" for service, usd in cost.by_service(hour).items()) + ")")
-    return lines
 
 
 def cpu_rate(spec: FunctionSettings, cpu_ms: float | None) -> float:
@@ -310,6 +266,9 @@ class Prediction:
     reads_per_visit: int = 1  # get-counter requests per visit
     pull_batch_size: int | None = None  # a pull store's batch (None: Pub/Sub pushes each visit)
     page_embeds_count: bool = False  # the page skips get-counter's first read
+    # function -> ms a request holds an instance (what Cloud Run bills): a public function's response, a push
+    # delivery's slot (its service time and the round trip the profile adds, which holds the slot too)
+    busy_ms: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -362,7 +321,8 @@ def predict(settings: Settings, profile: LatencyProfile, queue_timeout: float = 
         backlog_per_min=surplus * 60, extra_min_per_min=extra, load_minutes=load_minutes,
         convergence_min=extra * load_minutes, knee_visits_per_s=visits, dwell_s=dwell_s,
         reads_per_visit=per_visit[READER_FUNCTION], page_embeds_count=settings.page_embeds_count,
-        pull_batch_size=settings.pull.batch_size if settings.pulls else None)
+        pull_batch_size=settings.pull.batch_size if settings.pulls else None,
+        busy_ms={**response, PUSH_FUNCTION: slot_ms[PUSH_FUNCTION]})
 
 
 def figure_to_measure(prediction: Mapping[str, Any], target: str | None, name: str) -> Any:

@@ -21,12 +21,17 @@ The model's costs (per_million_visits, hourly_at) also price what every visit le
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from visitkit.catalogue import FIRESTORE, PAGES, PUSH_FUNCTION, READER_FUNCTION
 from visitkit.errors import VisitkitError
+from visitkit.model import capacity, response_bytes
+from visitkit.model.occupancy import Occupancy, occupancy
 from visitkit.settings import MEMORY, MEMORY_BYTES, FunctionSettings, Settings
+
+Prediction = capacity.Prediction
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 DEFAULT_REGION = "southamerica-east1"  # infra/variables.tf's default, the study's region
@@ -51,7 +56,7 @@ BATCHES = FIRESTORE.get("batches", "visit_batches")
 BATCH_TIMESTAMPS = ("published_from", "published_to", "expire_at")
 BATCH_INDEXED_TIMESTAMP = "published_to"
 # Services in the order their lines come: by_service's keys.
-SERVICES = ("Cloud Run", "Firestore", "Pub/Sub", "Cloud Logging")
+SERVICES = ("Cloud Run", "Firestore", "Pub/Sub", "Cloud Logging", "Network egress")
 
 
 def load_prices(path: str | Path = PRICES_FILE) -> dict[str, Any]:
@@ -94,31 +99,36 @@ def instance_based_rate(spec: FunctionSettings, run: Mapping[str, float]) -> flo
 
 
 def estimate(usage: Mapping[str, Any], settings: Settings, prices: Mapping[str, Any],
-             region: str = DEFAULT_REGION) -> dict[str, Any]:
-    """usage: {"functions": {name: {"billable_instance_s", "requests"}}, "firestore_reads", "firestore_writes",
-    "firestore_deletes", "pubsub_messages"} and, from the model, "marker_gib_months" (the markers' storage) and
-    "log_entries": {"bytes", "entries"} (Cloud Logging); settings: the run's Settings (each function's CPU and
-    memory). Returns {"lines": [(item, quantity text, USD)], "total", "as_of", "currency", "region", "tier",
-    "left_out"}: without "log_entries" (a run's own usage), Cloud Logging is named among what is left out."""
+             region: str = DEFAULT_REGION, free_months: float | None = None) -> dict[str, Any]:
+    """usage: {"functions": {name: {"billable_instance_s", "requests"[, "idle_instance_s", "instance_based"]}},
+    "firestore_reads", "firestore_writes", "firestore_deletes", and Pub/Sub's "pubsub_messages" (a run's own: each
+    billed its 1,000-byte minimum) or, from the model, "pubsub": {"requests", "billed_bytes"}; from the model too
+    "marker_gib_months" / "batch_gib_months" (the store's storage), "log_entries": {"bytes", "entries"} (Cloud
+    Logging) and "egress_bytes" (the answers sent to the visitors); settings: the run's Settings (each function's CPU
+    and memory). free_months: the free tiers of that many months taken off (free_tier.py), None for list prices.
+    Returns {"lines": [(item, quantity text, USD)], "total", "as_of", "currency", "region", "tier", "left_out"}:
+    what the usage does not give (Cloud Logging, egress for a run's own usage) is named among what is left out."""
     run, firestore, tier = regional(prices, region)
     pubsub, logging = prices["pubsub"], prices["cloud_logging"]
     lines: list[tuple[str, str, float]] = []
     for name, used in usage["functions"].items():
         spec = settings.functions[name]
         seconds = used.get("billable_instance_s") or 0.0
+        size = f"{float(spec.effective_cpu):g} vCPU, {memory_gib(spec.memory):g} GiB"
         if used.get("instance_based"):
-            lines.append((f"Cloud Run: {name}", f"{seconds:,.0f} instance-s x {float(spec.effective_cpu):g} vCPU, "
-                                                f"{memory_gib(spec.memory):g} GiB, instance-based (always on)",
+            lines.append((f"Cloud Run: {name}", f"{seconds:,.0f} instance-s x {size}, instance-based (always on)",
                           seconds * instance_based_rate(spec, run)))
             continue
-        active, _ = instance_rates(spec, run)
+        active, idle = instance_rates(spec, run)
         requests = (used.get("requests") or 0) * run["per_million_requests"] / 1e6
-        lines.append((f"Cloud Run: {name}", f"{seconds:,.0f} instance-s x {float(spec.effective_cpu):g} vCPU, "
-                                            f"{memory_gib(spec.memory):g} GiB; {used.get('requests') or 0:,} requests",
-                      seconds * active + requests))
+        idle_s = used.get("idle_instance_s") or 0.0
+        kept = f" + {idle_s:,.0f} idle (min_instances)" if idle_s else ""
+        lines.append((f"Cloud Run: {name}",
+                      f"{seconds:,.0f} instance-s{kept} x {size}; {used.get('requests') or 0:,.0f} requests",
+                      seconds * active + idle_s * idle + requests))
     for kind in ("reads", "writes", "deletes"):
         count = usage.get(f"firestore_{kind}") or 0
-        lines.append((f"Firestore document {kind}", f"{count:,}", count * firestore[f"per_100k_{kind}"] / 1e5))
+        lines.append((f"Firestore document {kind}", f"{count:,.0f}", count * firestore[f"per_100k_{kind}"] / 1e5))
     if "marker_gib_months" in usage:
         gib_months = usage["marker_gib_months"]
         lines.append(("Firestore marker storage", f"{gib_months:,.4f} GiB-months ({marker_bytes()} B a marker, "
@@ -129,22 +139,50 @@ def estimate(usage: Mapping[str, Any], settings: Settings, prices: Mapping[str, 
         lines.append(("Firestore batch storage", f"{gib_months:,.4f} GiB-months ({batch_bytes(batch):,} B a batch of "
                                                  f"{batch} ids, kept {settings.marker_ttl_days} days)",
                       gib_months * firestore["per_gib_month"]))
-    messages = usage.get("pubsub_messages") or 0
-    volume_tib = messages * pubsub["min_bytes_per_message"] / 2**40
-    lines.append(("Pub/Sub throughput", f"{messages:,} messages published or delivered (>= 1 KB each)",
-                  volume_tib * pubsub["per_tib"]))
+    if "pubsub" in usage:
+        billed = usage["pubsub"]
+        lines.append(("Pub/Sub throughput", f"{billed['requests']:,.0f} publish, push and pull requests, "
+                                            f"{billed['billed_bytes'] / GIB:,.2f} GiB billed (>= 1,000 B a request)",
+                      billed["billed_bytes"] / 2**40 * pubsub["per_tib"]))
+    else:
+        messages = usage.get("pubsub_messages") or 0
+        volume_tib = messages * pubsub["min_bytes_per_message"] / 2**40
+        lines.append(("Pub/Sub throughput", f"{messages:,} messages published or delivered (>= 1 KB each)",
+                      volume_tib * pubsub["per_tib"]))
     left_out = [f"{item}: {text}" for item, text in prices["left_out"].items()]
     logged = usage.get("log_entries")
     if logged is not None:
-        lines.append(("Cloud Logging", f"{logged['bytes'] / GIB:,.2f} GiB in {logged['entries']:,} entries",
+        lines.append(("Cloud Logging", f"{logged['bytes'] / GIB:,.2f} GiB in {logged['entries']:,.0f} entries",
                       logged["bytes"] / GIB * logging["per_gib"]))
     else:
-        left_out.insert(2, f"Cloud Logging: ${logging['per_gib']:.2f}/GiB beyond "
-                           f"{logging['free_gib_per_project_month']} GiB a month per project, not measured for a run: "
-                           f"a request log entry of about {REQUEST_LOG_ENTRY_BYTES:,} bytes per request and one of "
-                           f"{STORE_LINE_ENTRY_BYTES:,} per push delivery (scripts/predict prices them)")
+        left_out.append(f"Cloud Logging: ${logging['per_gib']:.2f}/GiB beyond "
+                        f"{logging['free_gib_per_project_month']} GiB a month per project, not measured for a run: "
+                        f"a request log entry of about {REQUEST_LOG_ENTRY_BYTES:,} bytes per request and one of "
+                        f"{STORE_LINE_ENTRY_BYTES:,} per push delivery (scripts/predict prices them)")
+    if "egress_bytes" in usage:
+        per_gib = egress_price(prices, region)
+        lines.append(("Network egress", f"{usage['egress_bytes'] / GIB:,.2f} GiB of answers to the visitors, at "
+                                        f"${per_gib:.2f}/GiB", usage["egress_bytes"] / GIB * per_gib))
+    else:
+        egress = prices["network_egress"]
+        left_out.insert(0, f"network egress: the answers to the machine running Locust, at "
+                           f"${egress_price(prices, region):.2f}/GiB from {region}: {egress['run_note']}")
+    if free_months is not None:
+        from visitkit.model.free_tier import free_lines
+
+        lines += free_lines(lines, usage, prices, region, free_months, firestore, egress_price(prices, region))
     return {"lines": lines, "total": sum(usd for _, _, usd in lines), "as_of": prices["as_of"],
-            "currency": prices["currency"], "region": region, "tier": tier, "left_out": left_out}
+            "currency": prices["currency"], "region": region, "tier": tier, "left_out": left_out,
+            "free_tier": free_months is not None}
+
+
+def egress_price(prices: Mapping[str, Any], region: str) -> float:
+    """USD per GiB of internet egress from `region` (premium tier, the first tier's price)."""
+    found = prices["network_egress"]["per_gib"].get(region)
+    if found is None:
+        raise VisitkitError(f"scripts/visitkit/model/prices.json has no egress price for region {region}: add it "
+                            "from the source it names")
+    return float(found)
 
 
 def log_entries(requests: float, store_lines: float) -> dict[str, float]:
@@ -229,40 +267,143 @@ def store_usage(settings: Settings, visits: float, seconds: float) -> dict[str, 
             "store_lines": round(batches)}
 
 
-def _usage(settings: Settings, per_function: dict[str, dict[str, Any]], counter_reads: float, visits: float,
-           seconds: float) -> dict[str, Any]:
-    """estimate's usage: the functions' as given, get-counter's `counter_reads` billed reads, and store_usage."""
-    left = store_usage(settings, visits, seconds)
-    storage: dict[str, float] = {key: left[key] for key in ("marker_gib_months", "batch_gib_months") if key in left}
-    return {"functions": per_function, "firestore_writes": left["firestore_writes"],
-            "firestore_deletes": left["firestore_deletes"], "firestore_reads": counter_reads + left["store_reads"],
-            "pubsub_messages": left["pubsub_messages"], **storage,
-            "log_entries": log_entries(sum(used["requests"] for used in per_function.values()), left["store_lines"])}
-
-
 def marker_gib_months(settings: Settings, visits: float) -> float:
     """The GiB-months the markers of `visits` visits are stored for, each kept marker_ttl_days."""
     return visits * marker_bytes() / GIB * settings.marker_ttl_days / DAYS_PER_MONTH
 
 
-def hourly_at(settings: Settings, visits_per_s: float, prices: Mapping[str, Any], region: str = DEFAULT_REGION, *,
-              get_counter_reads_per_s: float, get_counter_requests_per_visit: int = 1) -> dict[str, Any]:
-    """An upper bound of the cost of one hour at a steady `visits_per_s`: every instance the
-    settings allow billed all hour; each visit a request to each public function (get-counter
-    get_counter_requests_per_visit: the page's re-reads while it stays open) and one push delivery
-    (a pull store none: its instance billed instance-based); what store_usage says the visits leave
-    behind (Firestore writes, TTL deletes and storage, two messages a visit, the store's lines);
-    get-counter's Firestore reads as given, with serve-page's when it embeds the count (capacity.count_reads_per_s:
-    their caches spare most), each an aggregation query billed one read per batch of up to 1,000 index entries
-    (its page's shards);
-    a request log entry per request in Cloud Logging."""
-    per_function = {name: {"billable_instance_s": spec.max_instances * HOUR,
-                           "requests": int(visits_per_s * HOUR
-                                           * requests_per_visit(name, get_counter_requests_per_visit, settings.pulls)),
-                           **({"instance_based": True} if settings.pulls and name == PUSH_FUNCTION else {})}
-                    for name, spec in settings.functions.items()}
-    counter_reads = int(get_counter_reads_per_s * billed_reads_per_query(settings) * HOUR)
-    return estimate(_usage(settings, per_function, counter_reads, visits_per_s * HOUR, HOUR), settings, prices, region)
+MILLION = 1_000_000
+MONTH_S = DAYS_PER_MONTH * 24 * HOUR
+# Where --cost-per-million prices a visit: the study's region (Cloud Run Tier 2) and a Tier 1 one.
+PER_MILLION_REGIONS = ("southamerica-east1", "us-central1")
+# Pub/Sub bills each publish, push and pull request at least this many bytes (prices.json's pubsub quote).
+PUBSUB_MIN_REQUEST_BYTES = 1000
+# A pull returns what the subscription holds when it arrives, up to the batch: about what arrives during one pull's
+# round trip, ASSUMED 50 ms (a synchronous Pull in the same region); an empty pull waits PULL_TIMEOUT_S
+# (functions/store_batch.py's PULL_TIMEOUT_SECONDS) and is billed its minimum too.
+PULL_ROUND_TRIP_S = 0.05
+PULL_TIMEOUT_S = 10
+# A trace id as Cloud Run's X-Cloud-Trace-Context gives it: 32 hex digits (functions/common.py's trace_of).
+TRACE_ID_CHARS = 32
+
+
+def visit_message_bytes() -> int:
+    """What one visit's message weighs for Pub/Sub (functions/inc_counter.py): its data {"visit_type": page} as
+    JSON and its attributes' keys and values (visit_type, visit_id, trace), for the longest page."""
+    page = max(PAGES, key=len)
+    data = len(json.dumps({"visit_type": page}).encode())
+    attributes = {"visit_type": page, "visit_id": "0" * VISIT_ID_CHARS, "trace": "0" * TRACE_ID_CHARS}
+    return data + sum(len(key) + len(value) for key, value in attributes.items())
+
+
+def pubsub_usage(settings: Settings, visits: float, visits_per_s: float, seconds: float) -> dict[str, float]:
+    """{"requests", "billed_bytes"} of `visits` visits at visits_per_s over `seconds`: inc-counter publishes each
+    visit in a Publish request of its own (functions/clients.py: no batching); Pub/Sub pushes each in a request of
+    its own; a pull store pulls them in requests of up to batch_size messages (PULL_ROUND_TRIP_S's arrivals each),
+    plus an empty pull each PULL_TIMEOUT_S that found nothing. Each request is billed at least
+    PUBSUB_MIN_REQUEST_BYTES."""
+    message = visit_message_bytes()
+    single = max(PUBSUB_MIN_REQUEST_BYTES, message)
+    if not settings.pulls:
+        return {"requests": 2 * visits, "billed_bytes": 2 * visits * single}
+    per_pull = min(settings.pull.batch_size, max(1.0, visits_per_s * PULL_ROUND_TRIP_S))
+    pulls = visits / per_pull
+    empty = seconds / PULL_TIMEOUT_S * math.exp(-visits_per_s * PULL_TIMEOUT_S)
+    return {"requests": visits + pulls + empty,
+            "billed_bytes": visits * single + pulls * max(PUBSUB_MIN_REQUEST_BYTES, per_pull * message)
+            + empty * PUBSUB_MIN_REQUEST_BYTES}
+
+
+def function_rates(settings: Settings, prediction: Prediction, visits_per_s: float) -> dict[str, float]:
+    """{function: requests/s} at visits_per_s: each public function its requests per visit (get-counter the page's
+    reads_per_visit), store-inc-counter a push delivery a visit (a pull store none)."""
+    return {name: visits_per_s * requests_per_visit(name, prediction.reads_per_visit, settings.pulls)
+            for name in settings.functions}
+
+
+def occupancies(settings: Settings, prediction: Prediction, visits_per_s: float) -> dict[str, Occupancy]:
+    """{function: its Occupancy at visits_per_s} for the functions billed by request (not a pull store)."""
+    found = {}
+    for name, rate in function_rates(settings, prediction, visits_per_s).items():
+        if settings.pulls and name == PUSH_FUNCTION:
+            continue
+        spec = settings.functions[name]
+        per_instance = prediction.capacity_rps[name] / spec.max_instances
+        found[name] = occupancy(rate, prediction.busy_ms[name] / 1000, per_instance, spec.concurrency,
+                                spec.min_instances, spec.max_instances)
+    return found
+
+
+def usage_at(settings: Settings, prediction: Prediction, visits_per_s: float, seconds: float) -> dict[str, Any]:
+    """estimate's usage for `seconds` at a steady visits_per_s: each function's requests and the instance time
+    request-based billing charges for them (occupancy.py: the instances in use, billed while a request is in
+    flight, rounded up, the min_instances idle otherwise), a pull store's instance billed instance-based all the
+    time; get-counter's and serve-page's aggregation reads from their caches on the instances in use; what
+    store_usage says the visits leave behind; Pub/Sub's billed requests; the answers' egress (response_bytes.py)."""
+    visits = visits_per_s * seconds
+    rates = function_rates(settings, prediction, visits_per_s)
+    used = occupancies(settings, prediction, visits_per_s)
+    per_function: dict[str, dict[str, Any]] = {}
+    for name, spec in settings.functions.items():
+        if name not in used:  # a pull store: one instance, always on
+            per_function[name] = {"requests": 0, "instance_based": True,
+                                  "billable_instance_s": max(1, spec.min_instances) * seconds}
+            continue
+        per_function[name] = {"requests": rates[name] * seconds,
+                              "billable_instance_s": used[name].active_per_s * seconds,
+                              "idle_instance_s": used[name].idle_per_s * seconds}
+    in_use = replace(settings, functions={name: replace(spec, max_instances=used[name].instances if name in used
+                                                        else spec.max_instances)
+                                          for name, spec in settings.functions.items()})
+    reads_per_s = capacity.count_reads_per_s(in_use, visits_per_s, prediction.reads_per_visit)
+    left = store_usage(settings, visits, seconds)
+    storage: dict[str, float] = {key: left[key] for key in ("marker_gib_months", "batch_gib_months") if key in left}
+    return {"functions": per_function, "firestore_writes": left["firestore_writes"],
+            "firestore_deletes": left["firestore_deletes"],
+            "firestore_reads": reads_per_s * billed_reads_per_query(settings) * seconds + left["store_reads"],
+            "pubsub": pubsub_usage(settings, visits, visits_per_s, seconds), **storage,
+            "log_entries": log_entries(sum(f["requests"] for f in per_function.values()), left["store_lines"]),
+            "egress_bytes": visits * response_bytes.per_visit(prediction.reads_per_visit)}
+
+
+def at_rate(settings: Settings, prediction: Prediction, visits_per_s: float, prices: Mapping[str, Any],
+            region: str = DEFAULT_REGION, *, seconds: float, free_tier: bool = False) -> dict[str, Any]:
+    """The estimate of `seconds` at a steady visits_per_s (usage_at), the free tiers taken off when asked."""
+    if visits_per_s < 0:
+        raise VisitkitError(f"a rate is 0 visits/s or more, not {visits_per_s:g}")
+    return estimate(usage_at(settings, prediction, visits_per_s, seconds), settings, prices, region,
+                    free_months=seconds / MONTH_S if free_tier else None)
+
+
+def hourly_at(settings: Settings, prediction: Prediction, visits_per_s: float, prices: Mapping[str, Any],
+              region: str = DEFAULT_REGION, free_tier: bool = False) -> dict[str, Any]:
+    """One hour at a steady visits_per_s (at_rate)."""
+    return at_rate(settings, prediction, visits_per_s, prices, region, seconds=HOUR, free_tier=free_tier)
+
+
+def monthly_at(settings: Settings, prediction: Prediction, visits_per_s: float, prices: Mapping[str, Any],
+               region: str = DEFAULT_REGION, free_tier: bool = False) -> dict[str, Any]:
+    """One month (MONTH_S) at a steady visits_per_s (at_rate)."""
+    return at_rate(settings, prediction, visits_per_s, prices, region, seconds=MONTH_S, free_tier=free_tier)
+
+
+def per_million_visits(settings: Settings, prediction: Prediction, prices: Mapping[str, Any],
+                       region: str = DEFAULT_REGION, *, visits_per_s: float | None = None,
+                       free_tier: bool = False) -> dict[str, Any]:
+    """What a million visits cost arriving at visits_per_s (None: the knee's, where every instance is full, the
+    cheapest a visit gets with a function billed by request), by at_rate. With free_tier, the free tiers of the
+    time they take."""
+    rate = prediction.knee_visits_per_s if visits_per_s is None else visits_per_s
+    return at_rate(settings, prediction, rate, prices, region, seconds=MILLION / rate, free_tier=free_tier)
+
+
+def cost_per_million(settings: Settings, prediction: Prediction, prices: Mapping[str, Any],
+                     region: str, visits_per_s: float | None = None,
+                     free_tier: bool = False) -> tuple[float, dict[str, Any]]:
+    """(visits/s, cost.per_million_visits there): a million visits at visits_per_s (None: the knee's, the most the
+    deployment serves, where every instance is full)."""
+    rate = prediction.knee_visits_per_s if visits_per_s is None else visits_per_s
+    return rate, per_million_visits(settings, prediction, prices, region, visits_per_s=rate, free_tier=free_tier)
 
 
 def requests_per_visit(function: str, get_counter_requests_per_visit: int = 1, pulls: bool = False) -> int:
@@ -271,38 +412,6 @@ def requests_per_visit(function: str, get_counter_requests_per_visit: int = 1, p
     if function == READER_FUNCTION:
         return get_counter_requests_per_visit
     return 0 if pulls and function == PUSH_FUNCTION else 1
-
-
-MILLION = 1_000_000
-# Where --cost-per-million prices a visit: the study's region (Cloud Run Tier 2) and a Tier 1 one.
-PER_MILLION_REGIONS = ("southamerica-east1", "us-central1")
-
-
-def per_million_visits(settings: Settings, capacity_rps: Mapping[str, float], counter_reads_per_visit: float,
-                       prices: Mapping[str, Any], region: str = DEFAULT_REGION, *,
-                       get_counter_requests_per_visit: int = 1, visits_per_s: float | None = None) -> dict[str, Any]:
-    """What a million visits cost at list prices: each visit's requests (one to each public function, get-counter
-    get_counter_requests_per_visit) and 1 push delivery, the instance time they take with every instance packed to
-    its concurrency (an instance serves a function's capacity / max_instances requests a second at most: Cloud Run
-    bills it while it serves, so this is a lower bound, reached at the bottleneck), get-counter's billed reads, and
-    what store_usage says they leave behind (push: 2 writes and a TTL delete a visit, the marker's storage until
-    then, 2 messages, a line per delivery), with the requests' log entries. A pull store takes no request: its one
-    instance is billed instance-based for the million visits' time at visits_per_s (required then). No
-    min_instances, no free tier."""
-    per_function: dict[str, dict[str, Any]] = {}
-    for name, spec in settings.functions.items():
-        requests = MILLION * requests_per_visit(name, get_counter_requests_per_visit, settings.pulls)
-        per_function[name] = {"requests": requests,
-                              "billable_instance_s": requests * spec.max_instances / capacity_rps[name]}
-    seconds = 0.0
-    if settings.pulls:
-        if not visits_per_s:
-            raise VisitkitError("a pull store's million visits need their rate (visits_per_s): its instance runs "
-                                "all the time they take")
-        seconds = MILLION / visits_per_s
-        per_function[PUSH_FUNCTION] = {"requests": 0, "billable_instance_s": seconds, "instance_based": True}
-    counter_reads = round(MILLION * counter_reads_per_visit * billed_reads_per_query(settings))
-    return estimate(_usage(settings, per_function, counter_reads, MILLION, seconds), settings, prices, region)
 
 
 def by_service(estimate_: Mapping[str, Any]) -> dict[str, float]:

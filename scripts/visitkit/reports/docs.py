@@ -30,8 +30,8 @@ Short forms name a whole table (WHOLE_TABLES): `<!-- figures run: results/X -->`
 `<!-- figures cost-per-million: ../iterations study [iteration-3 ...] -->` (a million visits' cost in each
 iteration, or in those named), `<!-- figures cost-items: ../iterations study iteration-4 -->` (one iteration's,
 item by item, in words), `<!-- figures hold: . study 10000 [60 [us-central1]] -->` (what an iteration's settings
-hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures cost-hour: . study 10000
-us-central1 -->` (the largest items of an hour at 10,000 visits/s) and `<!-- figures study-convergence:
+hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures cost-month: . study 10000
+us-central1 -->` (the largest items of a month at 10,000 visits/s) and `<!-- figures study-convergence:
 ../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's).
 """
 import ast
@@ -248,17 +248,60 @@ def cost_per_million(iteration: Source, region: str, service: str = "total") -> 
         raise DocsError(f"cost_per_million() takes a source naming an iteration folder, not {iteration!r}")
     try:
         settings = load_settings(iteration.folder)
-        _, found = capacity.cost_per_million(settings, capacity.predict(settings, load_profile("study")),
+        _, found = cost.cost_per_million(settings, capacity.predict(settings, load_profile("study")),
                                              cost.load_prices(), region)
         return found["total"] if service == "total" else cost.by_service(found)[service]
     except (VisitkitError, KeyError) as error:
         raise DocsError(f"cost_per_million({iteration.alias}, {region!r}, {service!r}): {error}") from None
 
 
+def _priced(iteration: Source, caller: str) -> Any:
+    """An iteration source as the cost curve prices it (model/curve.py), with the study profile."""
+    from visitkit.model import capacity, curve
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    if not isinstance(iteration, Source):
+        raise DocsError(f"{caller}() takes sources naming iteration folders, not {iteration!r}")
+    settings = load_settings(iteration.folder)
+    return curve.Priced(iteration.folder.name, settings, capacity.predict(settings, load_profile("study")))
+
+
+def cheaper_above(iteration: Source, other: Source, region: str) -> float:
+    """The steady visits/s above which `iteration`'s bill a month is below `other`'s in `region` (curve.crossings,
+    list prices, the study profile): `{cheaper_above(seven, three, "us-central1"):,.1f}`."""
+    from visitkit.model import cost, curve
+
+    try:
+        a, b = _priced(iteration, "cheaper_above"), _priced(other, "cheaper_above")
+        found = [c for c in curve.crossings(a, b, cost.load_prices(), region) if c.cheaper_above == a.name]
+    except VisitkitError as error:
+        raise DocsError(f"cheaper_above({iteration.alias}, {other.alias}, {region!r}): {error}") from None
+    if not found:
+        raise DocsError(f"cheaper_above({iteration.alias}, {other.alias}, {region!r}): the bills do not cross with "
+                        f"{iteration.alias} cheaper above, below the lower knee")
+    return found[-1].visits_per_s
+
+
+def share_from(iteration: Source, other: Source, share: float, region: str) -> str:
+    """Where `iteration`'s bill a month is at most `share` x `other`'s at the same steady rate (curve.ratio_from):
+    "above N visits/s", or "at no rate up to the lower knee (N visits/s)"."""
+    from visitkit.model import cost, curve
+
+    try:
+        a, b = _priced(iteration, "share_from"), _priced(other, "share_from")
+        found = curve.ratio_from(a, b, share, cost.load_prices(), region)
+    except VisitkitError as error:
+        raise DocsError(f"share_from({iteration.alias}, {other.alias}, {share}, {region!r}): {error}") from None
+    if found is None:
+        return f"at no rate up to the lower knee ({min(a.knee, b.knee):,.0f} visits/s)"
+    return f"above {found:,.0f} visits/s"
+
+
 FUNCTIONS = {"min": min, "max": max, "abs": abs, "round": round, "len": len, "sum": sum,
              **{word.__name__: word for word in (times, compare_ratio, study_match, as_in, goal, goals, noise,
                                                  more_than, at_most, later_or_earlier, span, lost_or_counted_twice,
-                                                 cost_per_million)}}
+                                                 cost_per_million, cheaper_above, share_from)}}
 OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos}
@@ -444,7 +487,6 @@ def predict_output(iteration: Path, _link: str, arguments: str) -> str:
 
     from visitkit.benchmarks import loadgen
     from visitkit.model import command
-    from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
     parser = argparse.ArgumentParser(prog="visitkit predict")
@@ -455,8 +497,7 @@ def predict_output(iteration: Path, _link: str, arguments: str) -> str:
     except SystemExit:  # argparse refused the arguments
         raise DocsError(f"scripts/predict {iteration.name} {arguments}: {errors.getvalue().strip()}") from None
     try:
-        printed = command.lines(options, load_settings(options.iteration), load_profile(options.profile),
-                                loadgen.chosen)
+        printed = command.lines(options, load_profile(options.profile), loadgen.chosen)
         output = "".join(f"{text}\n" for text in printed)
     except VisitkitError as error:
         raise DocsError(f"scripts/predict {iteration.name} {arguments}: error: {error}") from None
@@ -490,7 +531,7 @@ def cost_table(iterations_dir: Path, _link: str, arguments: str) -> str:
     prices, rows = cost.load_prices(), []
     header = ["| iteration | knee (visits/s) |", "|---|---:|"]
     for region in cost.PER_MILLION_REGIONS:
-        header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub / Logging) |"
+        header[0] += f" {region}: USD per million visits (Cloud Run / Firestore / Pub/Sub / Logging / Egress) |"
         header[1] += "---:|"
     for iteration in sorted(path.parent for path in iterations_dir.glob("iteration-*/settings.tfvars.json")):
         if chosen and iteration.name not in chosen:
@@ -499,7 +540,7 @@ def cost_table(iterations_dir: Path, _link: str, arguments: str) -> str:
         prediction = capacity.predict(settings, load_profile(profile))
         cells = []
         for region in cost.PER_MILLION_REGIONS:
-            knee_visits, found = capacity.cost_per_million(settings, prediction, prices, region)
+            knee_visits, found = cost.cost_per_million(settings, prediction, prices, region)
             split = cost.by_service(found)
             services = " / ".join(f"{split.get(service, 0.0):,.2f}" for service in cost.SERVICES)
             cells.append(f"{found['total']:,.2f} ({services})")
@@ -542,9 +583,9 @@ def cost_items(iterations_dir: Path, _link: str, arguments: str) -> str:
     prediction, prices = capacity.predict(settings, load_profile(profile)), cost.load_prices()
     regions = []
     for region in cost.PER_MILLION_REGIONS:
-        _, found = capacity.cost_per_million(settings, prediction, prices, region)
+        _, found = cost.cost_per_million(settings, prediction, prices, region)
         regions.append(f"in {region} {largest_first(cost.by_service(found))}")
-    _, found = capacity.cost_per_million(settings, prediction, prices, cost.PER_MILLION_REGIONS[-1])
+    _, found = cost.cost_per_million(settings, prediction, prices, cost.PER_MILLION_REGIONS[-1])
     requests = sum(capacity.requests_per_visit(settings).values()) + 1  # and the push delivery
     storage = next(usd for item, _, usd in found["lines"] if item == "Firestore marker storage")
     return prose(f"In {name} a million visits at the knee cost, the largest first, {'; '.join(regions)}. Whatever the "
@@ -617,14 +658,12 @@ def hold_text(iteration: Path, _link: str, arguments: str) -> str:
     study = capacity.predict(held, profile)
     costs, study_costs = {}, {}
     for where in cost.PER_MILLION_REGIONS:
-        costs[where] = capacity.cost_per_million(held, after, prices, where)[1]
-        study_costs[where] = capacity.cost_per_million(held, study, prices, where)[1]
+        costs[where] = cost.cost_per_million(held, after, prices, where)[1]
+        study_costs[where] = cost.cost_per_million(held, study, prices, where)[1]
     first = cost.PER_MILLION_REGIONS[0]
     split = cost.by_service(costs[first])
     largest = max(split, key=split.__getitem__)
-    hour = cost.hourly_at(held, visits, prices, region,
-                          get_counter_reads_per_s=capacity.counter_reads_per_s(held, visits * after.reads_per_visit),
-                          get_counter_requests_per_visit=after.reads_per_visit)
+    hour = cost.hourly_at(held, after, visits, prices, region)
     requests = sum(per_visit.values())
     return prose(f"With a {dwell:g} s dwell a visit makes at most {now.reads_per_visit} get-counter requests "
             f"(the first, then one every {capacity.reread_interval(settings):g} s), {requests} requests in all "
@@ -646,33 +685,34 @@ def hold_text(iteration: Path, _link: str, arguments: str) -> str:
             f"{study_costs[first]['total']:,.2f} in {first}); the largest item is {largest}, "
             f"{split[largest]:,.2f} USD in {first}"
             + (f": {visit_logging_text(requests, prices)}" if largest == "Cloud Logging" else "")
-            + f". An hour at {visits:,.0f} visits/s costs at most "
-            f"{hour['total']:,.2f} USD in {region}, every instance billed all hour "
+            + f". An hour at {visits:,.0f} visits/s costs "
+            f"{hour['total']:,.2f} USD in {region}, each instance billed while it serves "
             f"({largest_first(cost.by_service(hour))}).")
 
 
-def cost_hour_text(iteration: Path, _link: str, arguments: str) -> str:
-    """The largest items of an hour at VISITS visits/s (cost.hourly_at, as `scripts/predict --cost-at` prints it),
+def cost_month_text(iteration: Path, _link: str, arguments: str) -> str:
+    """The largest items of a month at VISITS visits/s (cost.monthly_at, as `scripts/predict --cost-at` prints it),
     with their share: arguments: PROFILE VISITS REGION [COUNT]."""
     from visitkit.model import capacity, cost
     from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
 
-    _profile, visits_text, region, *count_text = arguments.split()
+    profile, visits_text, region, *count_text = arguments.split()
     visits, count = float(visits_text), int(count_text[0]) if count_text else 3
     settings, prices = load_settings(iteration), cost.load_prices()
-    hour = cost.hourly_at(settings, visits, prices, region,
-                          get_counter_reads_per_s=capacity.counter_reads_per_s(settings, visits))
-    requests = sum(int(visits * cost.HOUR * cost.requests_per_visit(name)) for name in settings.functions)
+    prediction = capacity.predict(settings, load_profile(profile))
+    month = cost.monthly_at(settings, prediction, visits, prices, region)
+    requests = sum(rate for rate in cost.function_rates(settings, prediction, visits).values()) * cost.MONTH_S
     fee = requests * prices["cloud_run"]["per_million_requests"] / 1e6
-    items = {item: usd for item, _, usd in hour["lines"] if not item.startswith("Cloud Run")}
+    items = {item: usd for item, _, usd in month["lines"] if not item.startswith("Cloud Run")}
     items["Cloud Run's per-request fee"] = fee
-    items["Cloud Run's instance time"] = sum(usd for item, _, usd in hour["lines"]
+    items["Cloud Run's instance time"] = sum(usd for item, _, usd in month["lines"]
                                              if item.startswith("Cloud Run")) - fee
     ranked = sorted(items.items(), key=lambda pair: -pair[1])[:count]
-    return prose("The largest items of that hour: " + "; ".join(f"{item} {usd:,.2f} USD ({usd / hour['total']:.0%})"
-                                                                for item, usd in ranked)
+    return prose("The largest items of that month: " + "; ".join(f"{item} {usd:,.2f} USD ({usd / month['total']:.0%})"
+                                                                 for item, usd in ranked)
                  + f". Cloud Run's fee is {prices['cloud_run']['per_million_requests']:.2f} USD a million requests, "
-                 f"{requests:,} an hour.")
+                 f"{requests:,.0f} a month.")
 
 
 def study_convergence_table(iterations_dir: Path, _link: str, arguments: str) -> str:
@@ -710,7 +750,7 @@ def read_json(folder: Path, stem: str) -> dict[str, Any]:
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
                 "predict": predict_output, "fleet": fleet_output, "cost-per-million": cost_table,
-                "cost-items": cost_items, "hold": hold_text, "cost-hour": cost_hour_text,
+                "cost-items": cost_items, "hold": hold_text, "cost-month": cost_month_text,
                 "study-convergence": study_convergence_table}
 
 
