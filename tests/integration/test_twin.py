@@ -136,5 +136,5 @@ def test_undeliverable_visits_are_dead_lettered_after_max_attempts(twin):
     with urllib.request.urlopen(request, timeout=30) as reply:
         received = json.load(reply).get("receivedMessages", [])
     assert len(received) == 3
-    assert {m["message"]["attributes"]["delivery_attempts"] for m in received} == {"10"}
+    assert {m["message"]["attributes"]["CloudPubSubDeadLetterSourceDeliveryCount"] for m in received} == {"10"}
     assert sum(twin.totals().values()) == before

@@ -182,7 +182,10 @@ def test_after_the_last_attempt_the_message_goes_to_the_dead_letter_topic():
     relay = delivered(relay_answering(500, 500, 500, attempts=3), 3)
     [(topic, data, attributes)] = relay.publisher.published
     assert topic == "projects/p/topics/dl" and data == b'{"visit_type": "home"}'
-    assert attributes == {"visit_type": "home", "original_message_id": "42", "delivery_attempts": "3"}
+    assert attributes == {"visit_type": "home", "CloudPubSubDeadLetterSourceDeliveryCount": "3",
+                          "CloudPubSubDeadLetterSourceSubscription": "s",
+                          "CloudPubSubDeadLetterSourceSubscriptionProject": "p",
+                          "CloudPubSubDeadLetterSourceTopicPublishTime": "2026-11-22T10:00:00Z"}
     assert relay.subscriber.acked == ["ack-1"]  # acknowledged once it is dead-lettered
     assert relay.stats()["dead_lettered"] == 1
 
