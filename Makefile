@@ -20,7 +20,7 @@ run: setup
 # docs' figures); the integration tests, which measure time and load the machine, then run alone.
 test: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
-	$(PYTHON) -m pytest tests/integration -m "not slow"
+	$(PYTHON) -m pytest tests/integration -m "not slow" --durations=30
 
 test-all: setup
 	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
