@@ -1,9 +1,12 @@
 """An estimated cost of a Google Cloud run from what the platform billed: instance time, requests,
 Firestore reads/writes/deletes and Pub/Sub volume, at the list prices of the run's region in
-prices.json (dated, with sources); what it leaves out (egress, Cloud Build, and for a run's own usage
-Cloud Logging) is named with an order of magnitude. An estimate, and the report says so.
+prices.json (dated, with sources); what it leaves out (Cloud Build, Artifact Registry, and for a run's own
+usage Cloud Logging and egress) is named with an order of magnitude. An estimate, and the report says so.
 
-The model's costs (per_million_visits, hourly_at) also price what every visit leaves behind:
+The model's costs (at_rate: per_million_visits, hourly_at, monthly_at) price a steady rate of visits: each
+function's instance time by occupancy (occupancy.py: billed while a request is in flight, rounded up, the
+min_instances idle otherwise), its requests, Pub/Sub's billed requests (pubsub_usage), the answers' internet
+egress (response_bytes.py), optionally less the free tiers (free_tier.py), and what every visit leaves behind:
 - Cloud Logging: Cloud Run writes a request log entry for every request (the page, the API calls, each
   push delivery), and store-inc-counter one structured line per delivery (functions/store_inc_counter.py,
   functions/common.py's log). What an entry weighs is measured, not guessed (tests/unit/test_cost.py):
