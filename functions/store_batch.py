@@ -41,6 +41,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 import clients
 from common import FIRESTORE, check_request, env_int, json_reply, log, shards_of
 from store_inc_counter import MARKER_TTL_DAYS, SHARDS_PER_PAGE, page_of, visit_key
+from visits import is_visit_id
 
 SUBSCRIPTION = os.environ.get("PULL_SUBSCRIPTION", "store-inc-counter")
 BATCH_SIZE = env_int("PULL_BATCH_SIZE", 500)
@@ -82,9 +83,20 @@ def message_of(received):
                    pulled.publish_time.timestamp())
 
 
+def held(key):
+    """A key as the window holds it: a visit id as its 128-bit number (48 bytes; its text takes 85), any
+    other key (a message id) as it is. Two keys never share a form: a number never equals a text."""
+    return int(key.replace("-", ""), 16) if is_visit_id(key) else key
+
+
+def latest_of(entry):
+    return entry if isinstance(entry, float) else entry[1]
+
+
 class Window:
-    """The visit keys counted lately, each with the publish times of its counted copy (earliest,
-    latest: a key loaded from a batch document is only known to lie within the batch's span).
+    """The visit keys counted lately, each with the publish time of its counted copy: a float when
+    known, else (earliest, latest), the span of the batch document it was loaded from, one tuple
+    shared by the batch's keys. Keys are held compactly (held()): at the knee a retake loads millions.
 
     Invariant: every counted copy published at or after `covers_from` is here (None: nothing loaded).
     Entries are evicted a batch at a time once the batch's newest copy is older than the newest
@@ -92,7 +104,7 @@ class Window:
 
     def __init__(self, span_seconds):
         self.span = span_seconds
-        self.keys = {}  # key -> (earliest, latest) publish time of its counted copy
+        self.keys = {}  # held key -> publish time, or (earliest, latest), of its counted copy
         self.expiry = []  # heap of (batch's latest publish time, sequence, its keys)
         self.sequence = itertools.count()
         self.covers_from = None
@@ -108,18 +120,21 @@ class Window:
         return since if self.covers_from is None or since < self.covers_from else None
 
     def refuses(self, key, published):
-        seen = self.keys.get(key)
-        return seen is not None and seen[0] - self.span <= published <= seen[1] + self.span
+        seen = self.keys.get(held(key))
+        if seen is None:
+            return False
+        earliest, latest = (seen, seen) if isinstance(seen, float) else seen
+        return earliest - self.span <= published <= latest + self.span
 
     def add_batch(self, keys, earliest, latest, exact=None):
         """Remembers a committed batch's keys; `exact` gives each key's own publish time when known."""
-        keys = list(keys)
+        span, kept = (earliest, latest), []
         for key in keys:
-            at = exact[key] if exact else None
-            entry = (at, at) if at is not None else (earliest, latest)
-            if key not in self.keys or self.keys[key][1] <= entry[1]:  # the newest counted copy wins
-                self.keys[key] = entry
-        heapq.heappush(self.expiry, (latest, next(self.sequence), keys))
+            entry, compact = float(exact[key]) if exact else span, held(key)
+            if compact not in self.keys or latest_of(self.keys[compact]) <= latest_of(entry):  # the newest copy wins
+                self.keys[compact] = entry
+            kept.append(compact)
+        heapq.heappush(self.expiry, (latest, next(self.sequence), kept))
 
     def loaded(self, since, batches):
         """Adds the batches read from Firestore (ids, published_from, published_to): memory now
@@ -138,7 +153,7 @@ class Window:
         while self.expiry and self.expiry[0][0] < bound:
             latest, _, keys = heapq.heappop(self.expiry)
             for key in keys:
-                if key in self.keys and self.keys[key][1] <= latest:
+                if key in self.keys and latest_of(self.keys[key]) <= latest:
                     del self.keys[key]
         if self.covers_from is not None:
             self.covers_from = max(self.covers_from, bound)
@@ -359,10 +374,13 @@ class Puller:
     def load_window(self):
         """A fresh window of the batches committed lately, by any writer, once the lease is ours."""
         generation = self.generation
+        # The old window is an ended generation's, whose commits the lease check refuses: let go of it
+        # first, so that a retake never holds two windows at once (benchmarks/README.md: puller-memory).
+        self.window, self.unsure, self.loaded_generation = Window(WINDOW_SECONDS), None, None
         since = time.time() - WINDOW_SECONDS - LOAD_MARGIN_SECONDS
         window = Window(WINDOW_SECONDS)
-        window.loaded(since, list(self._read_batches(since)))
-        self.window, self.unsure, self.loaded_generation = window, None, generation
+        window.loaded(since, self._read_batches(since))  # a document at a time: its ids' text is not all kept
+        self.window, self.loaded_generation = window, generation
         log("INFO", "visit window", outcome="loaded", generation=generation, keys=len(window))
 
     def _resolve_unsure(self):
