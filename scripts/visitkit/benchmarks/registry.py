@@ -7,11 +7,21 @@ knows them all.
 """
 from pathlib import Path
 
-from visitkit.benchmarks import benchfolder, coldstart, emulatorscan, hotpath, loadgen, noise, responsebytes, storepath
+from visitkit.benchmarks import (
+    benchfolder,
+    coldstart,
+    emulatorscan,
+    hotpath,
+    loadgen,
+    noise,
+    pullermemory,
+    responsebytes,
+    storepath,
+)
 from visitkit.errors import VisitkitError
 
 BENCHMARKS = {module.KIND: module for module in (hotpath, storepath, emulatorscan, loadgen, coldstart, noise,
-                                                  responsebytes)}
+                                                  responsebytes, pullermemory)}
 
 
 def render(folder: str | Path) -> list[str]:
