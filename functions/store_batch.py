@@ -8,6 +8,11 @@ already (redeliveries share their publish time; retried publishes and re-posted 
 minutes). The window is kept in memory, loaded from visit_batches when the lease is taken, and for
 a message older than the memory covers.
 
+The horizon: a repeat is refused only when its publish time is within DEDUP_WINDOW_MINUTES of the counted
+copy's; a later copy (a dead-lettered visit republished hours later) would be counted again, so dead letters
+are replayed with `scripts/kit replay-dead-letters`, which first looks the visit up in the visit_batches
+documents (kept MARKER_TTL_DAYS after a batch's newest publish time).
+
 One writer: a lease document (store_leases/store-inc-counter) with a generation. Every batch
 transaction reads it and aborts unless it is still ours (fencing), so an instance paused or replaced
 can never commit after another took over, and the memory of one writer is the whole truth.

@@ -238,7 +238,7 @@ class PushClient:
 
 class Relay:
     def __init__(self, config: RelayConfig, subscriber: Any = None, publisher: Any = None):
-        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # google-cloud-pubsub has no py.typed
+        from google.cloud import pubsub_v1
 
         self.config = config
         self.subscriber = subscriber or pubsub_v1.SubscriberClient()
