@@ -16,6 +16,10 @@
                                                  (scripts/benchmark-cold-start)
   visitkit bench noise --run "ITERATION ..."   how far a run's headline figures move when nothing changed
                                                  (scripts/benchmark-noise; --from RESULTS_DIR ... reads runs)
+  visitkit bench response-bytes               what a visit downloads, with and without gzip
+                                                 (scripts/benchmark-response-bytes)
+  visitkit bench puller-memory [ITERATION]     the puller's peak memory at a lease retake with the knee's window
+                                                 (scripts/benchmark-puller-memory)
   visitkit docs [--check]                      the docs' figures, written from the results they cite
   visitkit predict ITERATION [--profile NAME]  the capacity model's knee, first 429 and backlog (scripts/predict)
   visitkit predict ITERATION --fleet V         the Locust fleet V visits/s need, and its cost per hour
@@ -184,6 +188,17 @@ def bench_command(args: argparse.Namespace) -> int:
         folder, record = noise.benchmark(**given(from_dirs=args.from_dirs, repeats=args.repeats,
                                                  run_arguments=shlex.split(args.run or "")))
         summary_lines = noise.summary_lines
+    elif args.benchmark == "response-bytes":
+        from visitkit.benchmarks import responsebytes
+
+        folder, record = responsebytes.benchmark(**given(requests=args.requests))
+        summary_lines = responsebytes.summary_lines
+    elif args.benchmark == "puller-memory":
+        from visitkit.benchmarks import pullermemory
+
+        folder, record = pullermemory.benchmark(**given(iteration=args.settings[0] if args.settings else None,
+                                                        ids=args.ids))
+        summary_lines = pullermemory.summary_lines
     else:
         from visitkit.benchmarks import storepath
         from visitkit.twin.profile import load_profile
@@ -406,13 +421,17 @@ def parser() -> argparse.ArgumentParser:
         "repeats of one command (compare --baseline judges by it). Each writes a results folder "
         "benchmarks/<benchmark>-<timestamp>/ (benchmarks/README.md)."))
     bench.add_argument("benchmark", choices=["store-path", "hot-path", "emulator-scan", "loadgen", "cold-start",
-                                             "noise"])
+                                             "noise", "response-bytes", "puller-memory"])
     bench.add_argument("--users", type=int,
                        help=f"hot-path: Locust users, no think time (default {hotpath.DEFAULT_USERS})")
     bench.add_argument("--seconds", type=int, help=f"hot-path, loadgen: seconds of load (default "
                                                    f"{hotpath.DEFAULT_SECONDS}; loadgen {loadgen.DEFAULT_SECONDS} "
                                                    "per scenario)")
-    bench.add_argument("settings", nargs="*", type=Path, help="settings files (default: iterations 2 and 3)")
+    bench.add_argument("settings", nargs="*", type=Path, help="store-path: settings files (default: iterations 2 "
+                                                              "and 3); puller-memory: a pull store's iteration "
+                                                              "(default: iteration 7)")
+    bench.add_argument("--ids", type=int, help="puller-memory: ids to write instead of the knee's (a quick try, "
+                                               "not the figure)")
     bench.add_argument("--visits", type=int,
                        help=f"store-path: visits published at once (default {store_path.DEFAULT_VISITS:,})")
     bench.add_argument("--markers", type=lambda text: [int(n) for n in text.split(",")],
@@ -422,7 +441,8 @@ def parser() -> argparse.ArgumentParser:
                        help=f"cold-start: starts per function (default {coldstart.DEFAULT_REPETITIONS})")
     bench.add_argument("--requests", type=int,
                        help="cold-start: requests after the first answer, as many at once as the instance has "
-                            f"threads, before the second memory reading (default {coldstart.DEFAULT_REQUESTS:,})")
+                            f"threads, before the second memory reading (default {coldstart.DEFAULT_REQUESTS:,}); "
+                            "response-bytes: serve-page requests per encoding for its CPU per request")
     bench.add_argument("--threads", type=int,
                        help="cold-start: each started instance's threads, the requests it serves at once "
                             f"(default {coldstart.DEFAULT_THREADS}, iteration 4's concurrency)")

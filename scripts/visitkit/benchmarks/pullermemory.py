@@ -18,7 +18,6 @@ memory the iteration deploys for store-inc-counter (HEADROOM times the peak at l
 `benchmark(...)` writes a results folder under benchmarks/ (visitkit.benchmarks.benchfolder): benchmark.json
 (FORMAT), summary.md, and memory.csv (the instance's memory sampled through the run).
 """
-import argparse
 import concurrent.futures
 import csv
 import datetime
@@ -33,7 +32,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -357,24 +356,3 @@ def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
             "publish time, a float more an id, the knee's window alone between loads), which a retake lets go of "
             "before it loads all the same; the deployed runtime's Python (infra/main.tf's python_runtime) rather than "
             "this machine's."]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """scripts/benchmark-puller-memory (not a `visitkit bench` choice yet: cli.py is another's to change)."""
-    parser = argparse.ArgumentParser(prog="benchmark-puller-memory", description=__doc__.split("\n\n")[0])
-    parser.add_argument("iteration", nargs="?", default=DEFAULT_ITERATION, type=Path,
-                        help="an iteration folder or settings file with store_mode pull (default: iteration 7)")
-    parser.add_argument("--ids", type=int, help="ids to write instead of the knee's (a quick try; not the figure)")
-    args = parser.parse_args(argv)
-    try:
-        folder, record = benchmark(args.iteration, args.ids)
-    except VisitkitError as error:  # as visitkit's own main reports the kit's errors
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(summary_lines(record, folder.name)[2:]))
-    print(f"written: {folder}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

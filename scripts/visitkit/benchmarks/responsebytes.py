@@ -12,13 +12,11 @@ compression of each page costs.
 and its status line and headers, as received) and README.md (what the figures leave out, and whether
 Google's front end would compress for us).
 """
-import argparse
 import datetime
 import gzip
 import http.client
 import socket
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -279,23 +277,3 @@ def summary_lines(record: Mapping[str, Any], name: str) -> list[str]:
             + ", ".join(f"{e} {ms:.3f} ms" for e, ms in per_request.items())
             + f"; one gzip compression of a page, done once per page text and kept: "
               f"{statistics.mean(compress.values()):.3f} ms (mean over the pages)."]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """scripts/benchmark-response-bytes (not yet a `visitkit bench` choice: cli.py is being changed elsewhere)."""
-    parser = argparse.ArgumentParser(prog="benchmark-response-bytes", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=DEFAULT_REQUESTS,
-                        help="serve-page requests per encoding for its CPU per request (default %(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        folder, record = benchmark(args.requests)
-    except VisitkitError as error:  # as visitkit's own main reports the kit's errors
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(summary_lines(record, folder.name)[2:]))
-    print(f"written: {folder}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
