@@ -2,7 +2,7 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 
-.PHONY: run test test-all infra-then-unit lint-then-docs lint setup setup-cloud up down clean
+.PHONY: run test test-all checks infra unit-lint-docs lint setup setup-cloud up down clean
 
 # A short breakpoint test of iteration 0 on the twin, after the runner's warm-up. On the study profile
 # (the default) the platform's latency sets the knee where the study's was (~60 users) and the ramp goes
@@ -16,21 +16,24 @@ run: setup
 
 # What CI runs on every stop: everything but the tests marked slow (the long load runs and waits, which
 # `make test-all` adds; tests/README.md says which run where). The checks that time nothing run two at a
-# time (Terraform, then the unit tests, which read its stand-in provider; beside them ruff, mypy and the
-# docs' figures); the integration tests, which measure time and load the machine, then run alone.
-test: setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
+# time once the stand-in provider the unit tests of infra/ read is built: Terraform's checks beside the
+# unit tests, ruff, mypy and the docs' figures; the integration tests, which measure time and load the
+# machine, then run alone.
+test: checks
 	$(PYTHON) -m pytest tests/integration -m "not slow" --durations=30
 
-test-all: setup
-	$(MAKE) --no-print-directory -j2 --output-sync=target infra-then-unit lint-then-docs
+test-all: checks
 	$(PYTHON) -m pytest tests/integration
 
-infra-then-unit: setup
-	scripts/check-infra
-	$(PYTHON) -m pytest tests/unit
+checks: setup
+	scripts/check-infra --stand-in
+	$(MAKE) --no-print-directory -j2 --output-sync=target infra unit-lint-docs
 
-lint-then-docs: lint
+infra: setup
+	scripts/check-infra
+
+unit-lint-docs: lint
+	$(PYTHON) -m pytest tests/unit
 	scripts/kit docs --check
 
 # ruff and mypy over the kit, the functions and the Locust suite (pyproject.toml configures both).
