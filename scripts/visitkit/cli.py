@@ -26,6 +26,8 @@
   visitkit predict ITERATION --dwell S --hold V  readers who stay S s (re-reading the count), and V visits/s
   visitkit predict ITERATION... --cost-at V    a month's bill at V visits/s, and which iteration holds it cheapest
   visitkit predict ITERATION... --cost-curve F  the bills from 0.1 visits/s to the knees, break-even rates, a plot
+  visitkit tune --visits-per-s R [--p95-ms P]  the cheapest, fastest and balanced settings for R, as an iteration
+                                                 (scripts/tune)
   visitkit fixture FAILURE_JSON                a failed cloud run's error text as a test of the retry catalogue
   visitkit replay-dead-letters ITERATION --project P   dead-lettered visits published again, unless stored
   visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
@@ -255,6 +257,15 @@ def predict_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def tune_command(args: argparse.Namespace) -> int:
+    from visitkit.model import tune
+    from visitkit.twin.profile import load_profile
+
+    status, lines = tune.run(args, load_profile(args.profile), "scripts/tune " + " ".join(sys.argv[1:][1:]))
+    print("\n".join(lines))
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     from visitkit.benchmarks import coldstart, emulatorscan, hotpath, loadgen, noise
     from visitkit.benchmarks import storepath as store_path
@@ -480,6 +491,17 @@ def parser() -> argparse.ArgumentParser:
         "  visitkit predict RESULTS_DIR --write-profile     a Google Cloud run's profile, from its metrics"))
     command.add_arguments(predict)
     predict.set_defaults(handler=predict_command)
+    from visitkit.model import tune
+
+    tuning = commands.add_parser("tune", help="the settings that hold a rate and a p95, cheapest first",
+                                 formatter_class=RAW, description=(
+        "Searches the settings the model judges (each function's instances, concurrency and vCPUs, the cache TTL, the "
+        "store and its batch, whether the page embeds its count) for those that hold the rate with headroom, the "
+        "p95 goal and the freshness goal, within the region's quota; prints the cheapest, the fastest and a "
+        "balanced pick, and writes one as an iteration folder with its hypothesis and checks (exit 3: none holds).\n"
+        "  visitkit tune --visits-per-s 300 --p95-ms 300 --region us-central1 --explain"))
+    tune.add_arguments(tuning)
+    tuning.set_defaults(handler=tune_command)
     from visitkit.studies import run as studies
 
     study = commands.add_parser("study", help="the whole study: its plan, its runs and one report",
