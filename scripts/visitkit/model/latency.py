@@ -45,6 +45,11 @@ def erlang_c(servers: int, offered: float) -> float:
         return math.exp(servers * math.log(offered) - math.lgamma(servers + 1) - math.log(1 - offered / servers)
                         - offered)
     p0 = empty_probability(servers, offered)
+    if p0 == 0.0:  # e^-a underflows past ~745 Erlangs: Erlang B's recursion, which stays within [0, 1]
+        blocked = 1.0
+        for j in range(1, servers + 1):
+            blocked = offered * blocked / (j + offered * blocked)
+        return servers * blocked / (servers - offered * (1 - blocked))
     return math.exp(math.log(p0) + servers * math.log(offered) - math.lgamma(servers + 1)
                     - math.log(1 - offered / servers))
 

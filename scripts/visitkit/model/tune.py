@@ -262,10 +262,15 @@ def search(goals: Goals, profile: capacity.LatencyProfile, prices: Mapping[str, 
             drain = capacity.pull_drain_per_s(reference, profile)
             if drain < goals.headroom * rate:
                 found.rejected["backlog"] += 1
-                found.stops.setdefault("backlog", (
+                best = found.stops.get("_best_drain")
+                if best is not None and float(best) >= drain:
+                    continue
+                found.stops["_best_drain"] = f"{drain:.6g}"
+                found.stops["backlog"] = (
                     f"the pull store's one instance drains at most {drain:,.0f} visits/s with batches of {batch} "
-                    f"(profile {profile.name}), below {goals.headroom:g} x {rate:,.0f}: allow the push store "
-                    "(--store any), or a lower rate"))
+                    f"(profile {profile.name}), below {goals.headroom:g} x {rate:,.0f}: "
+                    + ("allow the push store (--store any), or a lower rate" if space.stores == "pull"
+                       else "a lower rate, or the push store (see its reasons)"))
                 continue
         per_visit = {**capacity.requests_per_visit(reference, goals.dwell_s), PUSH_FUNCTION: 0 if mode == "pull" else 1}
         searched = [name for name in FUNCTIONS if per_visit[name]]
@@ -348,15 +353,16 @@ def search(goals: Goals, profile: capacity.LatencyProfile, prices: Mapping[str, 
                                  [name].p95_ms for name in asked), freshness_s=fresh,
                 headroom=min(prediction.knee_visits_per_s, prediction.drain_per_s) / rate,
                 binds=binding_limit(settings, prediction, profile, goals), vcpu=vcpu, memory_gib=memory))
+    found.stops.pop("_best_drain", None)
     if "_least_vcpu" in found.stops:
         least_vcpu, least_memory = float(found.stops.pop("_least_vcpu")), float(found.stops.pop("_least_memory"))
-        where = "assumed (the default, not this project's)" if quota.assumed else "given"
+        where = "ASSUMED: a default, not this project's" if quota.assumed else "as given"
         found.stops["quota"] = (
             f"the leanest settings need {least_vcpu:,.1f} vCPUs and {least_memory:,.1f} GiB of Cloud Run in the "
             "region, "
             f"beyond its quota of {quota.vcpu:,.0f} vCPUs and {quota.memory_gib:,.0f} GiB ({where}): ask for more "
             f"(gcloud quotas preferences create --service=run.googleapis.com --quota-id=CpuAllocPerProjectRegion "
-            f"--preferred-value={math.ceil(least_vcpu) * 1000} --dimensions=region=REGION), or give the project's "
+            f"--preferred-value={math.ceil(least_vcpu) * 1000} --dimensions=region={region}), or give the project's "
             "own with --quota-vcpu / --quota-memory-gib")
     return found
 

@@ -46,13 +46,17 @@ def evaluate_check(expression: str, figures: Mapping[str, Any],
 def judge(headline: Mapping[str, Any], readme_text: str | None,
           other_figures: Callable[[str], Mapping[str, Any] | None]) -> Verdict:
     """{"outcome": supported | not supported | undetermined | no check stated, "checks": [...],
-    "hypothesis": the README's hypothesis}."""
+    "hypothesis": the README's hypothesis}: supported when every check holds, not supported when one fails,
+    undetermined when none fails but one cannot be judged."""
     checks = [(expr, *evaluate_check(expr, headline, other_figures)) for expr in hypothesis_checks(readme_text)]
+    # Every check must hold: one that fails settles it whatever the others say; one not judged leaves it open.
     if not checks:
         outcome = "no check stated"
+    elif any(ok is False for _, ok, _ in checks):
+        outcome = "not supported"
     elif any(ok is None for _, ok, _ in checks):
         outcome = "undetermined"
     else:
-        outcome = "supported" if all(ok for _, ok, _ in checks) else "not supported"
+        outcome = "supported"
     return {"outcome": outcome, "hypothesis": hypothesis_text(readme_text),
             "checks": [{"check": e, "holds": ok, "detail": d} for e, ok, d in checks]}
