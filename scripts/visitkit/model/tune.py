@@ -190,7 +190,9 @@ def function_p95(settings: Settings, profile: capacity.LatencyProfile, name: str
 def instance_counts(settings: Settings, profile: capacity.LatencyProfile, name: str, shape: FunctionSettings,
                     demand: float, goals: Goals) -> tuple[list[int], str | None]:
     """([the fewest instances of `shape` that hold the headroom and the p95 goal, the fewest with no queue at the
-    p95]; None, or the reason none do)."""
+    p95]; None, or the reason none do). The p95 goal is a visitor's request's: a push delivery's time counts in
+    the freshness instead."""
+    goal_ms = goals.p95_ms if name in capacity.PUBLIC else math.inf
     one = capacity.predict(with_function(settings, name, shape), profile, dwell_s=goals.dwell_s)
     per_instance = one.capacity_rps[name]
     fewest = max(1, math.ceil(goals.headroom * demand / per_instance - 1e-9))
@@ -216,9 +218,9 @@ def instance_counts(settings: Settings, profile: capacity.LatencyProfile, name: 
         return high
 
     floor_ms = p95(MAX_INSTANCES)  # no queue left: the service time
-    if floor_ms > goals.p95_ms:
+    if floor_ms > goal_ms:
         return [], "too slow"
-    counts = [first(lambda ms: ms <= goals.p95_ms), first(lambda ms: ms <= floor_ms * (1 + 1e-9))]
+    counts = [first(lambda ms: ms <= goal_ms), first(lambda ms: ms <= floor_ms * (1 + 1e-9))]
     return sorted({count for count in counts if count is not None}), None
 
 

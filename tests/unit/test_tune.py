@@ -1,0 +1,131 @@
+"""tune (model/tune.py): its cheapest pick against a brute-force search, its direction as goals tighten, and a target
+nothing holds."""
+import argparse
+import itertools
+import math
+from dataclasses import replace
+
+import pytest
+
+from visitkit.catalogue import FUNCTIONS, PUSH_FUNCTION, READER_FUNCTION
+from visitkit.model import capacity, cost, latency, tune
+from visitkit.reports import verdict
+from visitkit.settings import load_settings, parse_settings
+from visitkit.twin.profile import load_profile
+
+PROFILE = load_profile("study")
+PRICES = cost.load_prices()
+REGION = "us-central1"
+SMALL = tune.Space(concurrencies=(1, 80), cache_ttls=(0, 10), batch_sizes=(1000,), single_cpus=("1",),
+                   shared_cpus=("1", "2"))
+
+
+def brute_force(goals: tune.Goals, space: tune.Space, quota: tune.Quota) -> float:
+    """The least monthly bill over every combination of every global choice, each searched function's every shape
+    at 1 to 4 instances (the fixed parts as tune fixes them) that serves its share of the rate x headroom on its
+    own (a combination of others cannot change that), judged on the whole: knee and drain, each visitor's request's
+    p95, freshness, quota."""
+    rate, best = goals.visits_per_s, math.inf
+    for ttl, mode, batch, embeds in tune.global_choices(space):
+        reference = parse_settings(tune.base_raw(goals, ttl, mode, batch, embeds), "brute")
+        per_visit = {**capacity.requests_per_visit(reference, 0), PUSH_FUNCTION: 0 if mode == "pull" else 1}
+        if not per_visit[READER_FUNCTION]:
+            reference = tune.with_function(reference, READER_FUNCTION, tune.IDLE_READER)
+        searched = [name for name in FUNCTIONS if per_visit[name]]
+        choices = [[spec for shape in tune.shapes(space) for n in range(1, 5)
+                    for spec in [replace(shape, max_instances=n)] if holds(reference, name, spec, goals)]
+                   for name in searched]
+        for chosen in itertools.product(*choices):
+            settings = reference
+            for name, spec in zip(searched, chosen):
+                settings = tune.with_function(settings, name, spec)
+            prediction = capacity.predict(settings, PROFILE)
+            if min(prediction.knee_visits_per_s, prediction.drain_per_s) < goals.headroom * rate - 1e-9:
+                continue
+            if sum(s.max_instances * float(s.effective_cpu) for s in settings.functions.values()) > quota.vcpu:
+                continue
+            found = latency.predict_latency(settings, PROFILE, rate)
+            if any(found[name].p95_ms > goals.p95_ms for name in capacity.PUBLIC if name in found):
+                continue
+            if latency.freshness_s(settings, PROFILE, rate, found) > goals.freshness_s:
+                continue
+            best = min(best, cost.monthly_at(settings, prediction, rate, PRICES, REGION)["total"])
+    return best
+
+
+def holds(reference, name, spec, goals) -> bool:
+    """Whether `name` alone serves its share of the rate x headroom with `spec`."""
+    settings = tune.with_function(reference, name, spec)
+    share = {**capacity.requests_per_visit(settings, 0), PUSH_FUNCTION: 1}[name]
+    return capacity.predict(settings, PROFILE).capacity_rps[name] >= goals.headroom * goals.visits_per_s * share - 1e-9
+
+
+def test_the_cheapest_pick_is_the_brute_forces():
+    goals, quota = tune.Goals(visits_per_s=40, p95_ms=100, freshness_s=30), tune.Quota(vcpu=12)
+    found = tune.search(goals, PROFILE, PRICES, REGION, quota, SMALL)
+    cheapest = tune.picks(found.candidates).cheapest
+    exact = cost.monthly_at(cheapest.settings, cheapest.prediction, 40, PRICES, REGION)["total"]
+    assert cheapest.monthly_usd == pytest.approx(exact)
+    assert exact == pytest.approx(brute_force(goals, SMALL, quota))
+    assert cheapest.headroom >= goals.headroom and cheapest.p95_ms <= goals.p95_ms
+
+
+CONCURRENCY_ONE = tune.Space(concurrencies=(1,), cache_ttls=(10,), stores="push", embeds=(False,),
+                             single_cpus=("0.167", "1"))
+
+
+def cheapest(rate: float, p95_ms: float) -> tune.Candidate:
+    found = tune.search(tune.Goals(rate, p95_ms), PROFILE, PRICES, REGION, tune.Quota(vcpu=100), CONCURRENCY_ONE)
+    return tune.picks(found.candidates).cheapest
+
+
+def instances(candidate: tune.Candidate, name: str = "inc-counter") -> int:
+    return candidate.settings.functions[name].max_instances
+
+
+def test_a_tighter_p95_goal_buys_a_whole_vcpu_and_costs_more():
+    # inc-counter's 1.3 ms of CPU on a sixth of a core: 37 + 6.5 ms a request, over a 40 ms goal
+    loose, tight = cheapest(30, 1000), cheapest(30, 40)
+    assert loose.settings.functions["inc-counter"].effective_cpu == "0.167"
+    assert tight.settings.functions["inc-counter"].effective_cpu == "1"
+    assert tight.p95_ms <= 40 < loose.p95_ms
+    assert tight.monthly_usd > loose.monthly_usd
+
+
+def test_a_higher_rate_buys_more_instances_and_costs_more():
+    low, high = cheapest(30, 300), cheapest(60, 300)
+    assert instances(high) > instances(low)
+    assert high.monthly_usd > low.monthly_usd
+
+
+def test_a_quota_too_small_stops_the_search_and_says_what_lifts_it():
+    found = tune.search(tune.Goals(40, 100), PROFILE, PRICES, REGION, tune.Quota(vcpu=2), SMALL)
+    assert not found.candidates and found.rejected["quota"]
+    stop = found.stops["quota"]
+    assert "CpuAllocPerProjectRegion" in stop and "--dimensions=region=us-central1" in stop
+
+
+def options(**given: object) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    tune.add_arguments(parser)
+    return parser.parse_args([f"--{key.replace('_', '-')}={value}" for key, value in given.items()])
+
+
+def test_beyond_the_pull_stores_ceiling_with_push_refused_exits_non_zero_naming_it(tmp_path):
+    status, lines = tune.run(options(visits_per_s=2000, store="pull", out=tmp_path / "it"), PROFILE, "tune")
+    assert status == tune.UNREACHABLE != 0
+    stop = next(line for line in lines if "backlog:" in line)
+    assert "pull store's one instance drains at most 1,704 visits/s with batches of 1000" in stop
+    assert "allow the push store (--store any)" in stop
+    assert not (tmp_path / "it").exists()
+
+
+def test_300_visits_per_s_writes_an_iteration_that_loads_and_carries_several_checks(tmp_path):
+    folder = tmp_path / "tuned"
+    status, lines = tune.run(options(visits_per_s=300, p95_ms=300, region=REGION, out=folder), PROFILE, "tune")
+    assert status == 0 and [line.split(":")[0] for line in lines if line[:1] != " "][1:4] == list(tune.PICKS)
+    settings = load_settings(folder)
+    assert capacity.predict(settings, PROFILE).knee_visits_per_s >= 1.5 * 300
+    readme = (folder / "README.md").read_text()
+    assert len(verdict.hypothesis_checks(readme)) >= 2
+    assert (folder / "tune.png").stat().st_size > 0
