@@ -539,10 +539,11 @@ def plot(found: Search, chosen: Picks, path: Path, goals: Goals) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.5))
     axes.scatter([c.headroom for c in found.candidates], [c.monthly_usd for c in found.candidates], s=10,
                  color="tab:gray", alpha=0.5, label=f"{len(found.candidates):,} candidates kept")
-    for (name, c), marker in zip(((n, getattr(chosen, n)) for n in PICKS), ("o", "s", "^")):
-        axes.scatter([c.headroom], [c.monthly_usd], s=90, marker=marker, facecolors="none", linewidths=1.8,
-                     label=f"{name}: {shown_usd(c.monthly_usd)}")
-    axes.set_xscale("log")
+    marks = zip(((n, getattr(chosen, n)) for n in PICKS), ("o", "s", "^"), ("tab:green", "tab:blue", "tab:orange"),
+                (90, 150, 220))
+    for (name, c), marker, color, size in marks:  # growing marks: picks that coincide stay visible
+        axes.scatter([c.headroom], [c.monthly_usd], s=size, marker=marker, facecolors="none", edgecolors=color,
+                     linewidths=1.8, label=f"{name}: {shown_usd(c.monthly_usd)}")
     axes.set_yscale("log")
     axes.set_xlabel("headroom: the knee / the rate")
     axes.set_ylabel("USD a month at the rate")
