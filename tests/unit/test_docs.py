@@ -377,3 +377,40 @@ def test_the_cost_items_are_ranked_as_they_are_priced():
     ranked = sorted(cost.by_service(found).items(), key=lambda pair: -pair[1])
     text = " ".join(docs.cost_items(ROOT / "iterations", None, "study iteration-4").split())
     assert f"in us-central1 {ranked[0][0]} {ranked[0][1]:,.2f}, {ranked[1][0]} {ranked[1][1]:,.2f}," in text
+
+
+def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_the_band(tmp_path, monkeypatch):
+    """inc-counter as 2 instances of 1 request at once, each request holding its slot 50 ms (40 requests/s in
+    all), and two open-model runs at 20 and 30 visits/s. An M/M/2 queue waits with Erlang C's C = a^2 / (2 + a),
+    a = rate x 50 ms, and a wait's q-quantile is ln(C / (1 - q)) / (40 - rate) s: worked out on paper below."""
+    from visitkit.model import capacity
+
+    iteration = tmp_path / "iteration-9"
+    iteration.mkdir()
+    (iteration / "settings.tfvars.json").write_text(json.dumps({
+        "shards_per_page": 2, "cache_ttl_seconds": 10, "functions": {
+            name: {"max_instances": 2, "concurrency": 1, "cpu": "1", "memory": "1Gi"}
+            for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}}))
+    monkeypatch.setattr(capacity, "predict", lambda settings, profile, dwell_s=0: HandPrediction(
+        capacity_rps={"inc-counter": 40.0}, busy_ms={"inc-counter": 50.0}))
+    for run, rate, p50, p95, cpu in (("load-1", 20.0, 50.0, 174.0, 41.6), ("load-2", 30.0, 80.0, 290.0, None)):
+        (iteration / "results" / run).mkdir(parents=True)
+        (iteration / "results" / run / "summary.json").write_text(json.dumps({
+            "profile": {"name": "study"}, "machine": {"peak": {"cpu_percent": cpu} if cpu else None},
+            "headline": {"arrival_rate.achieved": rate, "p50_ms.inc-counter": p50, "p95_ms.inc-counter": p95}}))
+
+    text = docs.p95_check_table(iteration, "it", "study inc-counter results/load-1 results/load-2")
+    rows = text.splitlines()
+    # 20/s: a = 1, C = 1/3 (below 1/2: no wait at the median); p95 wait ln(20 / 3) / 20 s = 94.9 ms
+    assert rows[2] == ("| [load-1](it/results/load-1/report.md) | 20.0 | 20.0 | 2 x 50.0 ms | 0.50 | 50 / 50 ms | "
+                       "145 / 174 ms | 1.20x | 42 % |")
+    # 30/s: a = 1.5, C = 2.25 / 3.5 = 0.643; p50 wait ln(1.286) / 10 s = 25.1 ms, p95 wait ln(12.86) / 10 s = 255 ms
+    assert rows[3] == ("| [load-2](it/results/load-2/report.md) | 30.0 | 30.0 | 2 x 50.0 ms | 0.75 | 75 / 80 ms | "
+                       "305 / 290 ms | 0.95x | n/a |")
+    assert " ".join(rows[5:]) == ("The band: over these two runs the measured inc-counter p95 is 0.95x to 1.20x the "
+                                  "model's: the model is above the measured p95 at some rates, below it at others.")
+    one = " ".join(docs.p95_check_table(iteration, "it", "study inc-counter results/load-1").splitlines()[4:])
+    assert one == ("The band: over this run the measured inc-counter p95 is 1.20x the model's: the model "
+                   "understates the p95 at every rate.")
+    with pytest.raises(docs.DocsError, match="profile study, not none"):
+        docs.p95_check_table(iteration, "it", "none inc-counter results/load-1")

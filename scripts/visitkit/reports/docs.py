@@ -32,7 +32,9 @@ iteration, or in those named), `<!-- figures cost-items: ../iterations study ite
 item by item, in words), `<!-- figures hold: . study 10000 [60 [us-central1]] -->` (what an iteration's settings
 hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures cost-month: . study 10000
 us-central1 -->` (the largest items of a month at 10,000 visits/s) and `<!-- figures study-convergence:
-../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's).
+../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's) and
+`<!-- figures p95-check: ../iterations/iteration-3 study inc-counter results/load-X ... -->` (the latency model's
+p50/p95 at the rate each open-model run held, beside the run's, and the band of measured / model p95).
 """
 import ast
 import difflib
@@ -740,6 +742,49 @@ def study_convergence_table(iterations_dir: Path, _link: str, arguments: str) ->
     return "\n".join(rows) + "\n"
 
 
+def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
+    """The latency model (model/latency.py) against the twin: for each open-model run of the iteration, the rate
+    it held, FUNCTION's p50 and p95 as the model predicts them at that rate and as Locust measured them, and the
+    measured p95 as a multiple of the model's; then the band (the least and the most of those multiples).
+    arguments: PROFILE FUNCTION RUN... (each RUN a results folder, relative to the iteration folder)."""
+    from visitkit.model import capacity, latency
+    from visitkit.settings import load_settings
+    from visitkit.twin.profile import load_profile
+
+    profile_name, function, *runs = arguments.split()
+    if not runs:
+        raise DocsError(f"p95-check {iteration.name}: name the runs after the profile and the function")
+    settings, profile = load_settings(iteration), load_profile(profile_name)
+    per_visit = capacity.requests_per_visit(settings, 0)[function]
+    rows = [f"| run | visits/s held | {function} requests/s | servers x service (model) | utilisation (model) | "
+            "p50 model / measured | p95 model / measured | measured / model p95 | machine CPU at the peak |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for run in runs:
+        summary = read_json(iteration / run, "summary")
+        if (summary.get("profile") or {}).get("name") != profile_name:
+            raise DocsError(f"{run} ran with profile {(summary.get('profile') or {}).get('name')}, not {profile_name}")
+        headline = summary["headline"]
+        if headline.get("arrival_rate.achieved") is None:
+            raise DocsError(f"{run} is not an open-model run (no arrival_rate.achieved)")
+        rate = headline["arrival_rate.achieved"] * per_visit
+        model = latency.one_function(settings, profile, function, rate)
+        measured_p50, measured_p95 = headline[f"p50_ms.{function}"], headline[f"p95_ms.{function}"]
+        ratios.append(measured_p95 / model.p95_ms)
+        machine = ((summary.get("machine") or {}).get("peak") or {}).get("cpu_percent")
+        rows.append(f"| [{Path(run).name}]({link}/{run}/report.md) | {headline['arrival_rate.achieved']:.1f} | "
+                    f"{rate:.1f} | {model.servers} x {model.service_ms:.1f} ms | {model.utilisation:.2f} | "
+                    f"{model.p50_ms:,.0f} / {measured_p50:,.0f} ms | {model.p95_ms:,.0f} / {measured_p95:,.0f} ms | "
+                    f"{ratios[-1]:.2f}x | {'n/a' if machine is None else f'{machine:.0f} %'} |")
+    band = f"{min(ratios):.2f}x to {max(ratios):.2f}x" if len(ratios) > 1 else f"{ratios[0]:.2f}x"
+    verdict = ("the model overstates the p95 at every rate" if max(ratios) < 1 else
+               "the model understates the p95 at every rate" if min(ratios) > 1 else
+               "the model is above the measured p95 at some rates, below it at others")
+    runs_named = "this run" if len(ratios) == 1 else f"these {COUNT_WORDS[len(ratios)]} runs"
+    return "\n".join(rows) + "\n\n" + prose(
+        f"The band: over {runs_named} the measured {function} p95 is {band} the model's: {verdict}.")
+
+
 def read_json(folder: Path, stem: str) -> dict[str, Any]:
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -751,7 +796,7 @@ def read_json(folder: Path, stem: str) -> dict[str, Any]:
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
                 "predict": predict_output, "fleet": fleet_output, "cost-per-million": cost_table,
                 "cost-items": cost_items, "hold": hold_text, "cost-month": cost_month_text,
-                "study-convergence": study_convergence_table}
+                "study-convergence": study_convergence_table, "p95-check": p95_check_table}
 
 
 def differences(block: Block, rendered: str, lines: list[tuple[str, list[tuple[str, str]]]]) -> list[str]:
