@@ -381,8 +381,9 @@ def test_the_cost_items_are_ranked_as_they_are_priced():
 
 def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_the_band(tmp_path, monkeypatch):
     """inc-counter as 2 instances of 1 request at once, each request holding its slot 50 ms (40 requests/s in
-    all), and two open-model runs at 20 and 30 visits/s. An M/M/2 queue waits with Erlang C's C = a^2 / (2 + a),
-    a = rate x 50 ms, and a wait's q-quantile is ln(C / (1 - q)) / (40 - rate) s: worked out on paper below."""
+    all); two open-model runs at 20 and 30 visits/s and a closed one whose users made 1,200 inc-counter requests
+    in 60 s (20/s). An M/M/2 queue waits with Erlang C's C = a^2 / (2 + a), a = rate x 50 ms, and a wait's
+    q-quantile is ln(C / (1 - q)) / (40 - rate) s: worked out on paper below."""
     from visitkit.model import capacity
 
     iteration = tmp_path / "iteration-9"
@@ -393,24 +394,31 @@ def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_t
             for name in ("serve-page", "get-counter", "inc-counter", "store-inc-counter")}}))
     monkeypatch.setattr(capacity, "predict", lambda settings, profile, dwell_s=0: HandPrediction(
         capacity_rps={"inc-counter": 40.0}, busy_ms={"inc-counter": 50.0}))
-    for run, rate, p50, p95, cpu in (("load-1", 20.0, 50.0, 174.0, 41.6), ("load-2", 30.0, 80.0, 290.0, None)):
+    for run, rate, p50, p95, cpu in (("load-1", 20.0, 50.0, 174.0, 41.6), ("load-2", 30.0, 80.0, 290.0, None),
+                                     ("endurance-1", None, 60.0, 130.5, None)):
         (iteration / "results" / run).mkdir(parents=True)
         (iteration / "results" / run / "summary.json").write_text(json.dumps({
-            "profile": {"name": "study"}, "machine": {"peak": {"cpu_percent": cpu} if cpu else None},
-            "headline": {"arrival_rate.achieved": rate, "p50_ms.inc-counter": p50, "p95_ms.inc-counter": p95}}))
+            "profile": {"name": "study"}, "machine": {"peak": {"cpu_percent": cpu, "cores": 2} if cpu else None},
+            "load": {"seconds": 60.0}, "client": {"inc-counter": {"requests": 1200}},
+            "headline": {"arrival_rate.achieved": rate, "users_max": 80, "p50_ms.inc-counter": p50,
+                         "p95_ms.inc-counter": p95}}))
 
-    text = docs.p95_check_table(iteration, "it", "study inc-counter results/load-1 results/load-2")
+    text = docs.p95_check_table(iteration, "it", "study inc-counter results/load-1 results/load-2 results/endurance-1")
     rows = text.splitlines()
     # 20/s: a = 1, C = 1/3 (below 1/2: no wait at the median); p95 wait ln(20 / 3) / 20 s = 94.9 ms
-    assert rows[2] == ("| [load-1](it/results/load-1/report.md) | 20.0 | 20.0 | 2 x 50.0 ms | 0.50 | 50 / 50 ms | "
-                       "145 / 174 ms | 1.20x | 42 % |")
+    assert rows[2] == ("| [load-1](it/results/load-1/report.md) | paced | 20.0 | 20.0 | 2 x 50.0 ms | 0.50 | "
+                       "50 / 50 ms | 145 / 174 ms | 1.20x | 42 % of 200 % |")
     # 30/s: a = 1.5, C = 2.25 / 3.5 = 0.643; p50 wait ln(1.286) / 10 s = 25.1 ms, p95 wait ln(12.86) / 10 s = 255 ms
-    assert rows[3] == ("| [load-2](it/results/load-2/report.md) | 30.0 | 30.0 | 2 x 50.0 ms | 0.75 | 75 / 80 ms | "
-                       "305 / 290 ms | 0.95x | n/a |")
-    assert " ".join(rows[5:]) == ("The band: over these two runs the measured inc-counter p95 is 0.95x to 1.20x the "
-                                  "model's: the model is above the measured p95 at some rates, below it at others.")
+    assert rows[3] == ("| [load-2](it/results/load-2/report.md) | paced | 30.0 | 30.0 | 2 x 50.0 ms | 0.75 | "
+                       "75 / 80 ms | 305 / 290 ms | 0.95x | n/a |")
+    # the closed run: 1,200 requests in 60 s, 20/s, as load-1; 130.5 / 144.86 = 0.90
+    assert rows[4] == ("| [endurance-1](it/results/endurance-1/report.md) | 80 users | 20.0 | 20.0 | 2 x 50.0 ms | "
+                       "0.50 | 50 / 60 ms | 145 / 130 ms | 0.90x | n/a |")
+    assert " ".join(rows[6:]) == (
+        "The band: with paced arrivals (two runs) the measured inc-counter p95 is 0.95x to 1.20x the model's: the "
+        "model is above the measured p95 at some rates, below it at others; with users thinking at random (one run) "
+        "the measured inc-counter p95 is 0.90x the model's: the model overstates the p95 at every rate.")
     one = " ".join(docs.p95_check_table(iteration, "it", "study inc-counter results/load-1").splitlines()[4:])
-    assert one == ("The band: over this run the measured inc-counter p95 is 1.20x the model's: the model "
-                   "understates the p95 at every rate.")
+    assert one.endswith("is 1.20x the model's: the model understates the p95 at every rate.")
     with pytest.raises(docs.DocsError, match="profile study, not none"):
         docs.p95_check_table(iteration, "it", "none inc-counter results/load-1")

@@ -743,9 +743,11 @@ def study_convergence_table(iterations_dir: Path, _link: str, arguments: str) ->
 
 
 def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
-    """The latency model (model/latency.py) against the twin: for each open-model run of the iteration, the rate
-    it held, FUNCTION's p50 and p95 as the model predicts them at that rate and as Locust measured them, and the
-    measured p95 as a multiple of the model's; then the band (the least and the most of those multiples).
+    """The latency model (model/latency.py) against the twin: for each run of the iteration, the rate it held,
+    FUNCTION's p50 and p95 as the model predicts them at that rate and as Locust measured them, and the measured
+    p95 as a multiple of the model's; then the band (the least and the most of those multiples) for each kind of
+    arrivals: an open-model run's are paced (evenly spaced, its rate arrival_rate.achieved), a closed-model run's
+    users think at random (its rate FUNCTION's requests over the load's seconds).
     arguments: PROFILE FUNCTION RUN... (each RUN a results folder, relative to the iteration folder)."""
     from visitkit.model import capacity, latency
     from visitkit.settings import load_settings
@@ -756,33 +758,39 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
         raise DocsError(f"p95-check {iteration.name}: name the runs after the profile and the function")
     settings, profile = load_settings(iteration), load_profile(profile_name)
     per_visit = capacity.requests_per_visit(settings, 0)[function]
-    rows = [f"| run | visits/s held | {function} requests/s | servers x service (model) | utilisation (model) | "
-            "p50 model / measured | p95 model / measured | measured / model p95 | machine CPU at the peak |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    ratios = []
+    rows = [f"| run | arrivals | visits/s held | {function} requests/s | servers x service (model) | "
+            "utilisation (model) | p50 model / measured | p95 model / measured | measured / model p95 | "
+            "this machine's CPU at the peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios: dict[str, list[float]] = {}
     for run in runs:
         summary = read_json(iteration / run, "summary")
         if (summary.get("profile") or {}).get("name") != profile_name:
             raise DocsError(f"{run} ran with profile {(summary.get('profile') or {}).get('name')}, not {profile_name}")
         headline = summary["headline"]
-        if headline.get("arrival_rate.achieved") is None:
-            raise DocsError(f"{run} is not an open-model run (no arrival_rate.achieved)")
-        rate = headline["arrival_rate.achieved"] * per_visit
+        if headline.get("arrival_rate.achieved") is not None:
+            kind, arrivals, visits = "paced arrivals", "paced", headline["arrival_rate.achieved"]
+        else:
+            kind, arrivals = "users thinking at random", f"{headline['users_max']:,} users"
+            visits = summary["client"][function]["requests"] / per_visit / summary["load"]["seconds"]
+        rate = visits * per_visit
         model = latency.one_function(settings, profile, function, rate)
         measured_p50, measured_p95 = headline[f"p50_ms.{function}"], headline[f"p95_ms.{function}"]
-        ratios.append(measured_p95 / model.p95_ms)
-        machine = ((summary.get("machine") or {}).get("peak") or {}).get("cpu_percent")
-        rows.append(f"| [{Path(run).name}]({link}/{run}/report.md) | {headline['arrival_rate.achieved']:.1f} | "
-                    f"{rate:.1f} | {model.servers} x {model.service_ms:.1f} ms | {model.utilisation:.2f} | "
+        ratios.setdefault(kind, []).append(measured_p95 / model.p95_ms)
+        peak = (summary.get("machine") or {}).get("peak")
+        machine = f"{peak['cpu_percent']:.0f} % of {100 * peak['cores']} %" if peak else "n/a"
+        rows.append(f"| [{Path(run).name}]({link}/{run}/report.md) | {arrivals} | {visits:.1f} | {rate:.1f} | "
+                    f"{model.servers} x {model.service_ms:.1f} ms | {model.utilisation:.2f} | "
                     f"{model.p50_ms:,.0f} / {measured_p50:,.0f} ms | {model.p95_ms:,.0f} / {measured_p95:,.0f} ms | "
-                    f"{ratios[-1]:.2f}x | {'n/a' if machine is None else f'{machine:.0f} %'} |")
-    band = f"{min(ratios):.2f}x to {max(ratios):.2f}x" if len(ratios) > 1 else f"{ratios[0]:.2f}x"
-    verdict = ("the model overstates the p95 at every rate" if max(ratios) < 1 else
-               "the model understates the p95 at every rate" if min(ratios) > 1 else
-               "the model is above the measured p95 at some rates, below it at others")
-    runs_named = "this run" if len(ratios) == 1 else f"these {COUNT_WORDS[len(ratios)]} runs"
-    return "\n".join(rows) + "\n\n" + prose(
-        f"The band: over {runs_named} the measured {function} p95 is {band} the model's: {verdict}.")
+                    f"{measured_p95 / model.p95_ms:.2f}x | {machine} |")
+    bands = []
+    for kind, found in ratios.items():
+        band = f"{min(found):.2f}x to {max(found):.2f}x" if len(found) > 1 else f"{found[0]:.2f}x"
+        verdict = ("the model overstates the p95 at every rate" if max(found) < 1 else
+                   "the model understates the p95 at every rate" if min(found) > 1 else
+                   "the model is above the measured p95 at some rates, below it at others")
+        runs_named = "one run" if len(found) == 1 else f"{COUNT_WORDS[len(found)]} runs"
+        bands.append(f"with {kind} ({runs_named}) the measured {function} p95 is {band} the model's: {verdict}")
+    return "\n".join(rows) + "\n\n" + prose(f"The band: {'; '.join(bands)}.")
 
 
 def read_json(folder: Path, stem: str) -> dict[str, Any]:
