@@ -400,19 +400,20 @@ def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_t
         (iteration / "results" / run / "summary.json").write_text(json.dumps({
             "profile": {"name": "study"}, "machine": {"peak": {"cpu_percent": cpu, "cores": 2} if cpu else None},
             "load": {"seconds": 60.0}, "client": {"inc-counter": {"requests": 1200}},
+            "server": {"inc-counter": {"service_ms": 48.04}} if cpu else {},
             "headline": {"arrival_rate.achieved": rate, "users_max": 80, "p50_ms.inc-counter": p50,
                          "p95_ms.inc-counter": p95}}))
 
     text = docs.p95_check_table(iteration, "it", "study inc-counter results/load-1 results/load-2 results/endurance-1")
     rows = text.splitlines()
     # 20/s: a = 1, C = 1/3 (below 1/2: no wait at the median); p95 wait ln(20 / 3) / 20 s = 94.9 ms
-    assert rows[2] == ("| [load-1](it/results/load-1/report.md) | paced | 20.0 | 20.0 | 2 x 50.0 ms | 0.50 | "
+    assert rows[2] == ("| [load-1](it/results/load-1/report.md) | paced | 20.0 | 20.0 | 2 | 50.0 / 48.0 ms | 0.50 | "
                        "50 / 50 ms | 145 / 174 ms | 1.20x | 42 % of 200 % |")
     # 30/s: a = 1.5, C = 2.25 / 3.5 = 0.643; p50 wait ln(1.286) / 10 s = 25.1 ms, p95 wait ln(12.86) / 10 s = 255 ms
-    assert rows[3] == ("| [load-2](it/results/load-2/report.md) | paced | 30.0 | 30.0 | 2 x 50.0 ms | 0.75 | "
+    assert rows[3] == ("| [load-2](it/results/load-2/report.md) | paced | 30.0 | 30.0 | 2 | 50.0 / n/a ms | 0.75 | "
                        "75 / 80 ms | 305 / 290 ms | 0.95x | n/a |")
     # the closed run: 1,200 requests in 60 s, 20/s, as load-1; 130.5 / 144.86 = 0.90
-    assert rows[4] == ("| [endurance-1](it/results/endurance-1/report.md) | 80 users | 20.0 | 20.0 | 2 x 50.0 ms | "
+    assert rows[4] == ("| [endurance-1](it/results/endurance-1/report.md) | 80 users | 20.0 | 20.0 | 2 | 50.0 / n/a ms | "
                        "0.50 | 50 / 60 ms | 145 / 130 ms | 0.90x | n/a |")
     assert " ".join(rows[6:]) == (
         "The band: with paced arrivals (two runs) the measured inc-counter p95 is 0.95x to 1.20x the model's: the "

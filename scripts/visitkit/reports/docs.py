@@ -34,7 +34,7 @@ hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures c
 us-central1 -->` (the largest items of a month at 10,000 visits/s) and `<!-- figures study-convergence:
 ../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's) and
 `<!-- figures p95-check: ../iterations/iteration-3 study inc-counter results/load-X ... -->` (the latency model's
-p50/p95 at the rate each open-model run held, beside the run's, and the band of measured / model p95).
+p50/p95 at the rate each run held, beside the run's, and the band of measured / model p95).
 """
 import ast
 import difflib
@@ -758,9 +758,10 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
         raise DocsError(f"p95-check {iteration.name}: name the runs after the profile and the function")
     settings, profile = load_settings(iteration), load_profile(profile_name)
     per_visit = capacity.requests_per_visit(settings, 0)[function]
-    rows = [f"| run | arrivals | visits/s held | {function} requests/s | servers x service (model) | "
+    rows = [f"| run | arrivals | visits/s held | {function} requests/s | servers (model) | "
+            "service: model / HAProxy's mean | "
             "utilisation (model) | p50 model / measured | p95 model / measured | measured / model p95 | "
-            "this machine's CPU at the peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "this machine's CPU at the peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ratios: dict[str, list[float]] = {}
     for run in runs:
         summary = read_json(iteration / run, "summary")
@@ -776,10 +777,12 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
         model = latency.one_function(settings, profile, function, rate)
         measured_p50, measured_p95 = headline[f"p50_ms.{function}"], headline[f"p95_ms.{function}"]
         ratios.setdefault(kind, []).append(measured_p95 / model.p95_ms)
+        served = ((summary.get("server") or {}).get(function) or {}).get("service_ms")
         peak = (summary.get("machine") or {}).get("peak")
         machine = f"{peak['cpu_percent']:.0f} % of {100 * peak['cores']} %" if peak else "n/a"
         rows.append(f"| [{Path(run).name}]({link}/{run}/report.md) | {arrivals} | {visits:.1f} | {rate:.1f} | "
-                    f"{model.servers} x {model.service_ms:.1f} ms | {model.utilisation:.2f} | "
+                    f"{model.servers} | {model.service_ms:.1f} / {'n/a' if served is None else f'{served:.1f}'} ms | "
+                    f"{model.utilisation:.2f} | "
                     f"{model.p50_ms:,.0f} / {measured_p50:,.0f} ms | {model.p95_ms:,.0f} / {measured_p95:,.0f} ms | "
                     f"{measured_p95 / model.p95_ms:.2f}x | {machine} |")
     bands = []
