@@ -64,6 +64,11 @@ STORE_MODES = ("push", "pull")
 ACCESS_MODES = ("auto", "public", "authenticated")
 DEPLOYED_ACCESS_MODES = ACCESS_MODES[1:]
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
+# How the local twin runs a function's instances: "fixed", all max_instances of them up and warm from the first
+# request to the last (every committed twin run before issue #50); "auto", as Cloud Run's autoscaler starts and
+# stops them between min_instances and max_instances (twin/autoscaler.py). The twin's alone: Terraform never reads it.
+SCALING_MODES = ("fixed", "auto")
+DEFAULT_SCALING = "fixed"  # until autoscaling's runs are made and compared (docs/local-twin.md, Autoscaling)
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
 TERRAFORM_ONLY = {"project_id", "region", "topic_name", "invokers", "cors_allowed_origins", "alerts",
                   "alert_notification_channels", "edge_protection", "build_grants_wait_seconds",
@@ -125,12 +130,19 @@ class Settings:
     store_mode: str = "push"  # one of STORE_MODES
     pull: PullSettings = PullSettings()
     page_embeds_count: bool = False  # True: serve-page embeds the cached count, the page skips its first read
+    scaling: str = DEFAULT_SCALING  # one of SCALING_MODES
     raw: dict[str, Any] = field(default_factory=dict, compare=False)  # the file's own content
     source: str = ""  # where it was read from
 
     @property
     def largest_slots(self) -> int:
         return max(f.slots for f in self.functions.values())
+
+    def autoscaled(self, function: str) -> bool:
+        """Whether the twin's autoscaler starts and stops this function's instances: with scaling "auto", when
+        its min_instances is below its max_instances (otherwise every instance runs all the time anyway)."""
+        spec = self.functions[function]
+        return self.scaling == "auto" and spec.min_instances < spec.max_instances
 
     @property
     def pulls(self) -> bool:
@@ -239,6 +251,10 @@ def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
         raise SettingsError(f"{source}: dead_letter must be true or false. Got {dead_letter!r}.")
     store_mode = raw.get("store_mode", "push")
     _require(store_mode in STORE_MODES, "store_mode", source, store_mode)
+    scaling = raw.get("scaling", DEFAULT_SCALING)
+    if scaling not in SCALING_MODES:
+        raise SettingsError(f"{source}: scaling must be \"fixed\" (every instance up all the time) or \"auto\" "
+                            f"(the twin's autoscaler starts and stops them). Got {scaling!r}.")
     page_embeds_count = raw.get("page_embeds_count", False)
     _require(isinstance(page_embeds_count, bool), "page_embeds_count", source, page_embeds_count)
     given = raw["functions"]
@@ -255,7 +271,8 @@ def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
         shards_per_page=raw["shards_per_page"], cache_ttl_seconds=raw["cache_ttl_seconds"],
         functions=functions, subscription=_subscription(raw.get("subscription", {}), source),
         marker_ttl_days=marker_ttl_days, access=access, dead_letter=dead_letter, store_mode=store_mode,
-        pull=_pull(raw.get("pull", {}), source), page_embeds_count=page_embeds_count, raw=raw, source=str(source))
+        pull=_pull(raw.get("pull", {}), source), page_embeds_count=page_embeds_count, scaling=scaling, raw=raw,
+        source=str(source))
 
 
 def check_invokers(invokers: Sequence[str], where: str = "--invoker") -> tuple[str, ...]:

@@ -32,6 +32,9 @@ ACCEPTED_RULES = ["    stick-table type integer size 1 store gpc0",
                   "    http-request track-sc0 int(1)",
                   "    http-response sc-inc-gpc0(0) if { status 202 }"]
 
+# An autoscaled backend's requests wait here for an instance while none is UP (autoscaler.py starts one).
+AWAIT_INSTANCE_LUA = Path(__file__).with_name("await_instance.lua")
+
 # With request_log, one JSON line per request on HAProxy's stdout (the stack's haproxy.log): when HAProxy
 # accepted it (unix s; it ended total_ms later), the backend (a function, or the front end that answered
 # itself), its status (a 429 of the queue is logged as the 503 of its error file), its whole time, the part
@@ -42,14 +45,20 @@ REQUEST_LOG_FORMAT = ('{"time":%Ts.%ms,"backend":"%b","status":%ST,"total_ms":%T
 
 def render_config(*, public_port: int, push_port: int, stats_address: str, errorfile_path: str | Path,
                   instances: Mapping[str, list[int]], settings: Settings, queue_timeout: float,
-                  deployment: cloudrun.Deployment | None = None, request_log: bool = False) -> str:
+                  deployment: cloudrun.Deployment | None = None, request_log: bool = False,
+                  started: Mapping[str, int] | None = None) -> str:
     """instances: function -> [port of each functions-framework process]. deployment: Cloud Run's access
-    rules of an applied deployment in front of each function (cloudrun.py); None lets every request in."""
+    rules of an applied deployment in front of each function (cloudrun.py); None lets every request in.
+    started: the autoscaled functions (autoscaler.py) -> how many of their instances run at first; their
+    other servers start in maintenance, and their requests wait for an instance (AWAIT_INSTANCE_LUA)."""
+    started = started or {}
     lines = [
         "global",
         # On TCP rather than a unix socket, whose path length is limited (state folders can be deep).
-        f"    stats socket ipv4@{stats_address} level operator",
+        # admin: the autoscaler sets servers ready, drain or maint.
+        f"    stats socket ipv4@{stats_address} level admin",
         "    maxconn 4000",
+        *([f"    lua-load {AWAIT_INSTANCE_LUA}"] if started else []),
         *(["    log stdout format raw local0 info"] if request_log else []),
         "",
         "defaults",
@@ -92,12 +101,20 @@ def render_config(*, public_port: int, push_port: int, stats_address: str, error
             lines += cloudrun.access_rules(deployment.services[function], Path(errorfile_path).parent)
         if function == ACCEPTED_TABLE:
             lines += ACCEPTED_RULES
+        if function in started:
+            lines.append(f"    http-request lua.await_instance {int(queue_timeout * 1000)}")
         # observe layer4: the first refused connection marks a crashed instance down at once,
         # so retried requests go to a live one instead of waiting for the next health check.
-        lines += [f"    server instance-{i} 127.0.0.1:{port} maxconn {spec.concurrency} "
+        lines += [f"    server {server_name(i)} 127.0.0.1:{port} maxconn {spec.concurrency} "
                   "check inter 1s observe layer4 error-limit 1 on-error mark-down"
+                  + (" disabled" if i >= started.get(function, len(ports)) else "")
                   for i, port in enumerate(ports)]
     return "\n".join(lines) + "\n"
+
+
+def server_name(index: int) -> str:
+    """HAProxy's name of a function's index-th instance."""
+    return f"instance-{index}"
 
 
 def _quoted(text: str) -> str:
@@ -105,7 +122,7 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _ask(stats_address: str, command: str) -> str:
+def ask(stats_address: str, command: str) -> str:
     """One command on HAProxy's stats socket at "host:port"; its whole answer."""
     host, port = stats_address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
@@ -119,12 +136,12 @@ def _ask(stats_address: str, command: str) -> str:
 
 def show_stat(stats_address: str) -> list[dict[str, str]]:
     """HAProxy's `show stat` CSV as a list of dicts."""
-    return list(csv.DictReader(io.StringIO(_ask(stats_address, "show stat").lstrip("# "))))
+    return list(csv.DictReader(io.StringIO(ask(stats_address, "show stat").lstrip("# "))))
 
 
 def accepted_count(stats_address: str) -> int:
     """How many 202s inc-counter has answered (its stick table's one counter)."""
-    return parse_accepted(_ask(stats_address, f"show table {ACCEPTED_TABLE}"))
+    return parse_accepted(ask(stats_address, f"show table {ACCEPTED_TABLE}"))
 
 
 def parse_accepted(table_text: str) -> int:
@@ -144,9 +161,10 @@ def is_server(row: Mapping[str, str]) -> bool:
 def servers_not_up(rows: Iterable[Mapping[str, str]]) -> list[str]:
     """"backend/server" of every server `show stat` rows do not report UP. A server HAProxy checked
     before its instance listened is DOWN until two checks pass (1 s apart), and meanwhile HAProxy
-    refuses its requests (its 503 error file: a 429) if the function has no other server UP."""
+    refuses its requests (its 503 error file: a 429) if the function has no other server UP.
+    A server in maintenance is an autoscaled instance not started (or drained): not waited for."""
     return [f"{r['pxname']}/{r['svname']}" for r in rows
-            if is_server(r) and not r["status"].startswith("UP")]
+            if is_server(r) and not r["status"].startswith(("UP", "MAINT", "DRAIN"))]
 
 
 def function_figures(rows: list[dict[str, str]], functions: Iterable[str]) -> dict[str, FunctionFigures]:

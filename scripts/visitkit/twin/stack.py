@@ -37,7 +37,7 @@ from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
 from visitkit.samples import Sample, StoreFigures
 from visitkit.settings import Settings, function_environment
-from visitkit.twin import cloudrun, haproxy, push, toxiproxy
+from visitkit.twin import autoscaler, cloudrun, haproxy, push, toxiproxy
 from visitkit.twin.profile import Profile, load_profile
 from visitkit.twin.resources import component_of
 
@@ -107,6 +107,9 @@ class LocalStack:
         # pull mode: {puller process id: visits it refused (duplicates, malformed)}, so that the backlog
         # survives a restart of the puller, whose own counters start again from zero
         self._refused_by_puller: dict[int, dict[str, int]] = {}
+        # while `up` runs: each function's environment and its instances' own ports, for the autoscaler
+        self._environments: dict[str, dict[str, str]] = {}
+        self._instance_ports: dict[str, list[int]] = {}
 
     # ---- state -------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
@@ -179,11 +182,15 @@ class LocalStack:
     # ---- up ------------------------------------------------------------------------------
     def up(self, settings: Settings, port: int = 8080, queue_timeout: float = QUEUE_TIMEOUT_S,
            profile: Profile | None = None, deployment: cloudrun.Deployment | None = None,
-           request_log: bool = False) -> str:
+           request_log: bool = False, idle_s: float = autoscaler.IDLE_S,
+           metrics_window_s: float = autoscaler.METRICS_WINDOW_S) -> str:
         """Starts everything with an iteration's Settings and a latency Profile (default `none`) and
         returns the base URL once every part answers. With a `deployment` (a rehearsal's applied state),
         each function's instances, concurrency, timeout and environment, the Pub/Sub names and Cloud Run's
-        access rules are the deployment's; request_log: HAProxy logs every request (haproxy.REQUEST_LOG_FORMAT)."""
+        access rules are the deployment's; request_log: HAProxy logs every request (haproxy.REQUEST_LOG_FORMAT).
+        With settings.scaling "auto", the autoscaler (autoscaler.py) starts and stops the instances of each function
+        it scales, keeping one idle idle_s seconds and averaging its metrics over metrics_window_s (shortened by
+        tests)."""
         profile = profile or load_profile()
         if deployment is not None:
             settings = deployed_settings(settings, deployment)
@@ -230,6 +237,8 @@ class LocalStack:
                 instances = self._delay_pushes(state, profile, instances)
             self._start_haproxy(state, settings, instances, routes["frontend"], push_port, queue_timeout, deployment,
                                 request_log)
+            if any(settings.autoscaled(function) for function in instances):
+                self._start_autoscaler(state, settings, profile, instances, idle_s, metrics_window_s)
             # a page the front serves anyone proves the way in; behind Cloud Run's access rules it needs a token
             self._wait_until_ready(state, page=deployment is None or deployment.services["serve-page"].public)
             if not settings.pulls:
@@ -308,12 +317,54 @@ class LocalStack:
             instances[function] = []
             for i in range(spec.max_instances):
                 port = free_port()
+                instances[function].append(port)
+                if settings.autoscaled(function):
+                    continue  # the autoscaler starts it when the traffic needs it, on this port
                 # Each instance is its own process with its own in-process cache, as on Cloud Run.
                 name = f"{function}-{i}"
                 self._start(state, name, supervised(name, function_command(function, port), state["restarts"]),
                             port=port, env={**env, "K_SERVICE": CATALOGUE[function].service})
-                instances[function].append(port)
+            self._environments[function] = {**env, "K_SERVICE": CATALOGUE[function].service}
+        self._instance_ports = {function: list(ports) for function, ports in instances.items()}
         return instances
+
+    def _start_autoscaler(self, state, settings, profile, instances, idle_s, metrics_window_s):
+        """The autoscaler, with each autoscaled function's limits, its instances' ports (HAProxy's servers,
+        in maintenance until it starts them) and their commands; it is one process group with the instances
+        it starts, which `down` stops together."""
+        functions = {}
+        for function in instances:
+            if not settings.autoscaled(function):
+                continue
+            spec = settings.functions[function]
+            cpu_ms = (profile.cpu_ms or {}).get(function)
+            functions[function] = {
+                "min_instances": spec.min_instances, "max_instances": spec.max_instances,
+                "concurrency": spec.concurrency, "vcpus": float(spec.effective_cpu),
+                "cpu_s_per_request": cpu_ms / 1000 if cpu_ms is not None else None,
+                "ports": self._instance_ports[function], "env": self._environments[function],
+                # the stack's own ports: with a push overhead HAProxy reaches store-inc-counter through Toxiproxy
+                "commands": [supervised(f"{function}-{i}", function_command(function, port), state["restarts"])
+                             for i, port in enumerate(self._instance_ports[function])]}
+        port = free_port()
+        config = {"stats": state["haproxy_stats"], "port": port, "logs": str(self.logs),
+                  "events": str(self.state_dir / autoscaler.EVENTS_FILE), "idle_s": idle_s,
+                  "window_s": metrics_window_s, "functions": functions}
+        path = self.state_dir / "autoscaler.json"
+        path.write_text(json.dumps(config, indent=2))
+        (self.state_dir / autoscaler.EVENTS_FILE).unlink(missing_ok=True)  # a previous stack's are not this one's
+        state["autoscaler"] = f"http://127.0.0.1:{port}/"
+        self._start(state, "autoscaler", [sys.executable, "-m", "visitkit.twin.autoscaler", "--config", str(path)],
+                    port=port)
+
+    def scaling(self) -> dict[str, Any] | None:
+        """Each autoscaled function's instances now (starting, ready, drained, stopping), from the autoscaler;
+        None when no function is autoscaled."""
+        url = self._require().get("autoscaler")
+        if not url:
+            return None
+        with urllib.request.urlopen(url, timeout=STATUS_TIMEOUT_S) as reply:
+            return json.load(reply)
 
     def _start_haproxy(self, state, settings, instances, port, push_port, queue_timeout, deployment=None,
                        request_log=False):
@@ -325,7 +376,8 @@ class LocalStack:
         config.write_text(haproxy.render_config(
             public_port=port, push_port=push_port, stats_address=state["haproxy_stats"],
             errorfile_path=errorfile, instances=instances, settings=settings, queue_timeout=queue_timeout,
-            deployment=deployment, request_log=request_log))
+            deployment=deployment, request_log=request_log,
+            started={function: 0 for function in instances if settings.autoscaled(function)}))
         check = subprocess.run(["haproxy", "-c", "-q", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise StackError(f"HAProxy rejected {config}:\n{check.stdout}{check.stderr}")

@@ -21,6 +21,10 @@ from pathlib import Path
 
 STABLE_SECONDS = 10
 MAX_DELAY = 30.0
+# Stopped (SIGTERM to the supervisor: `down`, or the autoscaler scaling in), it gives its child SIGTERM and this
+# long before SIGKILL, as Cloud Run does (https://cloud.google.com/run/docs/container-contract#lifecycle), and
+# does not start it again: only a child that exits on its own is restarted.
+GRACE_S = 10.0
 
 
 def supervise(name: str, command: list[str], restarts_file: str | Path, delay: float = 1.0,
@@ -38,7 +42,7 @@ def supervise(name: str, command: list[str], restarts_file: str | Path, delay: f
         if stopping.is_set():
             child.terminate()
             try:
-                child.wait(timeout=10)
+                child.wait(timeout=GRACE_S)
             except subprocess.TimeoutExpired:
                 child.kill()
             return
