@@ -33,6 +33,7 @@
   visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
 """
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -62,8 +63,10 @@ def local_command(args: argparse.Namespace) -> int:
         from visitkit.twin.profile import load_profile
 
         profile = load_profile(args.profile)
-        base_url = stack.up(load_settings(args.settings), port=args.port, queue_timeout=args.queue_timeout,
-                            profile=profile)
+        settings = load_settings(args.settings)
+        if args.scaling:  # over the settings file's
+            settings = dataclasses.replace(settings, scaling=args.scaling)
+        base_url = stack.up(settings, port=args.port, queue_timeout=args.queue_timeout, profile=profile)
         print(f"Local stack up with {args.settings}, latency profile {profile.describe()}; logs in {stack.logs}")
         print(f"Open a page: {base_url}/app?view=home")
         print(base_url)
@@ -77,6 +80,9 @@ def local_command(args: argparse.Namespace) -> int:
             return 3
         for name, pid, port, alive in rows:
             print(f"{name:24} pid {pid:<8} port {port or '-':<6} {'running' if alive else 'STOPPED'}")
+        for function, now in (stack.scaling() or {}).items():  # the instances the autoscaler runs
+            print(f"{function:24} autoscaled {now['min_instances']}-{now['max_instances']}: "
+                  + ", ".join(f"{now[state]} {state}" for state in ("ready", "starting", "drained", "stopping")))
         print(f"base URL: {stack.base_url}")
         return 0 if all(alive for *_, alive in rows) else 1
     elif args.action == "stats":
@@ -273,6 +279,7 @@ def parser() -> argparse.ArgumentParser:
     from visitkit.model import command
     from visitkit.results.thresholds import EXPECTATIONS
     from visitkit.runs.config import TESTS
+    from visitkit.settings import SCALING_MODES
 
     top = argparse.ArgumentParser(prog="visitkit", description=__doc__, formatter_class=RAW)
     commands = top.add_subparsers(dest="command", required=True)
@@ -288,6 +295,9 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--queue-timeout", default=QUEUE_TIMEOUT_S, type=float,
                        help="seconds a request waits for a free instance before its 429 (default: %(default)g)")
     local.add_argument("--profile", default="none", help=PROFILE_HELP)
+    local.add_argument("--scaling", choices=SCALING_MODES, help=(
+        "fixed: every instance up all the time; auto: Cloud Run's autoscaling, between each function's min_instances "
+        "and max_instances (docs/local-twin.md, Autoscaling); default: the settings file's scaling, else fixed"))
     local.set_defaults(handler=local_command)
 
     run = commands.add_parser("run", help="one iteration's load test and report", formatter_class=RAW, description=(
