@@ -13,10 +13,13 @@ pytestmark = pytest.mark.timeout(60)  # seconds: each test takes one or two
 
 
 class FakeStack:
-    """The two things chaos asks a stack: an instance's pid, and the process list (real processes)."""
+    """What chaos asks a stack: the running instances, an instance's pid, and the process list (real processes)."""
 
     def __init__(self, pids, groups):
         self.pids, self.groups = pids, groups
+
+    def running_instances(self, function, settings):
+        return [f"{function}-{i}" for i in range(settings.functions[function].max_instances)]
 
     def instance_pid(self, name):
         return self.pids[name]

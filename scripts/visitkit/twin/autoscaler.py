@@ -258,7 +258,9 @@ class Autoscaler:
     def status(self) -> dict[str, Any]:
         return {f.name: {"min_instances": f.limits.min_instances, "max_instances": f.limits.max_instances,
                          **{state: sum(1 for i in f.instances if i.state == state)
-                            for state in ("starting", "ready", "drained", "stopping")}}
+                            for state in ("starting", "ready", "drained", "stopping")},
+                         # whose server runs (a crash test may kill it): ready or drained
+                         "running": [f"{f.name}-{i.index}" for i in f.instances if i.state in ("ready", "drained")]}
                 for f in self.functions}
 
     # ---- the loop -------------------------------------------------------------------------------------

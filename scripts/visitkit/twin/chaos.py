@@ -131,8 +131,10 @@ class Chaos(threading.Thread):
 
     # ---- the actions ----
     def _instance(self) -> str:
-        function = self.random.choice(FUNCTIONS)
-        return f"{function}-{self.random.randrange(self.settings.functions[function].max_instances)}"
+        """A running instance at random (with scaling "auto", one the autoscaler runs now)."""
+        running = {function: self.stack.running_instances(function, self.settings) for function in FUNCTIONS}
+        function = self.random.choice([function for function in FUNCTIONS if running[function]])
+        return running[function][self.random.randrange(len(running[function]))]
 
     def _event(self, action: str, target: str, seconds: float | None = None) -> dict[str, Any]:
         return {"time": time.time(), "action": action, "target": target, "seconds": seconds}

@@ -518,6 +518,12 @@ class LocalStack:
             counts[part] = counts.get(part, 0) + 1
         return counts
 
+    def running_instances(self, function: str, settings: Settings) -> list[str]:
+        """The names of a function's instances whose server runs now: all of them unless it is autoscaled."""
+        if settings.autoscaled(function):
+            return list((self.scaling() or {}).get(function, {}).get("running", []))
+        return [f"{function}-{i}" for i in range(settings.functions[function].max_instances)]
+
     def instance_pid(self, name: str) -> int:
         """The pid of an instance's functions-framework server itself (its supervisor's child):
         killing it is a crash the supervisor answers with a restart."""
