@@ -8,7 +8,16 @@ from conftest import ITERATION_0
 from visitkit.errors import SettingsError
 from visitkit.settings import load_settings, parse_settings
 from visitkit.twin import haproxy
-from visitkit.twin.autoscaler import Limits, Sample, by_metrics, on_demand, parse_waiting, queue_wait_s, target
+from visitkit.twin.autoscaler import (
+    Limits,
+    Sample,
+    by_metrics,
+    cold_start_figures,
+    on_demand,
+    parse_waiting,
+    queue_wait_s,
+    target,
+)
 
 LIMITS = Limits(min_instances=1, max_instances=6, concurrency=10, vcpus=1.0)
 
@@ -102,3 +111,31 @@ def test_an_unknown_scaling_is_refused():
     raw = json.loads(ITERATION_0.read_text())
     with pytest.raises(SettingsError, match='scaling must be "fixed"'):
         parse_settings({**raw, "scaling": "elastic"})
+
+
+def test_cold_starts_under_load_are_told_apart_from_quiet_ones_and_counted_in_the_load():
+    def start(t, name, in_flight=0, waiting=0):
+        return {"time": t, "function": name.rsplit("-", 1)[0], "instance": name, "event": "start",
+                "in_flight": in_flight, "waiting": waiting}
+
+    def ready(t, name, ms):
+        return {"time": t, "function": name.rsplit("-", 1)[0], "instance": name, "event": "ready", "start_ms": ms}
+
+    events = [start(0, "get-counter-0"), ready(1, "get-counter-0", 900.0),  # the minimum, quiet, before the load
+              start(10, "get-counter-1", waiting=3), start(10, "get-counter-2", in_flight=1),
+              ready(12, "get-counter-1", 2000.0), ready(13, "get-counter-2", 3000.0),
+              {"time": 20, "function": "get-counter", "instance": "get-counter-2", "event": "drain"},
+              start(30, "get-counter-2", waiting=1), ready(31, "get-counter-2", 1000.0)]  # after the load: 25 s
+    figures = cold_start_figures(events, load_start=5, load_end=25)["get-counter"]
+    assert figures == {"during_load": 2, "under_load_count": 3, "under_load_ms_median": 2000.0,
+                       "under_load_ms_max": 3000.0, "quiet_count": 1, "quiet_ms_median": 900.0, "quiet_ms_max": 900.0}
+    assert cold_start_figures(events)["get-counter"]["during_load"] == 4  # no window: every start
+
+
+def test_a_drained_instance_counts_as_up_and_one_in_maintenance_does_not():
+    def row(server, status):
+        return {"pxname": "get-counter", "svname": server, "status": status, "scur": "0", "qcur": "0",
+                "req_tot": "0", "hrsp_2xx": "0", "hrsp_4xx": "0", "hrsp_5xx": "0", "rtime": "0", "qtime": "0"}
+
+    rows = [row("instance-0", "UP"), row("instance-1", "DRAIN"), row("instance-2", "MAINT"), row("BACKEND", "UP")]
+    assert haproxy.function_figures(rows, ["get-counter"])["get-counter"]["instances"] == 2

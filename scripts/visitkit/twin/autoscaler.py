@@ -36,6 +36,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -117,6 +118,37 @@ def queue_wait_s(start_times_s: Sequence[float]) -> float:
     """How long a request waits for an instance: the greater of 10 s and 3.5 x the average start time."""
     average = sum(start_times_s) / len(start_times_s) if start_times_s else 0.0
     return max(QUEUE_TIMEOUT_S, START_WAIT_FACTOR * average)
+
+
+def cold_start_figures(events: Sequence[Mapping[str, Any]], load_start: float | None = None,
+                       load_end: float | None = None) -> dict[str, dict[str, Any]]:
+    """Per autoscaled function, from its events file: its cold starts under load (the instance was started with
+    requests in flight or waiting: on this machine's 2 cores their imports compete with the load) apart from the
+    quiet ones (the minimum, started with the stack), the median and slowest start of each (launch to listening:
+    what a request routed to it waited at most beyond its own service), and those that began during the load
+    (between load_start and load_end, unix s; all of them without a window)."""
+    started: dict[str, Mapping[str, Any]] = {}
+    figures: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["event"] == "start":
+            started[event["instance"]] = event
+            figures.setdefault(event["function"], {"under_load": [], "quiet": [], "during_load": 0})
+        elif event["event"] == "ready" and event["instance"] in started:
+            start = started.pop(event["instance"])
+            row = figures[event["function"]]
+            row["under_load" if start["in_flight"] + start["waiting"] > 0 else "quiet"].append(event["start_ms"])
+            inside = (load_start is None or start["time"] >= load_start) and (load_end is None
+                                                                               or start["time"] <= load_end)
+            row["during_load"] += inside
+    return {function: {"during_load": row["during_load"],
+                       **{f"{kind}_{figure}": value for kind in ("under_load", "quiet")
+                          for figure, value in _spread(row[kind]).items()}}
+            for function, row in figures.items()}
+
+
+def _spread(start_ms: Sequence[float]) -> dict[str, float | None]:
+    return {"count": len(start_ms), "ms_median": statistics.median(start_ms) if start_ms else None,
+            "ms_max": max(start_ms, default=None)}
 
 
 # ---- the process ---------------------------------------------------------------------------------------

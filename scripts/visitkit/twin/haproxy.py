@@ -183,7 +183,8 @@ def function_figures(rows: list[dict[str, str]], functions: Iterable[str]) -> di
             continue
         server_5xx = sum(_int(s["hrsp_5xx"]) for s in servers)
         figures[function] = {
-            "instances": sum(1 for s in servers if s["status"].startswith("UP")),
+            # an autoscaled function's drained instance is up, idle (autoscaler.py); one in maintenance is not up
+            "instances": sum(1 for s in servers if s["status"].startswith(("UP", "DRAIN"))),
             "in_flight": sum(_int(s["scur"]) for s in servers),
             "queued": _int(backend["qcur"]),
             "requests": _int(backend["req_tot"]),
