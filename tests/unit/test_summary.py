@@ -83,3 +83,19 @@ def test_the_summary_and_its_headline_say_how_many_visits_gave_up(tmp_path):
     assert summary.headline["visits.refused"] == 1
     old = make_results(tmp_path / "iteration-2")  # its ledger has no format: written before gave_up
     assert publish.publish(old).headline["visits.gave_up"] == 0
+
+
+def test_an_autoscaled_runs_cold_starts_are_in_its_summary_headline_and_report(tmp_path):
+    folder = make_results(tmp_path / "iteration-1")
+    (folder / "stack").mkdir(exist_ok=True)
+    start = {"function": "get-counter", "instance": "get-counter-1", "in_flight": 2, "waiting": 5}
+    (folder / "stack" / "scaling.jsonl").write_text("\n".join(json.dumps(event) for event in (
+        {**start, "time": 1.0, "event": "start"},
+        {**start, "time": 3.0, "event": "ready", "start_ms": 2000.0})) + "\n")
+    summary = publish.publish(folder)
+    assert summary.cold_starts["get-counter"]["under_load_count"] == 1
+    assert summary.headline["cold_start_ms_max.get-counter"] == 2000.0
+    report = (folder / "report.md").read_text()
+    assert "## Instances and cold starts" in report and "| get-counter |" in report.split("cold starts")[-1]
+    fixed = publish.publish(make_results(tmp_path / "iteration-2"))  # no events file: every instance ran throughout
+    assert fixed.cold_starts is None and "cold_starts.get-counter" not in fixed.headline

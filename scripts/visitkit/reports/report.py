@@ -29,7 +29,8 @@ def render(summary: Summary, plots: Collection[str] = ()) -> str:
     """The whole report; `plots`: the names of the plots written beside it (results.PLOTS' keys)."""
     sections = (title_section, headline_section, thresholds_section, prediction_section, plots_section,
                 percentiles_section, functions_section, resources_section, generator_section, platform_section,
-                cost_section, chaos_section, overload_section, visits_section, errors_section, run_section)
+                cost_section, chaos_section, overload_section, scaling_section, visits_section, errors_section,
+                run_section)
     lines = []
     for section in sections:
         lines += section(summary, plots)
@@ -362,6 +363,26 @@ def overload_section(s: Summary, _plots: Collection[str]) -> list[str]:
             f"{visits['duplicated']:,} duplicated)"
             + (f"; {visits['gave_up']:,} visits gave up (a 429 at each of their tries), {visits['refused']:,} "
                "were refused" if visits.get("gave_up") else ""), ""]
+
+
+def scaling_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    """An autoscaled twin run's cold starts (twin/autoscaler.py); its instances over time are the server plot's."""
+    found = s.cold_starts
+    if not found:
+        return []
+    lines = ["## Instances and cold starts", "",
+             "The twin's autoscaler started and stopped these functions' instances (scaling \"auto\", "
+             "docs/local-twin.md); the server plot shows their instances each second. A start is under load when "
+             "requests were in flight or waiting as it began (its imports then compete with them for this machine's "
+             "cores), quiet otherwise; its time runs from the launch to the instance listening, what a request "
+             "routed to it waited at most beyond its own service.", "",
+             "| Function | cold starts in the load | under load | median / slowest (ms) | quiet "
+             "| median / slowest (ms) |", "|---|---:|---:|---:|---:|---:|"]
+    for name, row in found.items():
+        lines.append(f"| {name} | {row['during_load']:,} | {row['under_load_count']:,} | "
+                     f"{ms(row['under_load_ms_median'])} / {ms(row['under_load_ms_max'])} | {row['quiet_count']:,} | "
+                     f"{ms(row['quiet_ms_median'])} / {ms(row['quiet_ms_max'])} |")
+    return [*lines, ""]
 
 
 def chaos_section(s: Summary, _plots: Collection[str]) -> list[str]:

@@ -26,6 +26,7 @@ from visitkit.samples import Sample
 from visitkit.settings import Settings, parse_settings
 from visitkit.suite import OUTPUTS
 from visitkit.suite import RUN_CONF as RUN_CONF  # the results folder names it too (results.RUN_CONF)
+from visitkit.twin import autoscaler
 
 RUN, AUDIT, SUMMARY, REPORT = "run.json", "audit.json", "summary.json", "report.md"
 # What Locust writes, named where the fleet's master names them too (locust/node.py).
@@ -61,6 +62,8 @@ class RunData:
     # an open-model run's arrivals per second, as results.arrivals.rows reads them (closed-model runs: empty)
     arrivals: list[ArrivalRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what loading had to say (an older format)
+    # the twin's autoscaler's events (stack/scaling.jsonl, twin/autoscaler.py); empty with fixed instances
+    scaling_events: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_csv(path: str | Path) -> list[dict[str, str]]:
@@ -159,7 +162,7 @@ class ResultsFolder:
             health=analysis.health_rows(read_csv(self / HEALTH)),
             per_second={int(row["time"]): int(row["requests"]) for row in read_csv(self / PER_SECOND)},
             arrivals=arrival_rows(read_csv(self / ARRIVALS)),
-            notes=notes)
+            notes=notes, scaling_events=read_jsonl(self / STACK / autoscaler.EVENTS_FILE))
 
     def save_audit(self, audit: dict[str, Any]) -> None:
         (self / AUDIT).write_text(json.dumps(audit, indent=1))

@@ -359,6 +359,17 @@ class Overload(TypedDict):
     other_errors: int
 
 
+class ColdStarts(TypedDict):
+    """An autoscaled function's cold starts on the twin (twin/autoscaler.py, cold_start_figures)."""
+    during_load: int
+    under_load_count: int
+    under_load_ms_median: float | None
+    under_load_ms_max: float | None
+    quiet_count: int
+    quiet_ms_median: float | None
+    quiet_ms_max: float | None
+
+
 class ProcessHealth(TypedDict):
     cpu_max: float
     lag_max_ms: float
@@ -492,6 +503,8 @@ class Summary:
     machine: Machine | None
     chaos: Chaos | None
     overload: Overload | None
+    # by autoscaled function, on a twin run with scaling "auto" (None: every instance ran all the time)
+    cold_starts: dict[str, ColdStarts] | None = None
     load_generator: LoadGenerator | None = None
     model_load: ModelLoad | None = None
     headline: Headline

@@ -27,7 +27,7 @@ from visitkit.results.records import (
 )
 from visitkit.samples import Sample
 from visitkit.settings import Settings, summary_line
-from visitkit.twin import chaos, resources
+from visitkit.twin import autoscaler, chaos, resources
 
 
 def summarize(data: RunData) -> Summary:
@@ -81,6 +81,8 @@ def summarize(data: RunData) -> Summary:
     summary["chaos"] = (chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos")
                         else None)
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
+    if data.scaling_events:  # a twin run with scaling "auto"; a fixed run's summary has no such key
+        summary["cold_starts"] = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0),
                                                   run.get("generator_watch"))
@@ -337,6 +339,9 @@ def headline(summary: Mapping[str, Any]) -> Headline:
     for key, value in summary["store"].items():
         if not key.endswith(("_time", "_of")):
             figures[f"store.{key}"] = value
+    for name, row in (summary.get("cold_starts") or {}).items():  # a twin run with scaling "auto"
+        figures[f"cold_starts.{name}"] = row["during_load"]
+        figures[f"cold_start_ms_max.{name}"] = row["under_load_ms_max"]
     return figures
 
 
@@ -351,7 +356,8 @@ def headline_names() -> list[str]:
                         load_generator=_Unmeasured(watch=_Unmeasured()),  # a watched run's
                         client={name: _Unmeasured() for name in public},
                         server={name: _Unmeasured() for name in FUNCTIONS},
-                        store=dict.fromkeys(Store.__annotations__))
+                        store=dict.fromkeys(Store.__annotations__),
+                        cold_starts={name: _Unmeasured() for name in FUNCTIONS})  # an autoscaled twin run's
     return list(headline(probe))
 
 
