@@ -82,13 +82,18 @@ def plot_load(history: list[dict[str, Any]], path: Path, title: str, breakpoint:
 
 
 def plot_server(samples: list[Sample], path: Path, title: str, load_start: float | None,
-                load_end: float | None, events: list[ChaosEvent] | None = None) -> bool:
+                load_end: float | None, events: list[ChaosEvent] | None = None,
+                scaling_events: list[dict[str, Any]] | None = None) -> bool:
+    """The store's backlog and rates, each function's queue and 429s; with the autoscaler's events (an autoscaled
+    twin run), each function's instances each second with its cold starts marked where they became ready."""
     if not samples:
         return False
     series = analysis.server_series(samples)
     start = load_start if load_start is not None else samples[0]["time"]
     t = [x - start for x in series["time"]]
-    fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
+    fig, axes = plt.subplots(5 if scaling_events else 4, 1, figsize=(10, 11 if scaling_events else 9), sharex=True)
+    if scaling_events:
+        _draw_instances(axes[4], samples, scaling_events, start)
     axes[0].plot(t, series["backlog"], color="tab:brown")
     axes[0].set_ylabel("backlog\n(undelivered)")
     for key, colour, label in (("accepted_per_s", "tab:blue", "accepted (202)/s"),
@@ -107,6 +112,17 @@ def plot_server(samples: list[Sample], path: Path, title: str, load_start: float
     _mark_events(axes, events, start)
     _finish(fig, axes, path, title)
     return True
+
+
+def _draw_instances(ax: Any, samples: list[Sample], scaling_events: list[dict[str, Any]], start: float) -> None:
+    for i, name in enumerate(FUNCTIONS):
+        points = [(s["time"] - start, s["functions"][name]["instances"]) for s in samples if name in s["functions"]]
+        ax.step([x for x, _ in points], [v for _, v in points], where="post", color=f"C{i}", label=name)
+        ready = [e["time"] - start for e in scaling_events if e["event"] == "ready" and e["function"] == name]
+        counts = [next((v for x, v in reversed(points) if x <= r), 0) for r in ready]
+        ax.scatter(ready, counts, marker="^", color=f"C{i}", zorder=3)
+    ax.set_ylabel("instances\n(^ cold start)")
+    ax.legend(loc="upper left", fontsize=8)
 
 
 def _per_minute(rows: list[dict[str, str]], key_of: Callable[[dict[str, str]], str | None],
@@ -228,7 +244,7 @@ def write_plots(folder: ResultsFolder, data: RunData, summary: Summary) -> set[s
     events = summary.chaos["events"] if summary.chaos else None
     plot_load(data.history, folder / PLOTS["load"], title, summary.breakpoint, events)
     written = {"load"}
-    if plot_server(data.samples, folder / PLOTS["server"], title, start, end, events):
+    if plot_server(data.samples, folder / PLOTS["server"], title, start, end, events, data.scaling_events):
         written.add("server")
     if plot_gcp_metrics(data.metrics, folder / PLOTS["gcp"], title, start, end):
         written.add("gcp")
