@@ -48,76 +48,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from visitkit.catalogue import QUEUE_TIMEOUT_S
-from visitkit.model.occupancy import TARGET_UTILIZATION
+from visitkit.model.scaleout import (
+    DEMAND_TICK_S,
+    IDLE_S,
+    METRICS_INTERVAL_S,
+    METRICS_WINDOW_S,
+    Limits,
+    Sample,
+    by_metrics,
+    on_demand,
+    queue_wait_s,
+    target,
+)
 from visitkit.net import port_is_open
 from visitkit.twin import haproxy
 from visitkit.twin.supervisor import GRACE_S
 
-METRICS_WINDOW_S = 60.0  # Google: "over a one minute window"
-START_WAIT_FACTOR = 3.5  # Google: a request waits up to 3.5 x the average start time, at least 10 s
-IDLE_S = 900.0  # assumed: an instance kept idle 15 minutes before it stops
-DEMAND_TICK_S = 0.25  # assumed: how often waiting requests are looked at
-METRICS_INTERVAL_S = 5.0  # assumed: how often the one-minute averages are turned into instances
 EVENTS_FILE = "scaling.jsonl"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """One autoscaled function's rules."""
-    min_instances: int
-    max_instances: int
-    concurrency: int
-    vcpus: float
-    cpu_s_per_request: float | None = None  # None: no CPU driver (the profile gives no cpu_ms)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One look at a function's backend: requests in flight on its instances, queued in HAProxy (every slot
-    busy), waiting for an instance (none UP), and its cumulative requests."""
-    time: float
-    in_flight: int
-    queued: int
-    waiting: int
-    requests: int
-
-
-def by_metrics(window: Sequence[Sample], limits: Limits) -> int:
-    """Instances the one-minute averages ask for: concurrency at TARGET_UTILIZATION of the maximum, CPU at
-    TARGET_UTILIZATION of the vCPUs (Google's two drivers); the larger."""
-    if not window:
-        return 0
-    in_flight = sum(s.in_flight for s in window) / len(window)
-    wanted = math.ceil(in_flight / (TARGET_UTILIZATION * limits.concurrency) - 1e-9)
-    span = window[-1].time - window[0].time
-    if limits.cpu_s_per_request is not None and span > 0:
-        rate = (window[-1].requests - window[0].requests) / span
-        cpu = rate * limits.cpu_s_per_request / limits.vcpus  # instances' worth of vCPU, busy
-        wanted = max(wanted, math.ceil(cpu / TARGET_UTILIZATION - 1e-9))
-    return wanted
-
-
-def on_demand(sample: Sample, running: int, starting: int, limits: Limits) -> int:
-    """Instances on-demand scaling asks for: none while no request waits; otherwise those running and starting,
-    and enough more for the requests that wait beyond the free slots of the running ones (one just ready is not
-    busy yet) and what the ones starting will take."""
-    free = max(0, running * limits.concurrency - sample.in_flight) + starting * limits.concurrency
-    waiting = sample.queued + sample.waiting - free
-    if waiting <= 0:
-        return 0
-    return running + starting + math.ceil(waiting / limits.concurrency)
-
-
-def target(metrics: int, demand: int, limits: Limits) -> int:
-    """What the function should run: the larger driver, never below its minimum nor above its maximum."""
-    return min(limits.max_instances, max(limits.min_instances, metrics, demand))
-
-
-def queue_wait_s(start_times_s: Sequence[float]) -> float:
-    """How long a request waits for an instance: the greater of 10 s and 3.5 x the average start time."""
-    average = sum(start_times_s) / len(start_times_s) if start_times_s else 0.0
-    return max(QUEUE_TIMEOUT_S, START_WAIT_FACTOR * average)
 
 
 def cold_start_figures(events: Sequence[Mapping[str, Any]], load_start: float | None = None,

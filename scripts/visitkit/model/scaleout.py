@@ -1,0 +1,142 @@
+"""Cloud Run's instance autoscaling rules, as the twin's autoscaler applies them (twin/autoscaler.py), and the
+scale-out a spike gets from them: how many instances run each moment after the traffic jumps, and the lag until
+no request waits for one.
+
+The rules, from https://cloud.google.com/run/docs/about-instance-autoscaling (read 2026-11-28):
+- each function runs between its min_instances and max_instances;
+- on demand: when requests wait, instances are started for them;
+- on metrics: enough instances to keep the average request concurrency at 60 % of the maximum concurrency and
+  the average CPU at 60 % of the instances' vCPUs, averaged over a one-minute window; the larger of the two
+  (occupancy.py's TARGET_UTILIZATION is that 60 %: the cost model's instance rule is this one at a steady rate);
+- a request waits for an instance at most the greater of 10 s and 3.5 times the average start time.
+Assumed, which Google leaves unstated: IDLE_S, DEMAND_TICK_S, METRICS_INTERVAL_S (the page says the autoscaler
+evaluates "periodically"), the CPU an instance uses (the latency profile's cpu_ms per request, not a
+measurement), and, for the spike's prediction, that instances starting together share the machine's cores (their
+imports are CPU-bound): k of them on C cores take start_s x max(1, k / C) each.
+"""
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from visitkit.catalogue import QUEUE_TIMEOUT_S
+from visitkit.model.occupancy import TARGET_UTILIZATION
+
+METRICS_WINDOW_S = 60.0  # Google: "over a one minute window"
+START_WAIT_FACTOR = 3.5  # Google: a request waits up to 3.5 x the average start time, at least 10 s
+IDLE_S = 900.0  # assumed: an instance kept idle 15 minutes before it stops
+DEMAND_TICK_S = 0.25  # assumed: how often waiting requests are looked at
+METRICS_INTERVAL_S = 5.0  # assumed: how often the one-minute averages are turned into instances
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One autoscaled function's rules."""
+    min_instances: int
+    max_instances: int
+    concurrency: int
+    vcpus: float
+    cpu_s_per_request: float | None = None  # None: no CPU driver (the profile gives no cpu_ms)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at a function's backend: requests in flight on its instances, queued in HAProxy (every slot
+    busy), waiting for an instance (none UP), and its cumulative requests."""
+    time: float
+    in_flight: float
+    queued: float
+    waiting: float
+    requests: float
+
+
+def by_metrics(window: Sequence[Sample], limits: Limits) -> int:
+    """Instances the one-minute averages ask for: concurrency at TARGET_UTILIZATION of the maximum, CPU at
+    TARGET_UTILIZATION of the vCPUs (Google's two drivers); the larger."""
+    if not window:
+        return 0
+    in_flight = sum(s.in_flight for s in window) / len(window)
+    wanted = math.ceil(in_flight / (TARGET_UTILIZATION * limits.concurrency) - 1e-9)
+    span = window[-1].time - window[0].time
+    if limits.cpu_s_per_request is not None and span > 0:
+        rate = (window[-1].requests - window[0].requests) / span
+        cpu = rate * limits.cpu_s_per_request / limits.vcpus  # instances' worth of vCPU, busy
+        wanted = max(wanted, math.ceil(cpu / TARGET_UTILIZATION - 1e-9))
+    return wanted
+
+
+def on_demand(sample: Sample, running: int, starting: int, limits: Limits) -> int:
+    """Instances on-demand scaling asks for: none while no request waits; otherwise those running and starting,
+    and enough more for the requests that wait beyond the free slots of the running ones (one just ready is not
+    busy yet) and what the ones starting will take."""
+    free = max(0, running * limits.concurrency - sample.in_flight) + starting * limits.concurrency
+    waiting = sample.queued + sample.waiting - free
+    if waiting <= 0:
+        return 0
+    return running + starting + math.ceil(waiting / limits.concurrency)
+
+
+def target(metrics: int, demand: int, limits: Limits) -> int:
+    """What the function should run: the larger driver, never below its minimum nor above its maximum."""
+    return min(limits.max_instances, max(limits.min_instances, metrics, demand))
+
+
+def queue_wait_s(start_times_s: Sequence[float]) -> float:
+    """How long a request waits for an instance: the greater of 10 s and 3.5 x the average start time."""
+    average = sum(start_times_s) / len(start_times_s) if start_times_s else 0.0
+    return max(QUEUE_TIMEOUT_S, START_WAIT_FACTOR * average)
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """A spike's predicted scale-out: (seconds after its start, instances ready) at each change, the instances
+    that serve its requests without a wait (at full concurrency), and the lag until that many are ready (None:
+    max_instances cannot, or not within the horizon)."""
+    steps: list[tuple[float, int]]
+    unwaited: int
+    lag_s: float | None
+
+
+def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, start_s: float, cores: int,
+          horizon_s: float = 2 * METRICS_WINDOW_S, window_s: float = METRICS_WINDOW_S) -> ScaleOut:
+    """The instances the rules run when a function's traffic jumps from before_rps (held long enough to have
+    settled) to spike_rps (held), each request holding an instance busy_s, a new instance ready start_s after
+    it is started (the cold-start benchmark's first 2xx: quiet), on a machine of `cores` cores. Requests in
+    flight are taken by Little's law (rate x busy_s) and the queue as what the ready instances cannot hold,
+    a simplification: a real queue grows while it waits."""
+    concurrency = limits.concurrency
+    before, during = before_rps * busy_s, spike_rps * busy_s  # requests in flight, wanted
+    ready = target(math.ceil(before / (TARGET_UTILIZATION * concurrency) - 1e-9), 0, limits)
+    window: deque[Sample] = deque(Sample(t, before, 0, 0, before_rps * t)
+                                  for t in _ticks(-window_s, 0))
+    starting: list[float] = []  # when each will be ready
+    steps, metrics, last_metrics = [(0.0, ready)], by_metrics(window, limits), -math.inf
+    unwaited = min(limits.max_instances, math.ceil(during / concurrency - 1e-9))
+    lag = 0.0 if ready >= unwaited else None
+    for t in _ticks(0, horizon_s):
+        now_ready = [when for when in starting if when <= t]
+        if now_ready:
+            ready += len(now_ready)
+            starting = [when for when in starting if when > t]
+            steps.append((round(t, 2), ready))
+            if lag is None and ready >= unwaited:
+                lag = round(t, 2)
+        served = min(during, ready * concurrency)
+        held = during - served
+        sample = Sample(t, served, held if ready else 0, 0 if ready else held, spike_rps * t)
+        window.append(sample)
+        while window[0].time < t - window_s:
+            window.popleft()
+        if t - last_metrics >= METRICS_INTERVAL_S:
+            metrics, last_metrics = by_metrics(window, limits), t
+        wanted = target(metrics, on_demand(sample, ready, len(starting), limits), limits)
+        new = wanted - ready - len(starting)
+        if new > 0:
+            each = start_s * max(1.0, (len(starting) + new) / cores)
+            starting += [t + each] * new
+    return ScaleOut(steps, unwaited, lag)
+
+
+def _ticks(start: float, end: float) -> list[float]:
+    count = round((end - start) / DEMAND_TICK_S)
+    return [start + i * DEMAND_TICK_S for i in range(count)]
