@@ -16,6 +16,7 @@ from conftest import running_stack
 from visitkit.catalogue import FUNCTIONS, PAGE_FUNCTION, READER_FUNCTION
 from visitkit.net import port_is_open
 from visitkit.twin import autoscaler
+from visitkit.twin.stack import group_alive
 
 pytestmark = pytest.mark.slow  # about 40 s: a stack up, a scale-out, two idle times, the stop's grace
 
@@ -66,6 +67,9 @@ def test_scales_out_on_waiting_requests_then_in_after_the_idle_time_keeping_the_
         for thread in readers:
             thread.join(timeout=30)
         assert most == 3, "8 readers on 1 instance of concurrency 1: requests wait, it scales out to its maximum"
+        # listed with the stack's processes, each in its own group: `down` stops them, a run samples them
+        listed = {p["name"]: p["pid"] for p in stack.state()["processes"]}
+        assert {f"{READER_FUNCTION}-{i}" for i in range(3)} <= set(listed)
         assert statuses and set(statuses) == {200}  # those that waited for a cold start were answered
 
         # after the load: the window empties, the surplus drains, idles SHORT_S, gets SIGTERM and stops
@@ -90,3 +94,4 @@ def test_scales_out_on_waiting_requests_then_in_after_the_idle_time_keeping_the_
             instance_log = (stack.logs / f"{name}.log").read_text()
             assert '"instance stopping"' in instance_log.split('"instance started"')[-1]  # it exited on SIGTERM
             assert not port_is_open(ports[int(name.rsplit("-", 1)[1])])
+    assert not group_alive(listed[f"{READER_FUNCTION}-0"])  # the minimum, stopped with the stack

@@ -139,3 +139,9 @@ def test_a_drained_instance_counts_as_up_and_one_in_maintenance_does_not():
 
     rows = [row("instance-0", "UP"), row("instance-1", "DRAIN"), row("instance-2", "MAINT"), row("BACKEND", "UP")]
     assert haproxy.function_figures(rows, ["get-counter"])["get-counter"]["instances"] == 2
+
+
+def test_requests_served_in_the_window_keep_one_instance_though_none_was_seen_in_flight():
+    # Google: from 1 to 0 only when the instance processes no request
+    assert by_metrics([sample(0, 0, requests=10), sample(1, 0, requests=12)], LIMITS) == 1
+    assert by_metrics([sample(0, 0, requests=12), sample(1, 0, requests=12)], LIMITS) == 0

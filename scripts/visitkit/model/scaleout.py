@@ -62,6 +62,10 @@ def by_metrics(window: Sequence[Sample], limits: Limits) -> int:
         rate = (window[-1].requests - window[0].requests) / span
         cpu = rate * limits.cpu_s_per_request / limits.vcpus  # instances' worth of vCPU, busy
         wanted = max(wanted, math.ceil(cpu / TARGET_UTILIZATION - 1e-9))
+    # Google: scaling from 1 to 0 can only be decided by whether the instance is processing requests; short
+    # requests sampled between their arrivals average to nothing in flight, yet they keep one instance
+    if window[-1].requests > window[0].requests or any(s.in_flight for s in window):
+        wanted = max(wanted, 1)
     return wanted
 
 

@@ -119,7 +119,7 @@ def _draw_instances(ax: Any, samples: list[Sample], scaling_events: list[dict[st
         points = [(s["time"] - start, s["functions"][name]["instances"]) for s in samples if name in s["functions"]]
         ax.step([x for x, _ in points], [v for _, v in points], where="post", color=f"C{i}", label=name)
         ready = [e["time"] - start for e in scaling_events if e["event"] == "ready" and e["function"] == name]
-        counts = [next((v for x, v in reversed(points) if x <= r), 0) for r in ready]
+        counts = [next((v for x, v in points if x >= r), points[-1][1] if points else 0) for r in ready]
         ax.scatter(ready, counts, marker="^", color=f"C{i}", zorder=3)
     ax.set_ylabel("instances\n(^ cold start)")
     ax.legend(loc="upper left", fontsize=8)

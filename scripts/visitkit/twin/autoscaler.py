@@ -65,6 +65,10 @@ from visitkit.twin import haproxy
 from visitkit.twin.supervisor import GRACE_S
 
 EVENTS_FILE = "scaling.jsonl"
+# The instances it runs now, as state.json lists the stack's processes (LocalStack.state adds them): each in its
+# own process group, so that `down` stops them, and a run's CPU and memory count under their function, even if
+# this process is gone.
+INSTANCES_FILE = "autoscaled-instances.json"
 
 
 def cold_start_figures(events: Sequence[Mapping[str, Any]], load_start: float | None = None,
@@ -138,6 +142,7 @@ class Autoscaler:
             for name, spec in config["functions"].items()]
         self.stopping = threading.Event()
         self._last_metrics = -math.inf
+        self.instances_file = Path(config["instances"])
 
     def event(self, function: Function, instance: Instance, what: str, **extra: Any) -> None:
         with open(self.events, "a") as out:
@@ -195,6 +200,7 @@ class Autoscaler:
                 self.event(function, instance, "stopped", exit_code=instance.process.returncode,
                            after_s=round(now - instance.since, 2))
                 instance.state, instance.process = "off", None
+                self.record_instances()
 
     def scale(self, function: Function, wanted: int, sample: Sample, now: float, shrink: bool = True) -> None:
         active = [i for i in function.instances if i.state in ("starting", "ready")]
@@ -221,11 +227,20 @@ class Autoscaler:
         with open(self.logs / f"{name}.log", "ab") as log:
             instance.process = subprocess.Popen(function.command[instance.index], stdout=log,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                env={**os.environ, **function.env})
+                                                env={**os.environ, **function.env}, start_new_session=True)
         instance.state, instance.since = "starting", now
+        self.record_instances()
         # under load: requests were in flight or waiting; the host's load says how busy its cores were
         self.event(function, instance, "start", in_flight=sample.in_flight, waiting=sample.queued + sample.waiting,
                    load_1m=round(os.getloadavg()[0], 2))
+
+    def record_instances(self) -> None:
+        processes = [{"name": f"{f.name}-{i.index}", "pid": i.process.pid, "port": i.port,
+                      "log": str(self.logs / f"{f.name}-{i.index}.log")}
+                     for f in self.functions for i in f.instances if i.process is not None]
+        temporary = self.instances_file.with_suffix(".tmp")
+        temporary.write_text(json.dumps(processes, indent=1))
+        temporary.replace(self.instances_file)
 
     def stop(self, function: Function, instance: Instance, now: float) -> None:
         self.set_state(function, instance, "maint")

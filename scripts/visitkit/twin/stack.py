@@ -113,9 +113,14 @@ class LocalStack:
 
     # ---- state -------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
+        """state.json, its processes with the instances the autoscaler runs now."""
         if not self.state_file.exists():
             return None
-        return json.loads(self.state_file.read_text())
+        state = json.loads(self.state_file.read_text())
+        autoscaled = self.state_dir / autoscaler.INSTANCES_FILE
+        if state.get("autoscaler") and autoscaled.exists():
+            state["processes"] += json.loads(autoscaled.read_text())
+        return state
 
     def _save(self, state: dict[str, Any]) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +178,7 @@ class LocalStack:
             while process["port"] and port_is_open(process["port"]) and time.monotonic() < deadline + 5:
                 time.sleep(0.1)
         self.state_file.unlink(missing_ok=True)
+        (self.state_dir / autoscaler.INSTANCES_FILE).unlink(missing_ok=True)
         # debris once the relay is gone (a run's state folder is in its results)
         (self.state_dir / SETTLED_FILE).unlink(missing_ok=True)
         self._client = None
@@ -330,8 +336,8 @@ class LocalStack:
 
     def _start_autoscaler(self, state, settings, profile, instances, idle_s, metrics_window_s):
         """The autoscaler, with each autoscaled function's limits, its instances' ports (HAProxy's servers,
-        in maintenance until it starts them) and their commands; it is one process group with the instances
-        it starts, which `down` stops together."""
+        in maintenance until it starts them) and their commands. The instances it starts run in process groups
+        of their own, which state() lists (autoscaler.INSTANCES_FILE) and `down` stops."""
         functions = {}
         for function in instances:
             if not settings.autoscaled(function):
@@ -349,10 +355,12 @@ class LocalStack:
         port = free_port()
         config = {"stats": state["haproxy_stats"], "port": port, "logs": str(self.logs),
                   "events": str(self.state_dir / autoscaler.EVENTS_FILE), "idle_s": idle_s,
+                  "instances": str(self.state_dir / autoscaler.INSTANCES_FILE),
                   "window_s": metrics_window_s, "functions": functions}
         path = self.state_dir / "autoscaler.json"
         path.write_text(json.dumps(config, indent=2))
-        (self.state_dir / autoscaler.EVENTS_FILE).unlink(missing_ok=True)  # a previous stack's are not this one's
+        for debris in (autoscaler.EVENTS_FILE, autoscaler.INSTANCES_FILE):  # a previous stack's are not this one's
+            (self.state_dir / debris).unlink(missing_ok=True)
         state["autoscaler"] = f"http://127.0.0.1:{port}/"
         self._start(state, "autoscaler", [sys.executable, "-m", "visitkit.twin.autoscaler", "--config", str(path)],
                     port=port)
