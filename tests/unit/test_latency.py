@@ -41,7 +41,19 @@ def test_iteration_3s_inc_counter_queues_as_the_rate_nears_its_knee():
     p95 = [latency.predict_latency(settings, profile, knee * share)["inc-counter"].p95_ms for share in (0.3, 0.6, 0.8)]
     assert 37 <= p95[0] < p95[1] < p95[2]  # from its service time up
     assert latency.predict_latency(settings, profile, knee)["inc-counter"].p95_ms == math.inf
-    # 2 instances x 1 at once: two servers of 37 ms, and its 1.3 ms of CPU on a sixth of a core (the default
-    # 0.167 vCPU) takes 1.3 / 0.167 ms
+    # 2 instances x 1 at once: two servers of 37 ms (the profile's time, measured at the deployed CPU)
     found = latency.predict_latency(settings, profile, knee * 0.6)["inc-counter"]
-    assert (found.servers, found.service_ms) == (2, pytest.approx(37.0 + 1.3 * (1 / 0.167 - 1)))
+    assert (found.servers, found.service_ms) == (2, pytest.approx(37.0))
+
+
+SETTINGS_FILES = ITERATIONS_DIR.glob("*/settings.tfvars.json")
+
+
+@pytest.mark.parametrize("iteration", sorted(path.parent.name for path in SETTINGS_FILES))
+def test_each_queue_saturates_at_the_capacity_models_capacity(iteration):
+    settings, profile = load_settings(ITERATIONS_DIR / iteration), load_profile("study")
+    prediction = capacity.predict(settings, profile)
+    for function in latency.predict_latency(settings, profile, 0.1):
+        servers, service_s = latency.queue_of(settings, prediction, function)
+        assert servers / service_s == pytest.approx(prediction.capacity_rps[function]), function
+        assert service_s >= prediction.busy_ms[function] / 1000 - 1e-12, function  # never faster than its service

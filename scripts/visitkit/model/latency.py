@@ -7,10 +7,11 @@ A MODEL, not a measurement. Each function is one M/M/k queue (Erlang C):
   request that finds every instance full in one queue per service, as the twin's HAProxy does (its backend queue);
   the servers are the instances Cloud Run may start, the model assumes them started (no cold start).
 - service time s = what a request holds its slot (capacity.predict's busy_ms: the profile's service time, a cache
-  hit for get-counter with a cache), stretched where the CPU is shared: when the vCPUs bind, the k requests in
-  flight share them, so each is served in k / the instance's rate. Below 1 vCPU a request's own CPU work
-  (the profile's cpu_ms) runs at that share of a core: ASSUMED, as Cloud Run's docs only say less than 1 vCPU is a
-  share of one.
+  hit for get-counter with a cache). The profile's times were measured at the deployed CPU, so a share of a vCPU
+  is in them already; the CPU enters as the capacity model's does, as a cap on an instance's rate (cpu_rate). Where
+  that cap binds before the concurrency does, the requests in flight share the vCPUs: an instance serves
+  ceil(rate x busy) at once, each held at_once / rate, at least its service time. Either way servers / service
+  time is the capacity model's capacity_rps, so the knee is where the queue saturates.
 - a request waits only when all k servers are busy, with Erlang C's probability C; its wait is then exponential
   with rate k/s - lambda, so P(wait > t) = C exp(-(k/s - lambda) t) and the wait's q-quantile is
   max(0, ln(C / (1 - q)) / (k/s - lambda)). A response is the service time plus the wait: the service is taken at
@@ -75,17 +76,13 @@ class FunctionLatency:
     p95_ms: float
 
 
-def queue_of(settings: Settings, prediction: capacity.Prediction, function: str,
-             cpu_ms: float | None) -> tuple[int, float]:
+def queue_of(settings: Settings, prediction: capacity.Prediction, function: str) -> tuple[int, float]:
     """(servers, service seconds) of `function`'s queue: its instances' request slots, and the time each request
-    holds one, stretched so that servers / service time is the capacity model's capacity (module docstring)."""
+    holds one, such that servers / service time is the capacity model's capacity (module docstring)."""
     spec = settings.functions[function]
     per_instance = prediction.capacity_rps[function] / spec.max_instances
     busy_s = prediction.busy_ms[function] / 1000
-    cpu = float(spec.effective_cpu)
-    if cpu_ms and cpu < 1:  # its own CPU work at a share of one core
-        busy_s += cpu_ms / 1000 * (1 / cpu - 1)
-    at_once = max(1, min(spec.concurrency, math.floor(per_instance * busy_s + 1e-9)))
+    at_once = max(1, min(spec.concurrency, math.ceil(per_instance * busy_s - 1e-9)))
     return spec.max_instances * at_once, max(busy_s, at_once / per_instance)
 
 
@@ -101,7 +98,7 @@ def one_function(settings: Settings, profile: capacity.LatencyProfile, function:
                  dwell_s: float = 0) -> FunctionLatency:
     """`function`'s FunctionLatency fed `rate` requests/s."""
     prediction = capacity.predict(settings, profile, dwell_s=dwell_s)
-    servers, service_s = queue_of(settings, prediction, function, (profile.cpu_ms or {}).get(function))
+    servers, service_s = queue_of(settings, prediction, function)
     return function_latency(servers, service_s, rate)
 
 
@@ -115,7 +112,7 @@ def predict_latency(settings: Settings, profile: capacity.LatencyProfile, visits
     found = {}
     for name, count in per_visit.items():
         if count:
-            servers, service_s = queue_of(settings, prediction, name, (profile.cpu_ms or {}).get(name))
+            servers, service_s = queue_of(settings, prediction, name)
             found[name] = function_latency(servers, service_s, visits_per_s * count)
     return found
 
