@@ -1,10 +1,12 @@
 """Open-model load: visits that arrive at a rate whatever the latency (locust/README.md, "Arrival rate").
 
 A shape states the rate (visits/s) as a pure function of the test's elapsed time. In each Locust process
-an `ArrivalClock` turns its share of that rate into paced arrivals: evenly spaced, arrival k due when the
-rate integrated from the start reaches k (plus the process's phase, so that the processes' arrivals
-interleave). A free user takes the next arrival, sleeps until it is due and makes the visit. An arrival
-that no user took within LATE_S of its time is not started: the generator's own limit (k6 calls these
+an `ArrivalClock` turns its share of that rate into paced arrivals: evenly spaced (gaps "even"), arrival k due
+when the rate integrated from the start reaches k (plus the process's phase, so that the processes' arrivals
+interleave); or at random (gaps "random"): a Poisson process of that rate, each gap's integrated rate an
+exponential draw of mean 1, as the queueing models assume (visitkit/model/latency.py). A free user takes
+the next arrival, sleeps until it is due and makes the visit. An arrival that no user took within LATE_S of
+its time is not started: the generator's own limit (k6 calls these
 dropped iterations), counted, never made up later. The shape adds users as the rate and the visit's
 duration ask (`users_wanted`), never removes any during the load, and stops at a ceiling.
 
@@ -16,6 +18,7 @@ module for the column names, the stages' unit and the defaults (visitkit.suite.l
 import collections
 import csv
 import math
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -35,6 +38,8 @@ END_EPSILON_S = 1e-6  # no arrival is due closer than this to the schedule's end
 MIDPOINT_ROUNDS = 4  # next_due's refinements: exact for a linear rate after the first
 VISITS_COLUMN = "visits_per_s"  # an endurance stages file in visits/s has this column instead of `users`
 VISITS_SUFFIX = "/s"  # and an inline stage `15/s:120` (15 visits/s held 120 s)
+EVEN, RANDOM = "even", "random"  # the gaps between arrivals (shape setting arrival_gaps): paced, or Poisson
+GAPS = (EVEN, RANDOM)
 
 
 def requests_per_visit(page_embeds_count: bool) -> int:
@@ -83,13 +88,19 @@ class ArrivalClock:
     """One Locust process's arrivals. `rate_at`: the whole test's rate; this process makes `share` of it,
     its first arrival `phase` of an arrival in (process i of n: share 1/n, phase i/n). Times are seconds
     since the clock started (its test_start): `origin` is that moment on time.monotonic (elapsed()),
-    `origin_wall` its unix time, which names the seconds counted."""
+    `origin_wall` its unix time, which names the seconds counted. `gaps` RANDOM: each gap an exponential draw
+    from `rng` (independent processes' Poisson arrivals add up to one of the whole rate: no phase)."""
 
     def __init__(self, rate_at: RateAt, share: float = 1.0, phase: float = 0.0, late_s: float = LATE_S,
-                 origin_wall: float = 0.0, origin: float = 0.0) -> None:
+                 origin_wall: float = 0.0, origin: float = 0.0, gaps: str = EVEN,
+                 rng: random.Random | None = None) -> None:
+        if gaps not in GAPS:
+            raise ValueError(f"arrival gaps {gaps!r}: one of {', '.join(GAPS)}")
         self.rate_at: RateAt = lambda elapsed: None if (rate := rate_at(elapsed)) is None else rate * share
         self.late_s, self.origin_wall, self.origin = late_s, origin_wall, origin
-        self.due = next_due(self.rate_at, 0.0, phase)  # phase 0: the first moment the rate is above 0
+        self.rng = (rng or random.Random()) if gaps == RANDOM else None
+        # phase 0: the first moment the rate is above 0
+        self.due = next_due(self.rate_at, 0.0, phase if self.rng is None else self.gap())
         self.accounted = 0.0  # the target is counted up to this time
         self.ended_at: float | None = None
         self.rows: dict[int, list[float]] = collections.defaultdict(lambda: [0.0, 0, 0])  # COLUMNS[1:] by second
@@ -97,6 +108,10 @@ class ArrivalClock:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.origin
+
+    def gap(self) -> float:
+        """The arrivals' worth of rate to the next arrival: 1 when paced, an exponential draw of mean 1 at random."""
+        return 1.0 if self.rng is None else self.rng.expovariate(1.0)
 
     def second(self, elapsed: float) -> int:
         return math.floor(self.origin_wall + elapsed)
@@ -111,7 +126,7 @@ class ArrivalClock:
         self.settle(now)
         if self.due is None or self.ended_at is not None:
             return None
-        due, self.due = self.due, next_due(self.rate_at, self.due)
+        due, self.due = self.due, next_due(self.rate_at, self.due, self.gap())
         return due
 
     def started(self, due: float) -> None:
@@ -125,7 +140,7 @@ class ArrivalClock:
         overdue = limit - self.late_s if self.ended_at is None else self.ended_at
         while self.due is not None and self.due < overdue:
             self._add(self.second(self.due), 2, 1)
-            self.due = next_due(self.rate_at, self.due)
+            self.due = next_due(self.rate_at, self.due, self.gap())
         self._account(limit)
 
     def _account(self, until: float) -> None:

@@ -431,7 +431,8 @@ def start_arrivals(options, runner, workers):
         return
     index = max(0, getattr(runner, "worker_index", 0)) % workers
     arrival_clock[:] = [arrivals.ArrivalClock(shape.rate_at, 1 / workers, index / workers,
-                                              origin_wall=time.time(), origin=time.monotonic())]
+                                              origin_wall=time.time(), origin=time.monotonic(),
+                                              gaps=shape.arrival_gaps)]
     logging.info("arrival clock: %d of %d, first arrival at %s s", index, workers, arrival_clock[0].due)
 
 

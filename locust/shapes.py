@@ -37,6 +37,7 @@ class StudyShape(LoadTestShape):
     quit_wait_s = 30.0  # at most this long past settle_s for quit_gate
     arrival_users_max = arrivals.USERS_MAX  # open model: the ceiling on users
     arrival_headroom = arrivals.HEADROOM  # open model: users for this many times the visits under way
+    arrival_gaps = arrivals.EVEN  # open model: arrivals evenly spaced, or "random" (Poisson)
 
     def __init__(self):
         super().__init__()
@@ -383,6 +384,8 @@ def _convert(cls, key, text):
         return None
     if isinstance(default, bool):
         return text.lower() in ("1", "true", "yes")
+    if isinstance(default, str):
+        return text
     if isinstance(default, int):
         return int(text)
     return float(text)  # None-default settings are numbers too (durations, ratios)

@@ -1,11 +1,15 @@
 """The open model's pacing and sizing (locust/arrivals.py and the shapes' rates): pure functions of time,
 driven here at chosen moments, no Locust run."""
+import collections
 import csv
+import random
+import statistics
 
 import pytest
 
 import arrivals
 import shapes
+from visitkit.errors import RunError
 
 
 def steady(rate, end):
@@ -27,6 +31,24 @@ def test_sixty_seconds_at_fifteen_visits_a_second_are_900_evenly_spaced_arrivals
     assert taken[0] == 0 and taken[-1] == pytest.approx(59 + 14 / 15)
     assert max(b - a for a, b in zip(taken, taken[1:])) == pytest.approx(1 / 15)  # paced, not random
     assert min(b - a for a, b in zip(taken, taken[1:])) == pytest.approx(1 / 15)
+
+
+def test_random_gaps_are_a_poisson_process_of_the_rate():
+    shape = shapes.make_shape("load", {"arrival_rate": "15", "duration_s": "600", "arrival_gaps": "random"})
+    clock = arrivals.ArrivalClock(steady(15, 600), gaps=shape.arrival_gaps, rng=random.Random(7))
+    taken = schedule(clock)
+    gaps = [b - a for a, b in zip(taken, taken[1:])]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(1 / 15, rel=0.03)
+    assert statistics.pstdev(gaps) / mean == pytest.approx(1, abs=0.05)  # exponential gaps: 0 when paced
+    per_second = collections.Counter(int(t) for t in taken)
+    counts = [per_second[second] for second in range(600)]
+    assert statistics.pvariance(counts) / statistics.fmean(counts) == pytest.approx(1, abs=0.15)  # Poisson counts
+
+
+def test_unknown_gaps_are_refused():
+    with pytest.raises(ValueError, match="arrival gaps 'poisson'"):
+        arrivals.ArrivalClock(steady(15, 60), gaps="poisson")
 
 
 def test_a_ramp_starts_as_many_arrivals_as_its_rate_integrated():
@@ -176,15 +198,19 @@ def load_plan(test="load", **given):
 def test_an_arrival_rate_reaches_locust_as_the_shapes_setting_and_the_run_record_says_open():
     plan = load_plan(duration="60s", arrival_rate=15)
     assert plan.load_model == "open" and plan.arrivals.record() == {
-        "rate": 15, "ramp_per_s": None, "start": None, "stages": False, "users_max": arrivals.USERS_MAX}
+        "rate": 15, "ramp_per_s": None, "start": None, "stages": False, "users_max": arrivals.USERS_MAX,
+        "gaps": "even"}
     options = dict(plan.options("http://x"))
     assert shapes.parse_assignments(options["--shape-set"]) == {"duration_s": "60", "arrival_rate": "15"}
     assert "open model: 15 visits/s held, paced" in plan.describe()
     assert "arrival-rate = " not in plan.run_conf("http://x") and "shape-set = duration_s=60,arrival_rate=15" in \
         plan.run_conf("http://x")  # a distributed run's master and workers read the same
-    ramp = load_plan("breakpoint", arrival_ramp=2, shape_set="arrival_users_max=800")
+    ramp = load_plan("breakpoint", arrival_ramp=2, shape_set="arrival_users_max=800,arrival_gaps=random")
     assert ramp.arrivals.record() == {"rate": None, "ramp_per_s": 2, "start": arrivals.RAMP_START, "stages": False,
-                                      "users_max": 800}
+                                      "users_max": 800, "gaps": "random"}
+    assert "+2 visits/s each second, at random (a Poisson process)" in ramp.describe()
+    with pytest.raises(RunError, match="arrival_gaps=poisson: even or random"):
+        load_plan(arrival_rate=15, shape_set="arrival_gaps=poisson")
     assert load_plan().load_model == "closed" and load_plan().arrivals is None
 
 
@@ -208,7 +234,6 @@ def test_endurance_stages_in_visits_per_second_make_an_open_model_run():
     ("endurance", {"stages": "10/s:60,40:60"}, "one unit"),
 ])
 def test_arrival_options_are_refused_where_they_do_not_fit(test, given, words):
-    from visitkit.errors import RunError
 
     with pytest.raises(RunError, match=words.replace("(", r"\(").replace(")", r"\)")):
         load_plan(test, **given)

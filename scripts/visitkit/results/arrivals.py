@@ -13,7 +13,8 @@ from typing import Any, TypedDict
 from visitkit.results.records import ArrivalRate
 from visitkit.suite import locust_module
 
-COLUMNS = locust_module("arrivals").COLUMNS  # ("time", "target_per_s", "started", "not_started")
+ARRIVALS = locust_module("arrivals")
+COLUMNS = ARRIVALS.COLUMNS  # ("time", "target_per_s", "started", "not_started")
 HELD_SHARE = 0.99
 RAMP_TESTS = ("breakpoint",)  # whose rate rises throughout: no held rate to keep to
 
@@ -47,7 +48,9 @@ def figures(run: Mapping[str, Any], found: Sequence[ArrivalRow]) -> ArrivalRate:
     plan = run.get("arrivals") or {}
     window = steady_window(found, run.get("test") in RAMP_TESTS)
     seconds = len(window)
-    return {"target": round(max(row["target_per_s"] for row in window), 2) if window else plan.get("rate"),
+    peak = round(max(row["target_per_s"] for row in window), 2) if window else plan.get("rate")
+    figures: ArrivalRate = {
+            "target": peak,
             "ramp_per_s": plan.get("ramp_per_s") if run.get("test") in RAMP_TESTS else None,
             "achieved": round(sum(row["started"] for row in window) / seconds, 2) if seconds else None,
             "window_target": round(sum(row["target_per_s"] for row in window) / seconds, 2) if seconds else None,
@@ -55,3 +58,6 @@ def figures(run: Mapping[str, Any], found: Sequence[ArrivalRow]) -> ArrivalRate:
             "started": sum(row["started"] for row in found),
             "not_started": sum(row["not_started"] for row in found),
             "users_max": plan.get("users_max")}
+    if plan.get("gaps", ARRIVALS.EVEN) != ARRIVALS.EVEN:  # a paced run (each before arrival_gaps) keeps its summary
+        figures["gaps"] = plan["gaps"]
+    return figures

@@ -91,6 +91,7 @@ class ArrivalRate(TypedDict):
     started: int  # visits started, the whole load
     not_started: int  # arrivals the generator could not start (no user free in time), the whole load
     users_max: int | None  # the ceiling on users it could add
+    gaps: NotRequired[str]  # "random": Poisson arrivals (absent: evenly spaced)
 
 
 class Load(TypedDict):

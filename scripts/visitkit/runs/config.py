@@ -83,6 +83,7 @@ class Arrivals:
     start: float | None = None  # breakpoint: the ramp's first rate, visits/s
     stages: bool = False  # endurance: its stages are in visits/s
     users_max: int = ARRIVALS.USERS_MAX
+    gaps: str = ARRIVALS.EVEN  # evenly spaced, or "random" (Poisson): --shape-set arrival_gaps
 
     @classmethod
     def build(cls, test: str, shape_set: str, stages: str | None, rate: float | None = None,
@@ -132,9 +133,13 @@ class Arrivals:
             users_max = 0
         if users_max < 1:
             raise RunError("--shape-set arrival_users_max: a number of users, 1 or more")
+        gaps = given.get("arrival_gaps", ARRIVALS.EVEN)
+        if gaps not in ARRIVALS.GAPS:
+            raise RunError(f"--shape-set arrival_gaps={gaps}: {' or '.join(ARRIVALS.GAPS)} (evenly spaced, or a "
+                           "Poisson process)")
         if test == "breakpoint" and start is None:
             start = ARRIVALS.RAMP_START
-        return shape_set, cls(rate, ramp, start, in_visits, users_max)
+        return shape_set, cls(rate, ramp, start, in_visits, users_max, gaps)
 
     def describe(self) -> str:
         if self.rate is not None:
@@ -144,13 +149,14 @@ class Arrivals:
         else:
             asked = "the stages in visits/s" + (f", changing by {self.ramp_per_s:g} visits/s each second between "
                                                 "them" if self.ramp_per_s else ", each reached at once")
-        return (f"open model: {asked}, paced (evenly spaced); users added as the rate and the visits' duration "
+        spacing = "paced (evenly spaced)" if self.gaps == ARRIVALS.EVEN else "at random (a Poisson process)"
+        return (f"open model: {asked}, {spacing}; users added as the rate and the visits' duration "
                 f"ask, at most {self.users_max:,}; an arrival with no user free in time is not started (counted)")
 
     def record(self) -> dict[str, Any]:
         """run.json's `arrivals`: the plan, as results/arrivals.py reads it."""
         return {"rate": self.rate, "ramp_per_s": self.ramp_per_s, "start": self.start, "stages": self.stages,
-                "users_max": self.users_max}
+                "users_max": self.users_max, "gaps": self.gaps}
 
 
 @dataclass(frozen=True)
