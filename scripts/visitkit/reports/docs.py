@@ -746,8 +746,9 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
     """The latency model (model/latency.py) against the twin: for each run of the iteration, the rate it held,
     FUNCTION's p50 and p95 as the model predicts them at that rate and as Locust measured them, and the measured
     p95 as a multiple of the model's; then the band (the least and the most of those multiples) for each kind of
-    arrivals: an open-model run's are paced (evenly spaced, its rate arrival_rate.achieved), a closed-model run's
-    users think at random (its rate FUNCTION's requests over the load's seconds).
+    arrivals: an open-model run's are paced (evenly spaced) or at random (arrival_gaps=random: Poisson), its rate
+    arrival_rate.achieved; a closed-model run's users think at random (its rate FUNCTION's requests over the load's
+    seconds).
     arguments: PROFILE FUNCTION RUN... (each RUN a results folder, relative to the iteration folder)."""
     from visitkit.model import capacity, latency
     from visitkit.settings import load_settings
@@ -769,7 +770,9 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
             raise DocsError(f"{run} ran with profile {(summary.get('profile') or {}).get('name')}, not {profile_name}")
         headline = summary["headline"]
         if headline.get("arrival_rate.achieved") is not None:
-            kind, arrivals, visits = "paced arrivals", "paced", headline["arrival_rate.achieved"]
+            at_random = ((summary.get("load") or {}).get("arrival_rate") or {}).get("gaps") == "random"
+            kind, arrivals = ("arrivals at random (Poisson)", "random") if at_random else ("paced arrivals", "paced")
+            visits = headline["arrival_rate.achieved"]
         else:
             kind, arrivals = "users thinking at random", f"{headline['users_max']:,} users"
             visits = summary["client"][function]["requests"] / per_visit / summary["load"]["seconds"]
