@@ -504,3 +504,23 @@ variable "page_embeds_count" {
     error_message = "page_embeds_count must be true or false."
   }
 }
+
+# The local twin's alone (scripts/visitkit/settings.py, SCALING_MODES): declared so that a settings file that sets it
+# plans without an "undeclared variable" warning, and checked with the twin's own words. Nothing here reads it.
+# tflint-ignore: terraform_unused_declarations
+variable "scaling" {
+  description = <<-EOT
+    The local twin's only: how it runs each function's instances. "fixed" (the default): all max_instances
+    of them up from the first request to the last; "auto": the twin's autoscaler starts and stops them
+    between min_instances and max_instances, by Cloud Run's rules. Ignored here: Cloud Run always
+    autoscales each function between its min_instances and max_instances.
+  EOT
+  type        = string
+  default     = "fixed"
+  nullable    = false
+
+  validation {
+    condition     = contains(["fixed", "auto"], var.scaling)
+    error_message = "scaling must be \"fixed\" (every instance up all the time) or \"auto\" (the twin's autoscaler starts and stops them)."
+  }
+}

@@ -56,6 +56,8 @@ MESSAGES = {
     "pull_instances": "With store_mode \"pull\", store-inc-counter must have max_instances 1 and min_instances 1 "
                       "(one writer, running without requests).",
     "page_embeds_count": "page_embeds_count must be true or false.",
+    "scaling": "scaling must be \"fixed\" (every instance up all the time) or \"auto\" (the twin's autoscaler starts "
+               "and stops them).",
 }
 # "push": Pub/Sub pushes each visit to store-inc-counter (iterations 0-6); "pull": it pulls them in batches.
 STORE_MODES = ("push", "pull")
@@ -66,7 +68,8 @@ DEPLOYED_ACCESS_MODES = ACCESS_MODES[1:]
 INVOKER = re.compile(r"^(user|serviceAccount|group|domain|principal|principalSet):\S+$")
 # How the local twin runs a function's instances: "fixed", all max_instances of them up and warm from the first
 # request to the last (every committed twin run before issue #50); "auto", as Cloud Run's autoscaler starts and
-# stops them between min_instances and max_instances (twin/autoscaler.py). The twin's alone: Terraform never reads it.
+# stops them between min_instances and max_instances (twin/autoscaler.py). The twin's alone: infra/variables.tf declares
+# it (a settings file that sets it plans) and nothing in Terraform reads it, since Cloud Run always autoscales.
 SCALING_MODES = ("fixed", "auto")
 DEFAULT_SCALING = "fixed"  # until autoscaling's runs are made and compared (docs/local-twin.md, Autoscaling)
 # Variables infra/ declares that a settings file may also set; the kit passes these itself.
@@ -252,9 +255,7 @@ def parse_settings(raw: object, source: str | Path = "settings") -> Settings:
     store_mode = raw.get("store_mode", "push")
     _require(store_mode in STORE_MODES, "store_mode", source, store_mode)
     scaling = raw.get("scaling", DEFAULT_SCALING)
-    if scaling not in SCALING_MODES:
-        raise SettingsError(f"{source}: scaling must be \"fixed\" (every instance up all the time) or \"auto\" "
-                            f"(the twin's autoscaler starts and stops them). Got {scaling!r}.")
+    _require(scaling in SCALING_MODES, "scaling", source, scaling)
     page_embeds_count = raw.get("page_embeds_count", False)
     _require(isinstance(page_embeds_count, bool), "page_embeds_count", source, page_embeds_count)
     given = raw["functions"]

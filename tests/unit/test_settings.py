@@ -11,7 +11,16 @@ import pytest
 from visitkit.catalogue import FIRESTORE, FUNCTIONS
 from visitkit.errors import SettingsError
 from visitkit.paths import FUNCTIONS_DIR, ROOT
-from visitkit.settings import MESSAGES, Settings, check_invokers, function_environment, load_settings, parse_settings
+from visitkit.settings import (
+    DEFAULT_SCALING,
+    MESSAGES,
+    SCALING_MODES,
+    Settings,
+    check_invokers,
+    function_environment,
+    load_settings,
+    parse_settings,
+)
 
 ITERATIONS = sorted(ROOT.glob("iterations/iteration-[0-3]/settings.tfvars.json"))
 VARIABLES_TF = (ROOT / "infra" / "variables.tf").read_text()
@@ -126,6 +135,8 @@ def pull_store(raw, **store):
     (lambda s: pull_store(s, max_instances=1, min_instances=0), "pull_instances"),
     (lambda s: s.update(page_embeds_count="yes"), "page_embeds_count"),
     (lambda s: s.update(page_embeds_count=1), "page_embeds_count"),
+    (lambda s: s.update(scaling="elastic"), "scaling"),
+    (lambda s: s.update(scaling=None), "scaling"),
 ])
 def test_each_rule_refuses_with_its_message(change, rule):
     raw = good()
@@ -166,6 +177,16 @@ def test_pull_settings_default_to_pushing_as_iterations_0_to_6_do():
     assert pull, "infra/variables.tf declares no pull"
     optional = {key: int(value) for key, value in re.findall(r"(\w+)\s*=\s*optional\(number, (\d+)\)", pull[1])}
     assert optional == dataclasses.asdict(settings.pull)
+
+
+def test_scaling_is_declared_in_terraform_with_the_twins_modes_and_default():
+    """The twin's alone, but declared in infra/variables.tf so that a settings file that sets it plans (its
+    terraform test, tests/scaling.tftest.hcl, plans one): the same modes, the same default."""
+    assert variable_default("scaling") == DEFAULT_SCALING == parse_settings(good()).scaling
+    block = re.search(r'^variable "scaling" \{\n(.*?)^\}', VARIABLES_TF, re.M | re.S)
+    assert block, "infra/variables.tf declares no scaling"
+    modes = re.search(r"contains\((\[.*?\]), var\.scaling\)", block[1])
+    assert modes and tuple(json.loads(modes[1])) == SCALING_MODES
 
 
 def test_unknown_pull_keys_are_named():
