@@ -33,7 +33,6 @@
   visitkit study [--target local|gcp] ...      the whole study: plan, runs, one report (scripts/run-study)
 """
 import argparse
-import dataclasses
 import json
 import signal
 import sys
@@ -50,6 +49,9 @@ if TYPE_CHECKING:
 
 DEFAULT_SETTINGS = ITERATIONS_DIR / "iteration-0" / SETTINGS_FILE
 RAW = argparse.RawDescriptionHelpFormatter
+SCALING_HELP = ("fixed: every instance up all the time; auto: Cloud Run's autoscaling, between each function's "
+                "min_instances and max_instances (docs/local-twin.md, Autoscaling); default: the settings file's "
+                "scaling, else fixed")
 PROFILE_HELP = ("latency profile: none (default: no added latency), study (calibrated on the study's Google "
                 "Cloud figures), or a profile file (docs/local-twin.md)")
 
@@ -65,7 +67,7 @@ def local_command(args: argparse.Namespace) -> int:
         profile = load_profile(args.profile)
         settings = load_settings(args.settings)
         if args.scaling:  # over the settings file's
-            settings = dataclasses.replace(settings, scaling=args.scaling)
+            settings = settings.with_scaling(args.scaling)
         base_url = stack.up(settings, port=args.port, queue_timeout=args.queue_timeout, profile=profile)
         print(f"Local stack up with {args.settings}, latency profile {profile.describe()}; logs in {stack.logs}")
         print(f"Open a page: {base_url}/app?view=home")
@@ -108,7 +110,7 @@ def run_command(args: argparse.Namespace) -> int:
         impersonate=args.impersonate, retry_visits=args.retry_visits, dwell=args.dwell, audit=args.audit,
         arrival_rate=args.arrival_rate, arrival_ramp=args.arrival_ramp, arrival_start=args.arrival_start,
         resume=args.resume, thresholds=args.threshold or (), expect=args.expect, abort_on_fail=args.abort_on_fail,
-        ledger_ids=args.ledger_ids, rehearse=args.rehearse)
+        ledger_ids=args.ledger_ids, rehearse=args.rehearse, scaling=args.scaling)
     if args.junit and not (config.thresholds or config.expect):
         raise VisitkitError("--junit writes the run's thresholds and expected verdict: give --threshold or --expect")
     if args.dry_run:
@@ -295,9 +297,7 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--queue-timeout", default=QUEUE_TIMEOUT_S, type=float,
                        help="seconds a request waits for a free instance before its 429 (default: %(default)g)")
     local.add_argument("--profile", default="none", help=PROFILE_HELP)
-    local.add_argument("--scaling", choices=SCALING_MODES, help=(
-        "fixed: every instance up all the time; auto: Cloud Run's autoscaling, between each function's min_instances "
-        "and max_instances (docs/local-twin.md, Autoscaling); default: the settings file's scaling, else fixed"))
+    local.add_argument("--scaling", choices=SCALING_MODES, help=SCALING_HELP)
     local.set_defaults(handler=local_command)
 
     run = commands.add_parser("run", help="one iteration's load test and report", formatter_class=RAW, description=(
@@ -355,6 +355,8 @@ def parser() -> argparse.ArgumentParser:
         "gcp, authenticated: mint the ID tokens as this service account (needed with a plain user login; "
         "you need roles/iam.serviceAccountTokenCreator on it)"))
     run.add_argument("--profile", help="local: " + PROFILE_HELP)
+    run.add_argument("--scaling", choices=SCALING_MODES, help=(
+        "local: " + SCALING_HELP + "; run.json records it. Not with --target gcp: Cloud Run always autoscales"))
     run.add_argument("--chaos", nargs="?", const="default", metavar="PLAN", help=(
         "local: faults during the load, e.g. "
         "every=20,seed=7,actions=kill-instance+freeze-firestore+freeze-pubsub+kill-push+pause-instance "

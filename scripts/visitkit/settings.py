@@ -147,6 +147,12 @@ class Settings:
         spec = self.functions[function]
         return self.scaling == "auto" and spec.min_instances < spec.max_instances
 
+    def with_scaling(self, scaling: str) -> "Settings":
+        """These settings with the twin's instances run as `scaling` says (--scaling, over the settings file's), the
+        file's content (`raw`, which run.json records) saying so too: a run records the scaling it used."""
+        _require(scaling in SCALING_MODES, "scaling", "--scaling", scaling)
+        return replace(self, scaling=scaling, raw={**self.raw, "scaling": scaling})
+
     @property
     def pulls(self) -> bool:
         """store-inc-counter pulls visits in batches (no push subscription, no request per visit)."""

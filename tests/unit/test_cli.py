@@ -58,3 +58,28 @@ def test_predict_prints_the_cost_per_million_visits_in_the_study_region_and_a_us
                                                        "cost per million visits in us-central1"]
     dearer, cheaper = (float(line.split(": ")[1].split(" USD")[0]) for line in lines)
     assert dearer > cheaper > 0  # Tier 2 costs more than Tier 1
+
+
+def test_run_scaling_overrides_the_settings_file_records_it_and_the_dry_run_says_it(capsys):
+    """--scaling on a local run: over the settings file's (iteration 4's has none: fixed), in the settings run.json
+    records (a report reads which scaling a run used from them), and the plan's start step says it."""
+    from visitkit.runs.config import RunConfig
+    from visitkit.settings import parse_settings
+
+    iteration = str(ITERATIONS_DIR / "iteration-4")
+    plan = ["run", iteration, "--test", "spike", "--duration", "60s", "--warm-up", "0", "--dry-run"]
+    assert main([*plan, "--scaling", "auto"]) == 0
+    auto = capsys.readouterr().out
+    assert ("scaling auto: serve-page, get-counter, inc-counter, store-inc-counter start at their min_instances; "
+            "the autoscaler starts more on demand") in auto
+    assert main(plan) == 0
+    assert "scaling fixed: every instance of each function (its max_instances) starts with the stack" in \
+        capsys.readouterr().out
+    recorded = RunConfig.build(iteration, "spike", warm_up="0", scaling="auto").settings.raw  # run.json's settings
+    assert parse_settings(recorded).scaling == "auto" and "scaling" not in load_settings(iteration).raw
+
+
+def test_run_scaling_is_refused_off_the_twin(capsys):
+    assert main(["run", str(ITERATIONS_DIR / "iteration-4"), "--test", "spike", "--target", "gcp", "--project", "p",
+                 "--scaling", "fixed", "--dry-run"]) == 2
+    assert "Cloud Run always autoscales them between min_instances and max_instances" in capsys.readouterr().err

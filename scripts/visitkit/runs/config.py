@@ -381,11 +381,16 @@ class RunConfig:
               chaos: str | None = None, warm_up: str | float | None = None, warm_up_users: int | None = None,
               retry_visits: int | None = 0, dwell: float | None = 0.0, arrival_rate: float | None = None,
               arrival_ramp: float | None = None, arrival_start: float | None = None, ledger_ids: int | None = None,
-              **options: Any) -> Self:
+              scaling: str | None = None, **options: Any) -> Self:
         """`profile`: a latency profile's name or file (local only); `chaos`: a chaos plan's text; `arrival_*`: the
-        open model (Arrivals); `options`: the other fields by name (convergence_timeout, project, access, ...)."""
+        open model (Arrivals); `scaling`: how the twin runs the instances, over the settings file's (local only);
+        `options`: the other fields by name (convergence_timeout, project, access, ...)."""
         if target not in ("local", "gcp") and not target.startswith(("http://", "https://")):
             raise RunError(f"--target must be local, gcp or a base URL, not {target!r}")
+        if scaling is not None and target != "local":
+            raise RunError("--scaling sets how the local twin runs each function's instances: Cloud Run always "
+                           "autoscales them between min_instances and max_instances; leave it out with --target gcp "
+                           "or a URL")
         if profile not in (None, "none") and target != "local":
             raise RunError("--profile shapes the local twin only: leave it out with --target gcp or a URL")
         if chaos is not None and target != "local":
@@ -425,6 +430,8 @@ class RunConfig:
         if options.get("keep_fleet") and not (workers is not None and target != "local"):
             raise RunError("--keep-fleet keeps a fleet's VMs: use it with --workers and --target gcp or a URL")
         settings, latencies = load_settings(iteration_dir), load_profile(profile if target == "local" else "study")
+        if scaling is not None:  # in the settings run.json records: a run says which scaling it used
+            settings = settings.with_scaling(scaling)
         if options["chaos"] is not None:  # a pull store has no push delivery to kill (ChaosPlan.for_settings)
             options["chaos"] = options["chaos"].for_settings(settings)
         if load.dwell:  # the readers' re-reads wait at least get-counter's cache TTL, as the page's do

@@ -153,7 +153,21 @@ class LocalTarget(NotDeployed):
             ("no push relay: store-inc-counter pulls its visits in batches itself (store_mode pull)"
              if self.settings.pulls else "push relay (pulls from the emulator, pushes like Pub/Sub)")
             + "; a supervisor restarts crashed instances",
+            self._instances_line(),
             "<base_url> is its HAProxy on a free port"], self._start)]
+
+    def _instances_line(self) -> str:
+        """How the twin starts the functions' instances: all with the stack, or as its autoscaler decides."""
+        autoscaled = [name for name in self.settings.functions if self.settings.autoscaled(name)]
+        if not autoscaled:
+            return (f"scaling {self.settings.scaling}: every instance of each function (its max_instances) starts "
+                    "with the stack and runs to the end"
+                    + (", min_instances being max_instances" if self.settings.scaling == "auto" else ""))
+        others = len(autoscaled) < len(self.settings.functions)
+        return (f"scaling auto: {', '.join(autoscaled)} start at their min_instances; the autoscaler starts more on "
+                "demand (requests waiting) and on the one-minute averages, up to max_instances, and stops those idle "
+                "past the idle time" + ("; the others run all their instances" if others else "")
+                + " (docs/local-twin.md, Autoscaling)")
 
     def _start(self, _run: object) -> None:
         self.base_url = self.stack.up(self.settings, port=0, queue_timeout=self.queue_timeout,
