@@ -417,10 +417,12 @@ def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_t
     assert rows[4] == ("| [endurance-1](it/results/endurance-1/report.md) | 80 users | 20.0 | 20.0 | 2 | 50.0 / n/a ms | "
                        "0.50 | 50 / 60 ms | 145 / 130 ms | 0.90x | n/a |")
     assert " ".join(rows[6:]) == (
-        "The band: with paced arrivals (one run) the measured inc-counter p95 is 1.20x the model's: the model "
-        "understates the p95 at every rate; with arrivals at random (Poisson) (one run) the measured inc-counter p95 "
-        "is 0.95x the model's: the model overstates the p95 at every rate; with users thinking at random (one run) "
-        "the measured inc-counter p95 is 0.90x the model's: the model overstates the p95 at every rate.")
+        "The band: with paced arrivals at a utilisation up to 0.67 (tune's headroom of 1.5x) (one run) the measured "
+        "inc-counter p95 is 1.20x the model's: the model understates the p95 at every rate; with arrivals at random "
+        "(Poisson) at a utilisation above 0.67 (tune's headroom of 1.5x) (one run) the measured inc-counter p95 is "
+        "0.95x the model's: the model overstates the p95 at every rate; with users thinking at random at a "
+        "utilisation up to 0.67 (tune's headroom of 1.5x) (one run) the measured inc-counter p95 is 0.90x the "
+        "model's: the model overstates the p95 at every rate.")
     one = " ".join(docs.p95_check_table(iteration, "it", "study inc-counter results/load-1").splitlines()[4:])
     assert one.endswith("is 1.20x the model's: the model understates the p95 at every rate.")
     with pytest.raises(docs.DocsError, match="profile study, not none"):

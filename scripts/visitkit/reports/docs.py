@@ -746,11 +746,12 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
     """The latency model (model/latency.py) against the twin: for each run of the iteration, the rate it held,
     FUNCTION's p50 and p95 as the model predicts them at that rate and as Locust measured them, and the measured
     p95 as a multiple of the model's; then the band (the least and the most of those multiples) for each kind of
-    arrivals: an open-model run's are paced (evenly spaced) or at random (arrival_gaps=random: Poisson), its rate
+    arrivals, apart within tune's headroom (the model's utilisation up to 1 / headroom) and beyond it when runs fall
+    on both sides: an open-model run's are paced (evenly spaced) or at random (arrival_gaps=random: Poisson), its rate
     arrival_rate.achieved; a closed-model run's users think at random (its rate FUNCTION's requests over the load's
     seconds).
     arguments: PROFILE FUNCTION RUN... (each RUN a results folder, relative to the iteration folder)."""
-    from visitkit.model import capacity, latency
+    from visitkit.model import capacity, latency, tune
     from visitkit.settings import load_settings
     from visitkit.twin.profile import load_profile
 
@@ -763,7 +764,7 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
             "service: model / HAProxy's mean | "
             "utilisation (model) | p50 model / measured | p95 model / measured | measured / model p95 | "
             "this machine's CPU at the peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    ratios: dict[str, list[float]] = {}
+    ratios: dict[tuple[str, bool], list[float]] = {}  # (kind of arrivals, within tune's headroom) -> ratios
     for run in runs:
         summary = read_json(iteration / run, "summary")
         if (summary.get("profile") or {}).get("name") != profile_name:
@@ -779,7 +780,8 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
         rate = visits * per_visit
         model = latency.one_function(settings, profile, function, rate)
         measured_p50, measured_p95 = headline[f"p50_ms.{function}"], headline[f"p95_ms.{function}"]
-        ratios.setdefault(kind, []).append(measured_p95 / model.p95_ms)
+        within = model.utilisation <= 1 / tune.Goals.headroom + 1e-9
+        ratios.setdefault((kind, within), []).append(measured_p95 / model.p95_ms)
         served = ((summary.get("server") or {}).get(function) or {}).get("service_ms")
         peak = (summary.get("machine") or {}).get("peak")
         machine = f"{peak['cpu_percent']:.0f} % of {100 * peak['cores']} %" if peak else "n/a"
@@ -789,13 +791,16 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
                     f"{model.p50_ms:,.0f} / {measured_p50:,.0f} ms | {model.p95_ms:,.0f} / {measured_p95:,.0f} ms | "
                     f"{measured_p95 / model.p95_ms:.2f}x | {machine} |")
     bands = []
-    for kind, found in ratios.items():
+    split = len({within for _, within in ratios}) > 1
+    for (kind, within), found in ratios.items():
         band = f"{min(found):.2f}x to {max(found):.2f}x" if len(found) > 1 else f"{found[0]:.2f}x"
         verdict = ("the model overstates the p95 at every rate" if max(found) < 1 else
                    "the model understates the p95 at every rate" if min(found) > 1 else
                    "the model is above the measured p95 at some rates, below it at others")
         runs_named = "one run" if len(found) == 1 else f"{COUNT_WORDS[len(found)]} runs"
-        bands.append(f"with {kind} ({runs_named}) the measured {function} p95 is {band} the model's: {verdict}")
+        where = (f" at a utilisation {'up to' if within else 'above'} {1 / tune.Goals.headroom:.2f} (tune's headroom "
+                 f"of {tune.Goals.headroom:g}x)" if split else "")
+        bands.append(f"with {kind}{where} ({runs_named}) the measured {function} p95 is {band} the model's: {verdict}")
     return "\n".join(rows) + "\n\n" + prose(f"The band: {'; '.join(bands)}.")
 
 
