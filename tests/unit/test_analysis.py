@@ -56,11 +56,17 @@ def test_history_parsing_keeps_aggregated_rows_and_reads_na():
     rows = [{"Timestamp": "10", "User Count": "3", "Name": "Aggregated", "Requests/s": "2.5", "Failures/s": "0",
              "50%": "N/A", "95%": "40", "Total Request Count": "7", "Total Failure Count": "1"},
             {"Timestamp": "10", "User Count": "3", "Name": "/app?view=home", "Requests/s": "1", "Failures/s": "0",
-             "50%": "1", "95%": "2", "Total Request Count": "3", "Total Failure Count": "0"}]
+             "50%": "1", "95%": "2", "Total Request Count": "3", "Total Failure Count": "0"},
+            {"Timestamp": "10", "User Count": "3", "Name": "/app?view=jobs", "Requests/s": "1", "Failures/s": "0",
+             "50%": "1", "95%": "5", "Total Request Count": "0", "Total Failure Count": "0"},
+            {"Timestamp": "10", "User Count": "3", "Name": "/get-counter?visit_type=home", "Requests/s": "0",
+             "Failures/s": "0", "50%": "N/A", "95%": "N/A", "Total Request Count": "0", "Total Failure Count": "0"}]
     [row] = analysis.aggregated_history(rows)
     assert row == {"time": 10.0, "users": 3, "rps": 2.5, "failures_per_s": 0.0, "p50_ms": None, "p95_ms": 40.0,
                    "requests": 7, "failures": 1,
-                   "answered": {"serve-page": 3, "get-counter": 0, "inc-counter": 0}}  # the endpoints' rows, by function
+                   "answered": {"serve-page": 3, "get-counter": 0, "inc-counter": 0},  # the endpoints' rows, by function
+                   # each function's worst page's p95 that second; none reported: None
+                   "p95_ms_by_function": {"serve-page": 5.0, "get-counter": None, "inc-counter": None}}
 
 
 def test_convergence_time_and_extra_minutes_per_minute():

@@ -99,3 +99,28 @@ def test_an_autoscaled_runs_cold_starts_are_in_its_summary_headline_and_report(t
     assert "## Instances and cold starts" in report and "| get-counter |" in report.split("cold starts")[-1]
     fixed = publish.publish(make_results(tmp_path / "iteration-2"))  # no events file: every instance ran throughout
     assert fixed.cold_starts is None and "cold_starts.get-counter" not in fixed.headline
+
+
+def test_a_spike_with_scaling_auto_has_its_scale_out_in_the_summary_headline_and_report(tmp_path):
+    """make_results' users rise from the load's first second to 50 (the step: its second second); every function's
+    queue holds 0 to 4 requests in turn, so requests still waited at the spike's end: no lag (n/a)."""
+    from visitkit.reports.report import render
+    from visitkit.results.folder import ResultsFolder
+    from visitkit.results.summary import headline_names, summarize
+
+    settings = load_settings(ITERATIONS_DIR / "iteration-4")
+    for scaling in ("auto", "fixed"):
+        folder = make_results(tmp_path / f"iteration-{scaling}")
+        run = json.loads((folder / "run.json").read_text())
+        (folder / "run.json").write_text(json.dumps({**run, "test": "spike",
+                                                     "settings": settings.with_scaling(scaling).raw}))
+        summary = summarize(ResultsFolder(folder).load())
+        report = render(summary)
+        if scaling == "auto":
+            assert summary.scale_out["start"] == 1001.0 and summary.scale_out["functions"]["serve-page"]["lag_s"] is None
+            assert "scale_out_lag_s.serve-page" in summary.headline and "## Scale-out at the spike" in report
+            assert "| serve-page | n/a | 2 / 2 / 2 |" in report
+    # fixed instances: as before, no such section or figure (every committed run resummarises as committed)
+    assert "scale_out" not in summary.to_json()
+    assert "scale_out_lag_s.serve-page" not in summary.headline and "Scale-out" not in report
+    assert "scale_out_lag_s.store-inc-counter" in headline_names()  # a --threshold may name it

@@ -29,7 +29,8 @@ def render(summary: Summary, plots: Collection[str] = ()) -> str:
     """The whole report; `plots`: the names of the plots written beside it (results.PLOTS' keys)."""
     sections = (title_section, headline_section, thresholds_section, prediction_section, plots_section,
                 percentiles_section, functions_section, resources_section, generator_section, platform_section,
-                cost_section, chaos_section, overload_section, scaling_section, visits_section, errors_section,
+                cost_section, chaos_section, overload_section, scaling_section, scale_out_section, visits_section,
+                errors_section,
                 run_section)
     lines = []
     for section in sections:
@@ -383,6 +384,34 @@ def scaling_section(s: Summary, _plots: Collection[str]) -> list[str]:
                      f"{ms(row['under_load_ms_median'])} / {ms(row['under_load_ms_max'])} | {row['quiet_count']:,} | "
                      f"{ms(row['quiet_ms_median'])} / {ms(row['quiet_ms_max'])} |")
     return [*lines, ""]
+
+
+def scale_out_section(s: Summary, _plots: Collection[str]) -> list[str]:
+    """A spike's scale-out on the twin with scaling "auto" (results/scaleout.py)."""
+    from visitkit.results.scaleout import EARLY_S, LAG_HOLD_S, STEADY_SHARE
+
+    found = s.scale_out
+    if not found:
+        return []
+    into = found["start"] - (s.load["start"] or found["start"])
+    lines = ["## Scale-out at the spike", "",
+             f"From the load's first step up ({fmt(into, 0)} s into the load) to the spike's end "
+             f"({fmt(found['end'] - found['start'], 0)} s later), per function: how long its requests still waited for "
+             f"an instance (until HAProxy's queue stayed empty {LAG_HOLD_S} s in a row; n/a: still waiting at the "
+             f"spike's end), its instances, and its worst page's p95 in the spike's first {EARLY_S} s and steady "
+             f"(the median over the spike's last {STEADY_SHARE:.0%}).", "",
+             "| Function | scale-out lag | instances at the step / end / most | p95 first / steady (ms) "
+             "| requests/s before / during |", "|---|---:|---:|---:|---:|"]
+    for name, row in found["functions"].items():
+        lines.append(f"| {name} | {unit(fmt(row['lag_s'], 1), 's')} | {fmt(row['instances_at_start'])} / "
+                     f"{fmt(row['instances_end'])} / {fmt(row['instances_max'])} | {ms(row['p95_first_ms'])} / "
+                     f"{ms(row['p95_steady_ms'])} | {fmt(row['rps_before'], 1)} / {fmt(row['rps_spike'], 1)} |")
+    return [*lines, ""]
+
+
+def unit(text: str, suffix: str) -> str:
+    """A figure with its unit, and "n/a" without one."""
+    return text if text == "n/a" else f"{text} {suffix}"
 
 
 def chaos_section(s: Summary, _plots: Collection[str]) -> list[str]:

@@ -73,15 +73,24 @@ def client_by_function(table: Sequence[Mapping[str, Any]]) -> dict[str, ClientFi
 def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[str, Any]]:
     """Locust's per-second history, Aggregated rows only, as dicts; where its full history (--csv-full-history)
     has the endpoints' rows of that second too, `answered`: per public function, its requests answered without
-    failure so far (an open-model run's visits are served at its slowest function's pace: rate_series)."""
+    failure so far (an open-model run's visits are served at its slowest function's pace: rate_series), and
+    `p95_ms_by_function`: per public function, its worst page's p95 that second (Locust's, over its last ~10 s;
+    None where none was reported)."""
     series: list[dict[str, Any]] = []
     answered: dict[float, dict[str, int]] = {}
+    p95: dict[float, dict[str, float | None]] = {}
     for row in history_rows:
         if row["Name"] != "Aggregated":
             name = function_of_path(row["Name"])
             if name is not None:
-                second = answered.setdefault(float(row["Timestamp"]), dict.fromkeys(PUBLIC_PATHS.values(), 0))
+                when = float(row["Timestamp"])
+                second = answered.setdefault(when, dict.fromkeys(PUBLIC_PATHS.values(), 0))
                 second[name] += int(float(row["Total Request Count"])) - int(float(row["Total Failure Count"]))
+                worst = p95.setdefault(when, dict.fromkeys(PUBLIC_PATHS.values()))
+                page = number(row["95%"])
+                so_far = worst[name]
+                if page is not None:
+                    worst[name] = page if so_far is None else max(so_far, page)
             continue
         series.append({
             "time": float(row["Timestamp"]), "users": int(float(row["User Count"])),
@@ -92,6 +101,7 @@ def aggregated_history(history_rows: Iterable[Mapping[str, str]]) -> list[dict[s
     for sample in series:
         if sample["time"] in answered:
             sample["answered"] = answered[sample["time"]]
+            sample["p95_ms_by_function"] = p95[sample["time"]]
     return series
 
 

@@ -371,6 +371,26 @@ class ColdStarts(TypedDict):
     quiet_ms_max: float | None
 
 
+class ScaleOutFunction(TypedDict):
+    """One function's scale-out at a spike on the twin (results/scaleout.py, figures)."""
+    lag_s: float | None  # after the step, until no request waited LAG_HOLD_S s in a row; None: not by its end
+    instances_at_start: int | None
+    instances_end: int | None  # at the spike's last second
+    instances_max: int | None
+    p95_first_ms: float | None  # its worst page's p95 in the spike's first EARLY_S s, the highest (None: no client)
+    p95_steady_ms: float | None  # ... over the spike's last STEADY_SHARE, the median
+    rps_before: float | None  # requests/s over the minute before the step
+    rps_spike: float | None  # requests/s over the step
+    service_ms: float | None  # HAProxy's mean service time over the steady part, the median
+
+
+class ScaleOut(TypedDict):
+    """A spike test's scale-out on the twin with scaling "auto" (results/scaleout.py, figures)."""
+    start: float  # unix s: the load's first step up (the spike's rise)
+    end: float  # unix s: the spike's last second
+    functions: dict[str, ScaleOutFunction]
+
+
 class ProcessHealth(TypedDict):
     cpu_max: float
     lag_max_ms: float
@@ -506,6 +526,8 @@ class Summary:
     overload: Overload | None
     # by autoscaled function, on a twin run with scaling "auto" (None: every instance ran all the time)
     cold_starts: dict[str, ColdStarts] | None = None
+    # a spike test's on the twin with scaling "auto" (None or absent: another test, or fixed instances)
+    scale_out: ScaleOut | None = None
     load_generator: LoadGenerator | None = None
     model_load: ModelLoad | None = None
     headline: Headline

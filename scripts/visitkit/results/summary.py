@@ -10,7 +10,7 @@ from visitkit.cloud import monitoring
 from visitkit.formatting import fmt, ms
 from visitkit.model import cost
 from visitkit.model.capacity import convergence_for_load
-from visitkit.results import analysis, arrivals, audit, generator, overload
+from visitkit.results import analysis, arrivals, audit, generator, overload, scaleout
 from visitkit.results.folder import RunData
 from visitkit.results.records import (
     FORMAT_VERSION,
@@ -83,6 +83,9 @@ def summarize(data: RunData) -> Summary:
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
     if data.scaling_events:  # a twin run with scaling "auto"; a fixed run's summary has no such key
         summary["cold_starts"] = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
+    if run["test"] == "spike" and data.settings is not None and data.settings.scaling == "auto":
+        # min_instances = max_instances too (no autoscaled function, no events): the spike's run to set beside one
+        summary["scale_out"] = scaleout.figures(data.history, samples)
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0),
                                                   run.get("generator_watch"))
@@ -342,6 +345,8 @@ def headline(summary: Mapping[str, Any]) -> Headline:
     for name, row in (summary.get("cold_starts") or {}).items():  # a twin run with scaling "auto"
         figures[f"cold_starts.{name}"] = row["during_load"]
         figures[f"cold_start_ms_max.{name}"] = row["under_load_ms_max"]
+    for name, row in ((summary.get("scale_out") or {}).get("functions") or {}).items():  # a spike with scaling "auto"
+        figures[f"scale_out_lag_s.{name}"] = row["lag_s"]
     return figures
 
 
@@ -357,7 +362,8 @@ def headline_names() -> list[str]:
                         client={name: _Unmeasured() for name in public},
                         server={name: _Unmeasured() for name in FUNCTIONS},
                         store=dict.fromkeys(Store.__annotations__),
-                        cold_starts={name: _Unmeasured() for name in FUNCTIONS})  # an autoscaled twin run's
+                        cold_starts={name: _Unmeasured() for name in FUNCTIONS},  # an autoscaled twin run's
+                        scale_out=_Unmeasured(functions={name: _Unmeasured() for name in FUNCTIONS}))
     return list(headline(probe))
 
 
