@@ -427,3 +427,55 @@ def test_the_p95_check_sets_the_latency_models_p95_beside_each_runs_and_states_t
     assert one.endswith("is 1.20x the model's: the model understates the p95 at every rate.")
     with pytest.raises(docs.DocsError, match="profile study, not none"):
         docs.p95_check_table(iteration, "it", "none inc-counter results/load-1")
+
+
+def test_the_scale_out_tables_set_a_spikes_measured_lag_beside_the_models_with_the_band(tmp_path):
+    """The same spike twice: autoscaled (serve-page and get-counter between 0 and 6 instances of 10 requests at once;
+    inc-counter and store-inc-counter kept at 2), and with min_instances = max_instances. Each run's traffic is
+    test_scaleout's first spike: 2 then 400 requests/s of 50 ms, a start of 0.44 s (the benchmark) on 2 cores,
+    which the model meets at 0.5 s: one instance more, ready at the tick after 0.44 s. serve-page measured 0.8 s
+    (1.60x), get-counter 3.0 s (6.00x); at min = max the model's lag is 0 and so was each measured one."""
+    functions = {"serve-page": {"max_instances": 6, "concurrency": 10, "cpu": "1"},
+                 "get-counter": {"max_instances": 6, "concurrency": 10, "cpu": "1"},
+                 "inc-counter": {"max_instances": 2, "min_instances": 2, "concurrency": 1},
+                 "store-inc-counter": {"max_instances": 2, "min_instances": 2, "concurrency": 1}}
+    warm = {name: {**spec, "min_instances": spec["max_instances"]} for name, spec in functions.items()}
+    traffic = {"rps_before": 2.0, "rps_spike": 400.0, "service_ms": 50.0, "instances_max": 6}
+
+    def run(folder, settings, lags, instances, p95, cold_starts=None):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "run.json").write_text(json.dumps({"machine": {"cores": 2}}))
+        rows = {name: {**traffic, "lag_s": lag, "instances_at_start": instances[0], "instances_end": instances[1],
+                       "p95_first_ms": p95[0], "p95_steady_ms": p95[1]} for name, lag in lags.items()}
+        (tmp_path / folder / "summary.json").write_text(json.dumps({
+            "test": "spike", "shape": "spike base_users=20", "profile": {"name": "none"},
+            "settings": {"shards_per_page": 2, "cache_ttl_seconds": 10, "scaling": "auto", "functions": settings},
+            "cold_starts": cold_starts, "scale_out": {"start": 61.0, "end": 93.0, "functions": rows}}))
+
+    run("it-4/results/spike-1", functions, {"serve-page": 0.8, "get-counter": 3.0, "inc-counter": None}, (1, 5),
+        (850.0, 120.0), {"serve-page": {"during_load": 3, "under_load_ms_median": 900.0, "under_load_ms_max": 1200.0},
+                         "get-counter": {"during_load": 0, "under_load_ms_median": None, "under_load_ms_max": None}})
+    run("it-4-warm/results/spike-2", warm, {"serve-page": 0.0, "get-counter": 0.0, "inc-counter": None}, (6, 6),
+        (130.0, 118.0))
+    (tmp_path / "cold-start-1").mkdir()
+    (tmp_path / "cold-start-1" / "benchmark.json").write_text(json.dumps({"functions": {
+        "serve-page": {"first_2xx_ms": 440.0}, "get-counter": {"first_2xx_ms": 440.0}}}))
+
+    text = docs.scale_out_tables(tmp_path, "runs", "it-4/results/spike-1 it-4-warm/results/spike-2 cold-start-1")
+    page_head, page, _, counter, band = text.split("\n\n")
+    assert page_head == ("**serve-page**: at most 6 instances of 10 requests at once; the model starts one in 440 ms "
+                         "(cold-start-1, quiet)")
+    assert page.splitlines() == [
+        "| | [spike-1](runs/it-4/results/spike-1/report.md), from min_instances 0 | "
+        "[spike-2](runs/it-4-warm/results/spike-2/report.md), min_instances = max_instances |", "|---|---:|---:|",
+        "| instances at the spike's step / end / most | 1 / 5 / 6 | 6 / 6 / 6 |",
+        "| cold starts in the load (under load) | 3 (median 900 ms, slowest 1,200 ms) | 0 |",
+        "| p95 in its first 10 s / steady | 850 / 120 ms | 130 / 118 ms |",
+        "| scale-out lag measured / model's, and their ratio | 0.8 s / 0.5 s: 1.60x | 0.0 s / 0.0 s |"]
+    assert counter.splitlines()[-1] == "| scale-out lag measured / model's, and their ratio | 3.0 s / 0.5 s: 6.00x | " \
+                                       "0.0 s / 0.0 s |"
+    assert "| cold starts in the load (under load) | 0 | 0 |" in counter
+    assert " ".join(band.split()) == ("The measured scale-out lag against the model's, in the band of 0.5x to 2x (the "
+                                      "autoscaled run): serve-page within; get-counter outside (6.00x).")
+    with pytest.raises(docs.DocsError, match="does not keep serve-page, get-counter at min_instances = max_instances"):
+        docs.scale_out_tables(tmp_path, "runs", "it-4/results/spike-1 it-4/results/spike-1 cold-start-1")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from visitkit.catalogue import QUEUE_TIMEOUT_S
 from visitkit.model.occupancy import TARGET_UTILIZATION
+from visitkit.settings import FunctionSettings
 
 METRICS_WINDOW_S = 60.0  # Google: "over a one minute window"
 START_WAIT_FACTOR = 3.5  # Google: a request waits up to 3.5 x the average start time, at least 10 s
@@ -48,6 +49,13 @@ class Sample:
     queued: float
     waiting: float
     requests: float
+
+
+def limits_of(spec: FunctionSettings, cpu_ms: float | None) -> Limits:
+    """A function's rules from its settings and the latency profile's CPU per request (ms on one vCPU; None: no
+    CPU driver), as the twin's autoscaler runs them (twin/stack.py) and the spike's prediction takes them."""
+    return Limits(spec.min_instances, spec.max_instances, spec.concurrency, float(spec.effective_cpu),
+                  cpu_ms / 1000 if cpu_ms is not None else None)
 
 
 def by_metrics(window: Sequence[Sample], limits: Limits) -> int:

@@ -34,7 +34,10 @@ hold and what 10,000 visits/s take, with readers who stay 60 s), `<!-- figures c
 us-central1 -->` (the largest items of a month at 10,000 visits/s) and `<!-- figures study-convergence:
 ../iterations study -->` (the model's convergence after each of the study's own breakpoints, beside the study's) and
 `<!-- figures p95-check: ../iterations/iteration-3 study inc-counter results/load-X ... -->` (the latency model's
-p50/p95 at the rate each run held, beside the run's, and the band of measured / model p95).
+p50/p95 at the rate each run held, beside the run's, and the band of measured / model p95) and
+`<!-- figures scale-out: ../iterations iteration-4/results/spike-X iteration-4-warm/results/spike-Y
+../benchmarks/cold-start-Z -->` on one line (the same spike autoscaled and at min_instances = max_instances: per
+autoscaled function its instances, cold starts, early and steady p95, and the scale-out lag beside the model's).
 """
 import ast
 import difflib
@@ -47,12 +50,15 @@ import subprocess
 import textwrap
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
 from visitkit.results.records import Summary, SummaryError
 from visitkit.suite import locust_module
+
+if TYPE_CHECKING:
+    from visitkit.model.scaleout import Limits
 
 ARRIVALS = locust_module("arrivals")  # the open model's sizing of its users
 
@@ -804,6 +810,106 @@ def p95_check_table(iteration: Path, link: str, arguments: str) -> str:
     return "\n".join(rows) + "\n\n" + prose(f"The band: {'; '.join(bands)}.")
 
 
+SCALE_OUT_BAND = (0.5, 2.0)  # scale-out: the measured lag within 0.5x to 2x of the model's holds the model
+
+
+def scale_out_tables(folder: Path, link: str, arguments: str) -> str:
+    """The same spike on the twin (results/scaleout.py) twice: AUTO with scaling auto from its min_instances (0),
+    OTHER with min_instances = max_instances; for each function AUTO autoscales, a small table of both runs: its
+    instances at the spike's step, end and most, its cold starts in the load, its p95 in the spike's first seconds
+    and steady, and the measured scale-out lag beside the model's (model/scaleout.py, spike) and their ratio; then
+    whether each ratio is within SCALE_OUT_BAND. The model is given each run's own traffic (its requests/s before
+    and during the spike, HAProxy's service time), its settings and profile (limits_of), the machine's cores, and
+    each function's quiet start from a cold-start benchmark (its first 2xx: what the model's start_s is).
+    arguments: AUTO OTHER BENCHMARK, folders relative to FOLDER (results folders; benchmarks/cold-start-*)."""
+    from visitkit.formatting import fmt, ms
+    from visitkit.model.scaleout import limits_of
+    from visitkit.results.scaleout import EARLY_S
+    from visitkit.settings import parse_settings
+    from visitkit.twin.profile import load_profile
+
+    runs = arguments.split()
+    if len(runs) != 3:
+        raise DocsError(f"scale-out {folder.name}: name the autoscaled run, the one at min_instances = max_instances "
+                        "and a cold-start benchmark, each relative to the folder")
+    starts = read_json(folder / runs[2], "benchmark")
+    summaries, settings, cores = [], [], []
+    for run in runs[:2]:
+        summary = read_json(folder / run, "summary")
+        if summary.get("test") != "spike" or not summary.get("scale_out"):
+            raise DocsError(f"{run} has no scale_out figures: a spike test on the twin with scaling auto has them "
+                            "(scripts/run-iteration ... --test spike --scaling auto)")
+        summaries.append(summary)
+        settings.append(parse_settings(summary["settings"], f"{run}'s settings"))
+        cores.append((read_json(folder / run, "run").get("machine") or {}).get("cores"))
+    auto, other = summaries
+    if auto["shape"] != other["shape"]:
+        raise DocsError(f"{runs[0]} and {runs[1]} are not the same spike: {auto['shape']!r} and {other['shape']!r}")
+    functions = [name for name in auto["scale_out"]["functions"] if settings[0].autoscaled(name)]
+    if not functions:
+        raise DocsError(f"{runs[0]} autoscales no function: its min_instances are its max_instances")
+    warm = {name: settings[1].functions[name] for name in functions}
+    moving = [name for name, spec in warm.items()
+              if not spec.min_instances == spec.max_instances == settings[0].functions[name].max_instances]
+    if moving:
+        raise DocsError(f"{runs[1]} does not keep {', '.join(moving)} at min_instances = max_instances = "
+                        f"{runs[0]}'s max_instances")
+    low, high = SCALE_OUT_BAND
+    blocks, verdicts = [], []
+    for name in functions:
+        spec = settings[0].functions[name]
+        start_ms = ((starts.get("functions") or {}).get(name) or {}).get("first_2xx_ms")
+        rows = [f"**{name}**: at most {spec.max_instances} instances of {spec.concurrency} requests at once; the model "
+                f"starts one in {ms(start_ms)} ms ({Path(runs[2]).name}, quiet)", "",
+                f"| | [{Path(runs[0]).name}]({link}/{runs[0]}/report.md), from min_instances "
+                f"{spec.min_instances} | [{Path(runs[1]).name}]({link}/{runs[1]}/report.md), min_instances = "
+                f"max_instances |", "|---|---:|---:|"]
+        cells: dict[str, list[str]] = {"instances": [], "cold": [], "p95": [], "lag": []}
+        ratio = None
+        for number, summary in enumerate(summaries):
+            row = summary["scale_out"]["functions"][name]
+            cold = (summary.get("cold_starts") or {}).get(name)
+            cpu_ms = (load_profile((summary.get("profile") or {}).get("name") or "none").cpu_ms or {}).get(name)
+            model = predicted_lag(limits_of(settings[number].functions[name], cpu_ms), row, start_ms, cores[number])
+            cells["instances"].append(f"{fmt(row['instances_at_start'])} / {fmt(row['instances_end'])} "
+                                      f"/ {fmt(row['instances_max'])}")
+            cells["cold"].append(f"{cold['during_load']:,} (median {ms(cold['under_load_ms_median'])} ms, slowest "
+                                 f"{ms(cold['under_load_ms_max'])} ms)" if cold and cold["during_load"] else "0")
+            cells["p95"].append(f"{ms(row['p95_first_ms'])} / {ms(row['p95_steady_ms'])} ms")
+            measured = row["lag_s"]
+            cells["lag"].append(f"{lag_text(measured)} / {lag_text(model)}")
+            if number == 0:
+                ratio = (None if measured is None or model is None else
+                         measured / model if model > 0 else (1.0 if measured == 0 else math.inf))
+                cells["lag"][-1] += "" if ratio is None or math.isinf(ratio) else f": {ratio:.2f}x"
+        rows += [f"| instances at the spike's step / end / most | {' | '.join(cells['instances'])} |",
+                 f"| cold starts in the load (under load) | {' | '.join(cells['cold'])} |",
+                 f"| p95 in its first {EARLY_S} s / steady | {' | '.join(cells['p95'])} |",
+                 f"| scale-out lag measured / model's, and their ratio | {' | '.join(cells['lag'])} |"]
+        blocks.append("\n".join(rows))
+        verdicts.append(f"{name} " + ("n/a (a lag not reached, or an input missing)" if ratio is None else
+                                      "within" if low <= ratio <= high else "outside"
+                                      + ("" if math.isinf(ratio) else f" ({ratio:.2f}x)")))
+    return "\n\n".join(blocks) + "\n\n" + prose(
+        f"The measured scale-out lag against the model's, in the band of {low:g}x to {high:g}x "
+        f"(the autoscaled run): {'; '.join(verdicts)}.")
+
+
+def predicted_lag(limits: "Limits", row: Mapping[str, Any], start_ms: float | None, cores: int | None) -> float | None:
+    """The model's scale-out lag (model/scaleout.py, spike) for a run's measured traffic (a scale_out row); None
+    when an input is missing, or when the model sees no end to the wait."""
+    from visitkit.model.scaleout import spike
+
+    busy_ms, before, during = row["service_ms"], row["rps_before"], row["rps_spike"]
+    if busy_ms is None or before is None or during is None or start_ms is None or cores is None:
+        return None
+    return spike(limits, busy_ms / 1000, before, during, start_ms / 1000, cores).lag_s
+
+
+def lag_text(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.1f} s"
+
+
 def read_json(folder: Path, stem: str) -> dict[str, Any]:
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -815,7 +921,8 @@ def read_json(folder: Path, stem: str) -> dict[str, Any]:
 WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmark": benchmark_table,
                 "predict": predict_output, "fleet": fleet_output, "cost-per-million": cost_table,
                 "cost-items": cost_items, "hold": hold_text, "cost-month": cost_month_text,
-                "study-convergence": study_convergence_table, "p95-check": p95_check_table}
+                "study-convergence": study_convergence_table, "p95-check": p95_check_table,
+                "scale-out": scale_out_tables}
 
 
 def differences(block: Block, rendered: str, lines: list[tuple[str, list[tuple[str, str]]]]) -> list[str]:

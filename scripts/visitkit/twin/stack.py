@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from visitkit.catalogue import CATALOGUE, PUSH_FUNCTION, QUEUE_TIMEOUT_S, stored_totals
 from visitkit.errors import StackError
+from visitkit.model.scaleout import limits_of
 from visitkit.net import free_port, http_status, port_is_open
 from visitkit.paths import FUNCTIONS_DIR, LOCAL_STATE_DIR, ROOT
 from visitkit.samples import Sample, StoreFigures
@@ -342,12 +343,8 @@ class LocalStack:
         for function in instances:
             if not settings.autoscaled(function):
                 continue
-            spec = settings.functions[function]
-            cpu_ms = (profile.cpu_ms or {}).get(function)
             functions[function] = {
-                "min_instances": spec.min_instances, "max_instances": spec.max_instances,
-                "concurrency": spec.concurrency, "vcpus": float(spec.effective_cpu),
-                "cpu_s_per_request": cpu_ms / 1000 if cpu_ms is not None else None,
+                **dataclasses.asdict(limits_of(settings.functions[function], (profile.cpu_ms or {}).get(function))),
                 "ports": self._instance_ports[function], "env": self._environments[function],
                 # the stack's own ports: with a push overhead HAProxy reaches store-inc-counter through Toxiproxy
                 "commands": [supervised(f"{function}-{i}", function_command(function, port), state["restarts"])
