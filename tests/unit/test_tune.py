@@ -27,7 +27,9 @@ def brute_force(goals: tune.Goals, space: tune.Space, quota: tune.Quota) -> floa
     own (a combination of others cannot change that), judged on the whole: knee and drain, each visitor's request's
     p95, freshness, quota."""
     rate, best = goals.visits_per_s, math.inf
-    for ttl, mode, batch, embeds in tune.global_choices(space):
+    stores = [("push", 0)] * (space.stores in ("any", "push"))
+    stores += [("pull", size) for size in space.batch_sizes] * (space.stores in ("any", "pull"))
+    for ttl, (mode, batch), embeds in itertools.product(space.cache_ttls, stores, space.embeds):  # not tune's own
         reference = parse_settings(tune.base_raw(goals, ttl, mode, batch, embeds), "brute")
         per_visit = {**capacity.requests_per_visit(reference, 0), PUSH_FUNCTION: 0 if mode == "pull" else 1}
         if not per_visit[READER_FUNCTION]:
@@ -134,3 +136,13 @@ def test_300_visits_per_s_writes_an_iteration_that_loads_and_carries_several_che
     readme = (folder / "README.md").read_text()
     assert len(verdict.hypothesis_checks(readme)) >= 2
     assert (folder / "tune.png").stat().st_size > 0
+
+
+def test_the_pull_stores_drain_must_hold_the_headroom_too(tmp_path):
+    # 1,200 visits/s: the pull store's 1,704 visits/s are above the rate but below 1.5 x it
+    status, lines = tune.run(options(visits_per_s=1200, store="pull", out=tmp_path / "it"), PROFILE, "tune")
+    assert status == tune.UNREACHABLE
+    assert any("1,704 visits/s with batches of 1000" in line and "below 1.5 x 1,200" in line for line in lines)
+    pull = replace(SMALL, stores="pull", embeds=(True,), cache_ttls=(10,))
+    assert tune.search(tune.Goals(1200, headroom=1.4), PROFILE, PRICES, REGION, tune.Quota(vcpu=100), pull).candidates
+
