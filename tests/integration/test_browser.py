@@ -309,7 +309,9 @@ def test_a_read_that_never_ends_is_abandoned_after_its_timeout(browser):
         assert wait_until(lambda: "no answer in time" in counter_status(browser), timeout=20, interval=0.05)
         assert wait_until(lambda: len(reads) >= 2, timeout=5, interval=0.05), reads
         assert reads[0][1] is None  # still hung on the stand-in's side
-        assert 0.5 + 0.3 <= reads[1][0] - reads[0][0] < 2.5  # timeout, then at least 3/4 of twice 0.2 s
+        # timeout, then at least 3/4 of twice 0.2 s; the times are the reads' arrivals here, so the first one's own
+        # way from the browser (late on a busy machine: 3 ms in one CI run) may shorten the gap a little
+        assert 0.5 + 0.3 - 0.05 <= reads[1][0] - reads[0][0] < 2.5
         assert wait_until(lambda: displayed_count(browser) == 2, timeout=5, interval=0.05)
         assert counter_status(browser) == ""  # a success clears the problem
 
