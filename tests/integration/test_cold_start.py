@@ -5,6 +5,8 @@ import ast
 import csv
 from pathlib import Path
 
+import pytest
+
 from visitkit.benchmarks import coldstart, hotpath
 
 TIMED_NOOP = Path(__file__).resolve().parents[1] / "fixtures" / "coldstart" / "main.py"
@@ -18,6 +20,7 @@ def delays():
     raise AssertionError(f"{TIMED_NOOP} sets no IMPORT_S, FIRST_ANSWER_S")
 
 
+@pytest.mark.slow  # ~20 s
 def test_one_cold_start_of_a_function_and_of_the_no_op(tmp_path, monkeypatch):
     # The no-op the benchmark starts is one whose loading sleeps IMPORT_S and whose first answer sleeps
     # FIRST_ANSWER_S more: the benchmark's own measurements, split as it splits them, must show both.
@@ -59,6 +62,7 @@ def test_one_cold_start_of_a_function_and_of_the_no_op(tmp_path, monkeypatch):
         f"cold start, slowest function / no-op: {slowest_over_noop:.2f}x")
 
 
+@pytest.mark.slow  # ~25 s
 def test_the_settings_that_change_what_a_function_loads_are_measured_beside_it(tmp_path):
     """The puller (STORE_MODE=pull) and serve-page embedding the count (PAGE_EMBEDS_COUNT=1) start, answer
     and load the Firestore client; serve-page by default loads none."""

@@ -94,6 +94,7 @@ def test_the_first_command_of_a_public_push_iteration_runs_through(tmp_path):
     assert not (ROOT / "infra" / "terraform.tfstate").exists()
 
 
+@pytest.mark.slow  # ~50 s; CI rehearses the docs' first command, the public one above
 def test_an_organization_refusing_all_users_is_rehearsed_authenticated(tmp_path):
     result, folder = rehearse(tmp_path, "iteration-0", "restricted-org")
     check_report(folder)
