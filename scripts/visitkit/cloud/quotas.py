@@ -55,11 +55,19 @@ class Quota:
     unit: str  # the quota's own unit, which the figures below are in
     compute_metric: str | None = None  # its name in Compute's regions.get quotas (Compute only)
 
+    def whole(self, amount: float) -> float:
+        """`amount` (in the quota's unit) in vCPUs or GiB, the units the kit shows and tune searches in."""
+        if self.unit == "milli-vCPU":
+            return amount / 1000
+        if self.unit == "bytes":
+            return amount / 2**30
+        return amount
+
     def shown(self, amount: float) -> str:
         if self.unit == "milli-vCPU":
-            return f"{amount / 1000:,.3g} vCPUs"
+            return f"{self.whole(amount):,.3g} vCPUs"
         if self.unit == "bytes":
-            return f"{amount / 2**30:,.1f} GiB"
+            return f"{self.whole(amount):,.1f} GiB"
         return f"{amount:,.0f} vCPUs"
 
 
@@ -201,13 +209,19 @@ def excess(project: str, need: Need, available: Available) -> str | None:
             f"({available.source}). {need.fix[0].upper()}{need.fix[1:]}; or {request_more(project, need, available)}.")
 
 
+READ_PERMISSION = "cloudquotas.quotas.get (the Quota Viewer role, roles/servicemanagement.quotaViewer, has it)"
+
+
+def why_unread(error: BaseException) -> str:
+    """Why a quota could not be read: Google's own words, without the request's URL."""
+    return re.sub(r"^[A-Z]+ \S+: ", "", getattr(error, "message", None) or str(error)).rstrip(".")
+
+
 def unread(need: Need, error: BaseException) -> str:
-    """The note for a quota that could not be read (Google's own words, without the request's URL)."""
-    why = re.sub(r"^[A-Z]+ \S+: ", "", getattr(error, "message", None) or str(error)).rstrip(".")
-    return (f"the quota {need.quota.quota_id} ({need.quota.service}) in {need.region} could not be read ({why}); the "
-            f"plan needs {need.quota.shown(need.amount)} of it. Reading it takes cloudquotas.quotas.get (the Quota "
-            "Viewer role, roles/servicemanagement.quotaViewer, has it); if the apply then stops on a quota, see "
-            "docs/google-cloud.md (Quotas)")
+    """The note for a quota that could not be read."""
+    return (f"the quota {need.quota.quota_id} ({need.quota.service}) in {need.region} could not be read "
+            f"({why_unread(error)}); the plan needs {need.quota.shown(need.amount)} of it. Reading it takes "
+            f"{READ_PERMISSION}; if the apply then stops on a quota, see docs/google-cloud.md (Quotas)")
 
 
 def check(project: str, needs: Iterable[Need], available: Callable[[Quota, str], Available]) -> list[str]:
