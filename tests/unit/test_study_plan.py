@@ -191,6 +191,16 @@ def test_a_study_runs_each_iteration_in_order_and_writes_one_report(checkout):
     assert "**verdicts 4 of 4 as the study**" in (folder / "report.md").read_text()
 
 
+def test_a_study_with_scaling_auto_runs_every_iteration_autoscaled_and_says_so(checkout):
+    fake = FakeRunner(checkout)
+    folder = studies.run_study(dataclasses.replace(LOCAL, scaling="auto"), run=fake, log=lambda line: None)
+    assert [config.settings.scaling for config in fake.configs] == ["auto"] * 4
+    assert folder.name.startswith("local-fast-auto-") and read_state(folder)["options"]["scaling"] == "auto"
+    assert "protocol fast, scaling auto" in (folder / "report.md").read_text().splitlines()[0]
+    with pytest.raises(VisitkitError, match="Cloud Run always autoscales"):
+        studies.Options(target="gcp", project="demo-project", scaling="auto")
+
+
 def test_a_failed_run_stops_the_study_leaves_the_deployment_up_and_resume_goes_on_from_it(checkout):
     fake, destroyed, said = FakeRunner(checkout, fail={"iteration-2"}, access="authenticated"), [], []
     with pytest.raises(RuntimeError, match="iteration-2 failed on purpose"):

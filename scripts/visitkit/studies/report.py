@@ -279,7 +279,9 @@ def plot(runs: list[StudyRun], path: Path, title: str) -> bool:
 def render(folder: Path, state: Mapping[str, Any], runs: list[StudyRun], verdicts: Mapping[int, Verdict],
            found: Mapping[str, Any], plotted: bool) -> str:
     options = state["options"]
-    lines = [f"# A study: {', '.join(options['iterations'])} on {options['target']}, protocol {options['protocol']}",
+    scaling = f", scaling {options['scaling']}" if options.get("scaling") else ""  # each settings file's when none
+    lines = [f"# A study: {', '.join(options['iterations'])} on {options['target']}, protocol {options['protocol']}"
+             + scaling,
              "", f"**{summary_line(found)}**", "",
              "Each verdict is judged again here against this study's own runs (a check naming another iteration "
              "compares with this study's run of it), and set beside the study's own.", "",

@@ -22,7 +22,7 @@ from visitkit.paths import ITERATIONS_DIR, ROOT, SETTINGS_FILE, from_root
 from visitkit.results import folder as results
 from visitkit.runs import runner
 from visitkit.runs.config import RunConfig
-from visitkit.settings import DEPLOYED_ACCESS_MODES
+from visitkit.settings import DEPLOYED_ACCESS_MODES, SCALING_MODES
 from visitkit.studies import plan as plans
 from visitkit.studies.state import FORMAT, STATE_FILE, STUDIES_DIR, read_state, resolved, save_state
 from visitkit.twin.profile import load_profile
@@ -43,6 +43,7 @@ class Options:
     access: str | None = None
     workers: int | None = None
     keep: bool = False
+    scaling: str | None = None  # local: "auto" or "fixed" over each settings file's (None: the files')
 
     def __post_init__(self) -> None:
         if self.target not in plans.TARGETS:
@@ -52,6 +53,9 @@ class Options:
         if self.target != "gcp" and (self.project or self.region or self.access or self.keep):
             raise VisitkitError("--project, --region, --access and --keep are for a study on Google Cloud: "
                                 "use them with --target gcp")
+        if self.target != "local" and self.scaling is not None:
+            raise VisitkitError("--scaling sets how the local twin runs each function's instances: Cloud Run always "
+                                "autoscales between min_instances and max_instances")
         if self.target != "local" and self.profile not in (None, DEFAULT_PROFILE):
             raise VisitkitError("--profile shapes the local twin: a study on Google Cloud is modelled with the "
                                 "study profile")
@@ -68,7 +72,7 @@ class Options:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Options":
-        return cls(**{**data, "iterations": tuple(data["iterations"])})
+        return cls(**{**data, "iterations": tuple(data["iterations"])})  # a study before --scaling: None
 
 
 def iteration_names(text: str) -> tuple[str, ...]:
@@ -104,7 +108,8 @@ def config_of(options: Options, run: dict[str, Any], access: str | None = None,
         ITERATIONS_DIR / run["iteration"], run["test"], target=options.target, duration=run["duration"],
         shape_set=run["shape_set"], stages=run["stages"], workers=options.workers,
         profile=None if gcp else options.local_profile, project=options.project, region=options.region,
-        access=access or options.access, destroy=False, update_readme=False, resume=resume)
+        access=access or options.access, destroy=False, update_readme=False, resume=resume,
+        scaling=options.scaling)
 
 
 def planned_runs(plan: plans.StudyPlan) -> list[dict[str, Any]]:
@@ -179,7 +184,7 @@ def dry_run(options: Options, budget: float | None = None) -> list[str]:
 
 
 def study_name(options: Options) -> str:
-    return f"{options.target}-{options.protocol}"
+    return f"{options.target}-{options.protocol}" + (f"-{options.scaling}" if options.scaling else "")
 
 
 # ---- the results folders -------------------------------------------------------------------------
@@ -320,6 +325,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"gcp: refuse to start when the plan costs more (default {plans.TARGET_USD:g}); says what would bring it "
         "under"))
     parser.add_argument("--keep", action="store_true", help="gcp: leave the deployment up at the end")
+    parser.add_argument("--scaling", choices=SCALING_MODES, help=(
+        "local: fixed (every instance up) or auto (the twin's autoscaler, docs/local-twin.md) for every run, over "
+        "each settings file's"))
     parser.add_argument("--resume", type=Path, metavar="STUDY_DIR", help=(
         "go on with a study that stopped, from its first run that did not finish, with the options its study.json "
         "recorded (a Google Cloud run that failed continues in its own results folder)"))
@@ -330,7 +338,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_of(args: argparse.Namespace) -> Options:
     return Options(target=args.target, iterations=args.iterations, protocol=args.protocol, endurance=args.endurance,
                    profile=args.profile, project=args.project, region=args.region, access=args.access,
-                   workers=args.workers, keep=args.keep)
+                   workers=args.workers, keep=args.keep, scaling=args.scaling)
 
 
 def resumed_options(folder: Path, keep: bool) -> Options:
