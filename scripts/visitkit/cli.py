@@ -269,7 +269,15 @@ def tune_command(args: argparse.Namespace) -> int:
     from visitkit.model import tune
     from visitkit.twin.profile import load_profile
 
-    status, lines = tune.run(args, load_profile(args.profile), "scripts/tune " + " ".join(sys.argv[1:][1:]))
+    read: tune.Quota | None = None
+    notes: list[str] = []
+    # The model does not reach Google (the layers): the project's quotas are read here, as the preflight reads them.
+    if args.project and (args.quota_vcpu is None or args.quota_memory_gib is None):
+        from visitkit.cloud import preflight
+
+        read, notes = preflight.tune_quota(args.project, args.region)
+    status, lines = tune.run(args, load_profile(args.profile), "scripts/tune " + " ".join(sys.argv[1:][1:]), read,
+                             notes)
     print("\n".join(lines))
     return status
 
@@ -511,7 +519,8 @@ def parser() -> argparse.ArgumentParser:
         "store and its batch, whether the page embeds its count) for those that hold the rate with headroom, the "
         "p95 goal and the freshness goal, within the region's quota; prints the cheapest, the fastest and a "
         "balanced pick, and writes one as an iteration folder with its hypothesis and checks (exit 3: none holds).\n"
-        "  visitkit tune --visits-per-s 300 --p95-ms 300 --region us-central1 --explain"))
+        "  visitkit tune --visits-per-s 300 --p95-ms 300 --region us-central1 --explain\n"
+        "  visitkit tune --visits-per-s 300 --region us-central1 --project P   within project P's quotas there"))
     tune.add_arguments(tuning)
     tuning.set_defaults(handler=tune_command)
     from visitkit.studies import run as studies

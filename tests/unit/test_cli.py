@@ -83,3 +83,21 @@ def test_run_scaling_is_refused_off_the_twin(capsys):
     assert main(["run", str(ITERATIONS_DIR / "iteration-4"), "--test", "spike", "--target", "gcp", "--project", "p",
                  "--scaling", "fixed", "--dry-run"]) == 2
     assert "Cloud Run always autoscales them between min_instances and max_instances" in capsys.readouterr().err
+
+
+def test_tune_hands_the_quota_read_from_project_p_in_its_region_to_the_search(monkeypatch, capsys):
+    from visitkit.cloud import preflight
+    from visitkit.model import tune
+
+    read = tune.Quota(200, 400, tune.read_from("p1"), tune.read_from("p1"))
+    asked, handed = [], []
+    monkeypatch.setattr(preflight, "tune_quota", lambda project, region: asked.append((project, region)) or (
+        read, ["a note"]))
+    monkeypatch.setattr(tune, "run", lambda options, profile, line, *rest: handed.append(rest) or (0, ["printed"]))
+    assert main(["tune", "--visits-per-s", "300", "--region", "us-east1", "--project", "p1"]) == 0
+    assert asked == [("p1", "us-east1")] and handed == [(read, ["a note"])]
+    assert main(["tune", "--visits-per-s", "300"]) == 0  # no project: nothing read, tune assumes
+    assert main(["tune", "--visits-per-s", "300", "--project", "p1", "--quota-vcpu", "8", "--quota-memory-gib", "16"]) \
+        == 0  # both given: nothing to read
+    assert len(asked) == 1 and handed[1:] == [(None, []), (None, [])]
+    assert "printed" in capsys.readouterr().out

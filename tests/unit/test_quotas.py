@@ -3,7 +3,7 @@ and memory allocation and of Compute Engine's regional CPUs, read through Google
 libraries from the local recorded fake of Cloud Quotas and Compute's regions.get
 (tests/integration/fake_google.py; its answers are checked against Google's schemas by
 test_google_schemas.py). Nothing is created where the plan exceeds a quota; a quota that cannot be
-read is a note."""
+read is a note. tune --project reads Cloud Run's allocation the same way (preflight.tune_quota)."""
 import sys
 from pathlib import Path
 
@@ -191,3 +191,84 @@ def test_with_compute_off_the_projects_cpus_come_from_cloud_quotas():
         apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=fake.url)
         found = quotas.read(apis, quotas.CPUS_ALL_REGIONS, quotas.EVERYWHERE)
     assert (found.limit, found.usage) == (32, 0) and found.source.startswith("Cloud Quotas")
+
+
+# --- tune --project: Cloud Run's allocation read the same way ----------------------------------------
+
+@pytest.fixture(scope="module")
+def google():
+    """One fake for the tune tests (each fake makes a key, which takes a while); each test sets its scenario."""
+    with FakeGoogle(Scenario(enabled=ON)) as fake:
+        yield fake
+
+
+def tune_quota(google, region, **scenario):
+    google.scenario = Scenario(enabled=ON, **scenario)
+    apis = preflight.Apis(Credentials(token="user-token"), PROJECT, endpoint=google.url)
+    return preflight.tune_quota(PROJECT, region, apis)
+
+
+def test_tune_reads_cloud_runs_cpu_and_memory_allocation_in_vcpus_and_gib_and_turns_nothing_on(google):
+    before = len(google.requests)
+    own, notes = tune_quota(google, REGION)  # the fixtures: 200,000 milli-vCPU and 400 GiB in bytes there
+    assert (own.vcpu, own.memory_gib, own.vcpu_from, own.memory_from) == (200, 400, f"read from project {PROJECT}",
+                                                                          f"read from project {PROJECT}")
+    assert notes == [] and not own.assumed
+    default, _ = tune_quota(google, "us-central1")  # the entry without dimensions: read, so not ASSUMED
+    assert (default.vcpu, default.memory_gib, default.assumed) == (20, 40, False)
+    assert google.mutations == []
+    read = {path.split("?")[0].split("/quotaInfos/")[-1] for path in google.paths()[before:]}
+    assert read == {"CpuAllocPerProjectRegion", "MemAllocPerProjectRegion"}  # Cloud Quotas alone
+
+
+@pytest.mark.parametrize("error, words", [
+    ("error-quotas-denied", "Permission 'cloudquotas.quotas.get' denied"),  # no Quota Viewer role
+    ("error-crm-disabled", "has not been used in project 123456789012 before or it is disabled"),  # the API off
+])
+def test_a_quota_tune_cannot_read_is_a_note_and_the_assumed_default_stays(google, error, words):
+    quota, notes = tune_quota(google, REGION, errors={"cloudquotas": error})
+    assert quota.shown() == "20 vCPUs and 40 GiB (ASSUMED)"
+    assert len(notes) == 1  # Google's same words for both: one note naming both
+    assert notes[0].startswith(f"Cloud Run's CpuAllocPerProjectRegion and MemAllocPerProjectRegion in {REGION} could "
+                               f"not be read from project {PROJECT} (")
+    assert words in notes[0] and "roles/servicemanagement.quotaViewer" in notes[0]
+
+
+KNOWN = Scenario().quota_infos
+
+
+@pytest.mark.parametrize("scenario, shown, unread", [
+    ({"errors": {"cloudquotas": "error-quotas-denied"}, "errors_left": {"cloudquotas": 1}},  # the CPU's read refused
+     f"20 vCPUs (ASSUMED) and 400 GiB (read from project {PROJECT})", "CpuAllocPerProjectRegion"),
+    ({"quota_infos": {k: v for k, v in KNOWN.items() if k != "MemAllocPerProjectRegion"}},  # the memory's unknown
+     f"200 vCPUs (read from project {PROJECT}) and 40 GiB (ASSUMED)", "MemAllocPerProjectRegion"),
+])
+def test_one_quota_read_and_one_not_keep_their_own_sources(google, scenario, shown, unread):
+    quota, notes = tune_quota(google, REGION, **scenario)
+    assert quota.shown() == shown
+    assert len(notes) == 1 and notes[0].startswith(f"Cloud Run's {unread} in {REGION} could not be read")
+
+
+def test_without_credentials_tune_notes_it_and_assumes(monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/application_default_credentials.json")
+    quota, notes = preflight.tune_quota(PROJECT, REGION)
+    assert quota.shown() == "20 vCPUs and 40 GiB (ASSUMED)"
+    assert len(notes) == 1 and "(No application-default credentials were found: run `gcloud auth " \
+                               "application-default login`)" in notes[0]
+
+
+def test_an_unlimited_allocation_is_unlimited_for_tune():
+    import json
+
+    from google.cloud.cloudquotas_v1 import QuotaInfo
+
+    from visitkit.rehearsal.google import recorded
+
+    class Unlimited:  # Cloud Quotas' value -1 (QuotaDetails: unlimited) for the region, as the library parses it
+        def quota_info(self, service, quota_id):
+            answer = recorded("quota-run-cpu" if quota_id == quotas.RUN_CPU.quota_id else "quota-run-memory")
+            answer["dimensionsInfos"][0]["details"]["value"] = "-1"
+            return QuotaInfo.from_json(json.dumps(answer))
+
+    quota, notes = preflight.tune_quota(PROJECT, REGION, Unlimited())
+    assert quota.shown() == f"unlimited vCPUs and unlimited GiB (read from project {PROJECT})" and notes == []

@@ -1,7 +1,8 @@
-"""tune (model/tune.py): its cheapest pick against a brute-force search, its direction as goals tighten, and a target
-nothing holds."""
+"""tune (model/tune.py): its cheapest pick against a brute-force search, its direction as goals tighten, a target
+nothing holds, and the quota it searches within with where each figure came from."""
 import argparse
 import itertools
+import json
 import math
 from dataclasses import replace
 
@@ -106,10 +107,11 @@ def test_a_higher_rate_buys_more_instances_and_costs_more():
 
 
 def test_a_quota_too_small_stops_the_search_and_says_what_lifts_it():
-    found = tune.search(tune.Goals(40, 100), PROFILE, PRICES, REGION, tune.Quota(vcpu=2), SMALL)
+    found = tune.search(tune.Goals(40, 100), PROFILE, PRICES, REGION, tune.Quota(vcpu=2, vcpu_from=tune.GIVEN), SMALL)
     assert not found.candidates and found.rejected["quota"]
     stop = found.stops["quota"]
     assert "CpuAllocPerProjectRegion" in stop and "--dimensions=region=us-central1" in stop
+    assert "2 vCPUs (given) and 40 GiB (ASSUMED)" in stop and "read the project's own with --project P" in stop
 
 
 def options(**given: object) -> argparse.Namespace:
@@ -146,3 +148,46 @@ def test_the_pull_stores_drain_must_hold_the_headroom_too(tmp_path):
     pull = replace(SMALL, stores="pull", embeds=(True,), cache_ttls=(10,))
     assert tune.search(tune.Goals(1200, headroom=1.4), PROFILE, PRICES, REGION, tune.Quota(vcpu=100), pull).candidates
 
+
+
+READ = tune.Quota(200, 400, tune.read_from("p1"), tune.read_from("p1"))  # as cloud/preflight.py's tune_quota reads it
+ONE_SHAPE = tune.Space(concurrencies=(1,), cache_ttls=(10,), stores="push", embeds=(True,), single_cpus=("1",),
+                       shared_cpus=())
+
+
+def test_each_quota_figure_given_wins_over_the_projects_and_says_where_it_came_from():
+    assert tune.quota_for(options(visits_per_s=1)) == tune.Quota()
+    assert tune.Quota().shown() == "20 vCPUs and 40 GiB (ASSUMED)"
+    assert tune.quota_for(options(visits_per_s=1), READ) == READ
+    mixed = tune.quota_for(options(visits_per_s=1, quota_vcpu=50), READ)
+    assert (mixed.vcpu, mixed.memory_gib, mixed.assumed) == (50, 400, False)
+    assert mixed.shown() == "50 vCPUs (given) and 400 GiB (read from project p1)"
+    assert tune.quota_for(options(visits_per_s=1, quota_memory_gib=8)).shown() == "20 vCPUs (ASSUMED) and 8 GiB (given)"
+    assert tune.Quota(math.inf, 400, "read from project p1", "read from project p1").shown() == \
+        "unlimited vCPUs and 400 GiB (read from project p1)"
+
+
+def test_the_header_the_readme_and_tune_json_say_where_the_quota_came_from(tmp_path, monkeypatch):
+    monkeypatch.setattr(tune, "plot", lambda *_: None)  # not what is tested here, and slow
+    folder = tmp_path / "it"
+    status, lines = tune.run(options(visits_per_s=1, out=folder), PROFILE, "tune", READ, ["a note"], ONE_SHAPE)
+    assert status == 0
+    assert lines[0].endswith("(profile study; quota 200 vCPUs and 400 GiB (read from project p1); a model)")
+    assert lines[1] == "note: a note"
+    assert "within the quota searched: 200 vCPUs and 400 GiB (read from project p1)." in \
+        (folder / "README.md").read_text()
+    record = json.loads((folder / "tune.json").read_text())["quota"]
+    assert record == {"vcpu": 200, "vcpu_from": "read from project p1", "memory_gib": 400,
+                      "memory_from": "read from project p1"}
+    _, lines = tune.run(options(visits_per_s=1, out=folder), PROFILE, "tune", space=ONE_SHAPE)
+    assert "quota 20 vCPUs and 40 GiB (ASSUMED)" in lines[0]
+    assert "within the quota searched: 20 vCPUs and 40 GiB (ASSUMED)." in (folder / "README.md").read_text()
+
+
+def test_a_quota_read_from_the_project_is_the_one_searched_within(tmp_path):
+    small = replace(READ, vcpu=0.5)  # one instance of 1 vCPU does not fit
+    status, lines = tune.run(options(visits_per_s=1, out=tmp_path / "it"), PROFILE, "tune", small, space=ONE_SHAPE)
+    assert status == tune.UNREACHABLE
+    stop = next(line for line in lines if line.startswith("  quota:"))
+    assert "beyond its quota of 0.5 vCPUs and 400 GiB (read from project p1)" in stop
+    assert "--project P" not in stop  # read already: only asking Google for more lifts it

@@ -20,11 +20,15 @@ In order, each failure one sentence with the command that fixes it:
 
 Every Google call goes through `Apis`, built on Google's client libraries with the REST
 transport: tests point it at a local fake of these APIs (tests/integration/test_preflight.py).
+
+`visitkit tune --project` reads Cloud Run's regional CPU and memory allocation through the same
+APIs and quotas.read (tune_quota), without turning anything on.
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +43,8 @@ if TYPE_CHECKING:  # Google's client libraries are imported when a check calls t
     from google.auth.credentials import Credentials
     from google.cloud.cloudquotas_v1 import QuotaInfo
     from google.cloud.orgpolicy_v2 import Policy
+
+    from visitkit.model import tune
 
 T = TypeVar("T")
 # patiently(call) with the run's sleep and tries: call(), tried again while its API is still turning on
@@ -178,6 +184,13 @@ class Apis:
 
             raise from_http_response(reply)
         return ((reply.json().get("response") or {}).get("email"))
+
+
+def apis_for(project: str, credentials: Credentials | None = None) -> Apis:
+    """The APIs with the user's application-default credentials (GcpError where there are none)."""
+    from visitkit.cloud.credentials import default_credentials
+
+    return Apis(credentials or default_credentials(project), project)
 
 
 # --- the checks ---------------------------------------------------------------------------------------
@@ -349,10 +362,7 @@ def run(project: str, access: str = "public", *, credentials: Credentials | None
     from google.api_core import exceptions
 
     check_tools(which)
-    if apis is None:
-        from visitkit.cloud.credentials import default_credentials
-
-        apis = Apis(credentials or default_credentials(project), project)
+    apis = apis or apis_for(project, credentials)
     try:
         turned_on, pubsub_on = turn_on_read_apis(apis, project, log)
         # Only an API turned on moments ago is worth waiting for.
@@ -425,3 +435,41 @@ def describe(project: str, access: str) -> list[str]:
               "each failure is one sentence with the command that fixes it; nothing is created before every check "
               "passed"]
     return lines
+
+
+# --- tune's quota ----------------------------------------------------------------------------------------
+
+def tune_quota(project: str, region: str, apis: Apis | None = None) -> tuple[tune.Quota, list[str]]:
+    """Cloud Run's CPU and memory allocation in `region` for `visitkit tune --project`, read as the preflight reads
+    them (quotas.read, through these APIs): each figure read from the project, or, where it cannot be read
+    (permission denied, the Cloud Quotas API off, no credentials, no network), tune's ASSUMED default and a note
+    saying why. It only reads: unlike the preflight it turns no API on, as a search must not change a project."""
+    from google.api_core import exceptions
+    from google.auth.exceptions import GoogleAuthError
+
+    from visitkit.model import tune
+
+    unreadable = (exceptions.GoogleAPICallError, GcpError, GoogleAuthError, OSError)
+    found: dict[quotas.Quota, float] = {}  # in vCPUs and GiB, as tune searches; inf: unlimited
+    unread: dict[str, list[quotas.Quota]] = {}  # why -> the quotas it kept from being read
+    try:
+        reader = apis or apis_for(project)
+    except unreadable as error:
+        unread[quotas.why_unread(error)] = [quotas.RUN_CPU, quotas.RUN_MEMORY]
+    else:
+        for quota in (quotas.RUN_CPU, quotas.RUN_MEMORY):
+            try:
+                limit = quotas.read(reader, quota, region).limit
+            except unreadable as error:
+                unread.setdefault(quotas.why_unread(error), []).append(quota)
+                continue
+            found[quota] = math.inf if limit is None else quota.whole(limit)
+    default, source = tune.Quota(), tune.read_from(project)
+    vcpu = (found[quotas.RUN_CPU], source) if quotas.RUN_CPU in found else (default.vcpu, default.vcpu_from)
+    memory = ((found[quotas.RUN_MEMORY], source) if quotas.RUN_MEMORY in found
+              else (default.memory_gib, default.memory_from))
+    # tune's header says what it searches within instead: the ASSUMED default, or the figure given
+    notes = [f"Cloud Run's {' and '.join(q.quota_id for q in kept)} in {region} could not be read from project "
+             f"{project} ({why}); reading {'it' if len(kept) == 1 else 'them'} takes {quotas.READ_PERMISSION}"
+             for why, kept in unread.items()]
+    return tune.Quota(vcpu[0], memory[0], vcpu[1], memory[1]), notes

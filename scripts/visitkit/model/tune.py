@@ -50,8 +50,10 @@ PULL_STORE = FunctionSettings(max_instances=1, min_instances=1, concurrency=1, c
 IDLE_READER = FunctionSettings(max_instances=1, concurrency=80)  # get-counter that no visit asks (page embeds)
 WRITES_PER_SHARD_S = 1.0  # Firestore's guidance: about one sustained write a second per document
 # ASSUMED default regional quotas: the values Cloud Run's own refusal quoted in googlecodelabs/feedback#1856
-# (scripts/visitkit/rehearsal/recorded/README.md): 20 vCPUs and 40 GiB. A project's own may differ.
+# (scripts/visitkit/rehearsal/recorded/README.md): 20 vCPUs and 40 GiB. A project's own may differ: --project reads
+# them (cloud/preflight.py, tune_quota), --quota-vcpu / --quota-memory-gib give them.
 DEFAULT_QUOTA_VCPU, DEFAULT_QUOTA_MEMORY_GIB = 20.0, 40.0
+ASSUMED, GIVEN = "ASSUMED", "given"  # where a quota's figure came from, beside "read from project P" (read_from)
 STORE_CHOICES = ("any", "push", "pull")
 NEW_DESIGN_RATIO = 1.5  # a pick further than this above the physical floor: a new design is needed there
 UNREACHABLE = 3  # the exit status when no settings hold the goals (as a failed gate)
@@ -67,11 +69,48 @@ class Goals:
     dwell_s: float = 0.0
 
 
+def read_from(project: str) -> str:
+    return f"read from project {project}"
+
+
 @dataclass(frozen=True)
 class Quota:
+    """The region's Cloud Run allocation the search stays within (math.inf: unlimited), each figure with where it
+    came from: ASSUMED (the default above), GIVEN (--quota-vcpu, --quota-memory-gib) or read_from(project)."""
     vcpu: float = DEFAULT_QUOTA_VCPU
     memory_gib: float = DEFAULT_QUOTA_MEMORY_GIB
-    assumed: bool = True
+    vcpu_from: str = ASSUMED
+    memory_from: str = ASSUMED
+
+    @property
+    def assumed(self) -> bool:
+        return ASSUMED in (self.vcpu_from, self.memory_from)
+
+    def shown(self) -> str:
+        """"20 vCPUs and 40 GiB (ASSUMED)", or each figure with its own source where they differ."""
+        def amount(value: float, unit: str) -> str:
+            return f"unlimited {unit}" if math.isinf(value) else f"{value:,.4g} {unit}"
+
+        vcpu, memory = amount(self.vcpu, "vCPUs"), amount(self.memory_gib, "GiB")
+        if self.vcpu_from == self.memory_from:
+            return f"{vcpu} and {memory} ({self.vcpu_from})"
+        return f"{vcpu} ({self.vcpu_from}) and {memory} ({self.memory_from})"
+
+    def record(self) -> dict[str, Any]:
+        """For tune.json: None where unlimited (JSON has no infinity)."""
+        return {"vcpu": None if math.isinf(self.vcpu) else self.vcpu, "vcpu_from": self.vcpu_from,
+                "memory_gib": None if math.isinf(self.memory_gib) else self.memory_gib,
+                "memory_from": self.memory_from}
+
+
+def quota_for(options: Any, read: Quota | None = None) -> Quota:
+    """The quota searched within: each figure given (--quota-vcpu, --quota-memory-gib) over the one read from the
+    project (`read`, tune_quota's) over the ASSUMED default."""
+    known = read or Quota()
+    vcpu = (options.quota_vcpu, GIVEN) if options.quota_vcpu is not None else (known.vcpu, known.vcpu_from)
+    memory = ((options.quota_memory_gib, GIVEN) if options.quota_memory_gib is not None
+              else (known.memory_gib, known.memory_from))
+    return Quota(vcpu[0], memory[0], vcpu[1], memory[1])
 
 
 @dataclass(frozen=True)
@@ -358,14 +397,13 @@ def search(goals: Goals, profile: capacity.LatencyProfile, prices: Mapping[str, 
     found.stops.pop("_best_drain", None)
     if "_least_vcpu" in found.stops:
         least_vcpu, least_memory = float(found.stops.pop("_least_vcpu")), float(found.stops.pop("_least_memory"))
-        where = "ASSUMED: a default, not this project's" if quota.assumed else "as given"
         found.stops["quota"] = (
             f"the leanest settings need {least_vcpu:,.1f} vCPUs and {least_memory:,.1f} GiB of Cloud Run in the "
-            "region, "
-            f"beyond its quota of {quota.vcpu:,.0f} vCPUs and {quota.memory_gib:,.0f} GiB ({where}): ask for more "
+            f"region, beyond its quota of {quota.shown()}: ask for more "
             f"(gcloud quotas preferences create --service=run.googleapis.com --quota-id=CpuAllocPerProjectRegion "
-            f"--preferred-value={math.ceil(least_vcpu) * 1000} --dimensions=region={region}), or give the project's "
-            "own with --quota-vcpu / --quota-memory-gib")
+            f"--preferred-value={math.ceil(least_vcpu) * 1000} --dimensions=region={region})"
+            + (", or read the project's own with --project P (or give them with --quota-vcpu / --quota-memory-gib)"
+               if quota.assumed else ""))
     return found
 
 
@@ -458,10 +496,16 @@ def add_arguments(parser: Any) -> None:
                         help="how long a reader stays on a page, re-reading the count (default 0)")
     parser.add_argument("--store", choices=STORE_CHOICES, default="any",
                         help="the store modes searched (default: any)")
-    parser.add_argument("--quota-vcpu", type=float, help=f"the region's Cloud Run vCPU quota (default: "
-                                                         f"{DEFAULT_QUOTA_VCPU:g}, ASSUMED)")
-    parser.add_argument("--quota-memory-gib", type=float, help=f"the region's Cloud Run memory quota, GiB (default: "
-                                                               f"{DEFAULT_QUOTA_MEMORY_GIB:g}, ASSUMED)")
+    parser.add_argument("--project", metavar="P",
+                        help="read the region's Cloud Run CPU and memory quotas from project P, as the preflight "
+                             "reads them (Cloud Quotas; application-default credentials and cloudquotas.quotas.get); "
+                             "one that cannot be read is a note, and its ASSUMED default stays")
+    parser.add_argument("--quota-vcpu", type=float,
+                        help=f"the region's Cloud Run vCPU quota, over the project's (default: --project's, else "
+                             f"{DEFAULT_QUOTA_VCPU:g}, ASSUMED)")
+    parser.add_argument("--quota-memory-gib", type=float,
+                        help=f"the region's Cloud Run memory quota, GiB, over the project's (default: --project's, "
+                             f"else {DEFAULT_QUOTA_MEMORY_GIB:g}, ASSUMED)")
     parser.add_argument("--write", choices=PICKS, default="cheapest", help="the pick written as an iteration")
     parser.add_argument("--out", type=Path,
                         help="the iteration folder to write (default: iterations/tuned-<R>-per-s-p95-<P>ms)")
@@ -498,7 +542,7 @@ def checks(c: Candidate, goals: Goals) -> list[str]:
 
 
 def readme(c: Candidate, goals: Goals, region: str, floor: float, pick: str, command_line: str,
-           folder: Path) -> str:
+           folder: Path, quota: Quota) -> str:
     """The iteration's README: the hypothesis and checks come from the prediction."""
     from visitkit.paths import ROOT
 
@@ -515,6 +559,8 @@ def readme(c: Candidate, goals: Goals, region: str, floor: float, pick: str, com
              f"{c.freshness_s:,.1f} s), for {shown_usd(c.monthly_usd)} a month in {region} "
              f"({c.monthly_usd / floor:.1f} x the floor of two request fees and the page's egress, "
              f"{shown_usd(floor)}).", "",
+             f"At its maximum instances it takes {c.vcpu:g} vCPUs and {c.memory_gib:,.2f} GiB of Cloud Run's "
+             f"allocation in {region}, within the quota searched: {quota.shown()}.", "",
              *[f"**Check:** `{check}`" for check in checks(c, goals)], "",
              "## How to test it", "",
              f"    scripts/run-iteration {where} --test endurance --stages {rate:g}/s:300",
@@ -562,26 +608,32 @@ def record(found: Search, chosen: Picks, goals: Goals, region: str, floor: float
                 "freshness_s": c.freshness_s, "knee_visits_per_s": c.prediction.knee_visits_per_s,
                 "headroom": c.headroom, "binds": c.binds, "floor_ratio": c.monthly_usd / floor}
     return {"goals": goals.__dict__, "region": region, "profile": chosen.cheapest.prediction.profile,
-            "quota": quota.__dict__, "floor_monthly_usd": floor, "considered": found.considered,
+            "quota": quota.record(), "floor_monthly_usd": floor, "considered": found.considered,
             "rejected": dict(found.rejected), "kept": len(found.candidates),
             "picks": {name: of(getattr(chosen, name)) for name in PICKS}}
 
 
-def run(options: Any, profile: capacity.LatencyProfile, command_line: str) -> tuple[int, list[str]]:
-    """(exit status, lines printed): the picks and the folder written, or why no settings hold the goals."""
+def run(options: Any, profile: capacity.LatencyProfile, command_line: str, read: Quota | None = None,
+        notes: Sequence[str] = (), space: Space | None = None) -> tuple[int, list[str]]:
+    """(exit status, lines printed): the picks and the folder written, or why no settings hold the goals. `read`:
+    the quota read from --project (the command line reads it: cloud/preflight.py's tune_quota), `notes` what could
+    not be read of it; `space`: what is searched (default: all of it, the stores --store allows)."""
     from visitkit.errors import VisitkitError
 
     if options.visits_per_s <= 0 or options.p95_ms <= 0 or options.headroom < 1 or options.freshness_s <= 0:
         raise VisitkitError("tune needs --visits-per-s > 0, --p95-ms > 0, --freshness-s > 0 and --headroom >= 1")
+    if any(given is not None and given <= 0 for given in (options.quota_vcpu, options.quota_memory_gib)):
+        raise VisitkitError("tune needs --quota-vcpu and --quota-memory-gib > 0 where given")
     goals = Goals(options.visits_per_s, options.p95_ms, options.freshness_s, options.headroom, options.dwell)
-    quota = Quota(options.quota_vcpu or DEFAULT_QUOTA_VCPU, options.quota_memory_gib or DEFAULT_QUOTA_MEMORY_GIB,
-                  assumed=options.quota_vcpu is None and options.quota_memory_gib is None)
+    quota = quota_for(options, read)
     prices = cost.load_prices()
-    found = search(goals, profile, prices, options.region, quota, Space(stores=options.store), options.free_tier)
+    space = Space(stores=options.store) if space is None else space
+    found = search(goals, profile, prices, options.region, quota, space, options.free_tier)
     floor = floor_monthly(goals.visits_per_s, prices, options.region)
     lines = [f"tune: {goals.visits_per_s:g} visits/s, each request's p95 <= {goals.p95_ms:g} ms, freshness <= "
              f"{goals.freshness_s:g} s, headroom {goals.headroom:g} x, in {options.region} (profile {profile.name}; "
-             f"quota {quota.vcpu:g} vCPUs, {quota.memory_gib:g} GiB{', ASSUMED' if quota.assumed else ''}; a model)"]
+             f"quota {quota.shown()}; a model)"]
+    lines += [f"note: {note}" for note in notes]
     if options.explain or not found.candidates:
         lines.append(f"considered {found.considered:,} candidates (global choices, function shapes, combinations); "
                      f"kept {len(found.candidates):,}; rejected: "
@@ -610,7 +662,7 @@ def run(options: Any, profile: capacity.LatencyProfile, command_line: str) -> tu
     parse_settings(to_raw(written.settings), folder)  # what settings.py and variables.tf accept, or it raises
     (folder / "settings.tfvars.json").write_text(settings_text(written.settings))
     (folder / "README.md").write_text(readme(written, goals, options.region, floor, options.write, command_line,
-                                                folder))
+                                             folder, quota))
     (folder / "tune.json").write_text(json.dumps(record(found, chosen, goals, options.region, floor, quota),
                                                  indent=2) + "\n")
     plot(found, chosen, folder / "tune.png", goals)
