@@ -3,6 +3,7 @@ plots' marks and compare read. Figures, and the headline's one rendering (headli
 verdict is verdict.py's, the report's words report.py's. The summary is made as summary.json's data,
 then read as its record (results/records.py, Summary), which checks its keys."""
 from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from visitkit.catalogue import CATALOGUE, FUNCTIONS, PAGES, PUSH_FUNCTION
@@ -376,19 +377,40 @@ class _Unmeasured(dict[str, Any]):
         return _Unmeasured()
 
 
-def headline_table(h: Mapping[str, Any]) -> list[str]:
-    """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
-    visits = " / ".join(fmt(h[f"visits.{fate}"]) for fate in ("acknowledged", "stored", "lost", "duplicated"))
+@dataclass(frozen=True)
+class HeadlineCell:
+    """One column of the headline's rendering: its heading, its text, and the figures the text shows in order
+    (a comparison of two runs divides them)."""
+    heading: str
+    text: str
+    figures: tuple[Any, ...]
+    align: str = "---:"  # Markdown's: numbers to the right, pairs and words to the left
+
+
+def headline_cells(h: Mapping[str, Any]) -> list[HeadlineCell]:
+    """The run's headline (its `headline` figures) as the columns headline_table shows."""
     unit = lambda text, suffix: text if text == "n/a" else f"{text} {suffix}"  # noqa: E731 (no "n/a ms")
     # an open-model run's knee and first failure are rates (visits/s offered), a closed-model run's users
     rate = "knee_visits_per_s" in h
-    by, knee, first = (("visits/s", fmt(h["knee_visits_per_s"]), fmt(h["first_failure_visits_per_s"])) if rate
-                       else ("users", fmt(h["knee_users"], 0), fmt(h["first_failure_users"], 0)))
+    by, knee, first = (("visits/s", h["knee_visits_per_s"], h["first_failure_visits_per_s"]) if rate
+                       else ("users", h["knee_users"], h["first_failure_users"]))
+    digits = 1 if rate else 0
+    fates = tuple(h[f"visits.{fate}"] for fate in ("acknowledged", "stored", "lost", "duplicated"))
     return [
-        f"| knee ({by} / RPS) | first failure ({by} / RPS) | peak RPS | p95 ceiling | slowest | converged after load "
-        "| extra min per min | acked / stored / lost / dup |",
-        "|---|---|---:|---:|---|---:|---:|---|",
-        f"| {knee} / {fmt(h['knee_rps'])} | {first} / "
-        f"{fmt(h['first_failure_rps'])} | {fmt(h['rps_peak'])} | {unit(ms(h['p95_ceiling_ms']), 'ms')} | "
-        f"{h.get('slowest_function', 'n/a')} | {unit(fmt(h['convergence_s'], 0), 's')} | "
-        f"{fmt(h['extra_min_per_min'], 2)} | {visits} |"]
+        HeadlineCell(f"knee ({by} / RPS)", f"{fmt(knee, digits)} / {fmt(h['knee_rps'])}", (knee, h["knee_rps"]), "---"),
+        HeadlineCell(f"first failure ({by} / RPS)", f"{fmt(first, digits)} / {fmt(h['first_failure_rps'])}",
+                     (first, h["first_failure_rps"]), "---"),
+        HeadlineCell("peak RPS", fmt(h["rps_peak"]), (h["rps_peak"],)),
+        HeadlineCell("p95 ceiling", unit(ms(h["p95_ceiling_ms"]), "ms"), (h["p95_ceiling_ms"],)),
+        HeadlineCell("slowest", h.get("slowest_function", "n/a"), (h.get("slowest_function"),), "---"),
+        HeadlineCell("converged after load", unit(fmt(h["convergence_s"], 0), "s"), (h["convergence_s"],)),
+        HeadlineCell("extra min per min", fmt(h["extra_min_per_min"], 2), (h["extra_min_per_min"],)),
+        HeadlineCell("acked / stored / lost / dup", " / ".join(fmt(count) for count in fates), fates, "---")]
+
+
+def headline_table(h: Mapping[str, Any]) -> list[str]:
+    """The run's headline (its `headline` figures) as a Markdown table: the one rendering of it."""
+    cells = headline_cells(h)
+    return ["| " + " | ".join(cell.heading for cell in cells) + " |",
+            "|" + "|".join(cell.align for cell in cells) + "|",
+            "| " + " | ".join(cell.text for cell in cells) + " |"]
