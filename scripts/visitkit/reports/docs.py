@@ -37,7 +37,10 @@ us-central1 -->` (the largest items of a month at 10,000 visits/s) and `<!-- fig
 p50/p95 at the rate each run held, beside the run's, and the band of measured / model p95) and
 `<!-- figures scale-out: ../iterations iteration-4/results/spike-X iteration-4-warm/results/spike-Y
 ../benchmarks/cold-start-Z -->` on one line (the same spike autoscaled and at min_instances = max_instances: per
-autoscaled function its instances, cold starts, early and steady p95, and the scale-out lag beside the model's).
+autoscaled function its instances, cold starts, early and steady p95, and the scale-out lag beside the model's) and
+`<!-- figures scaling-compare: ../iterations iteration-0/results/FIXED iteration-0/results/AUTO ... -->` on one line
+(pairs of the same run with fixed instances and autoscaled: each one's verdict, checked figures and headline, and
+the ratio autoscaled / fixed).
 """
 import ast
 import difflib
@@ -910,6 +913,15 @@ def lag_text(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.1f} s"
 
 
+def scaling_compare_table(folder: Path, link: str, arguments: str) -> str:
+    """Iterations run on the twin with fixed instances and autoscaled, side by side: each run's verdict, the
+    figures its checks read and its headline, with the ratio autoscaled / fixed (reports/scaling_compare.py);
+    arguments: pairs FIXED AUTO of results folders relative to the folder."""
+    from visitkit.reports.scaling_compare import comparison
+
+    return comparison(folder, link, arguments)
+
+
 def read_json(folder: Path, stem: str) -> dict[str, Any]:
     path = folder / f"{stem}.json"
     if not path.is_file():
@@ -922,7 +934,7 @@ WHOLE_TABLES = {"run": run_headline, "report-section": report_section, "benchmar
                 "predict": predict_output, "fleet": fleet_output, "cost-per-million": cost_table,
                 "cost-items": cost_items, "hold": hold_text, "cost-month": cost_month_text,
                 "study-convergence": study_convergence_table, "p95-check": p95_check_table,
-                "scale-out": scale_out_tables}
+                "scale-out": scale_out_tables, "scaling-compare": scaling_compare_table}
 
 
 def differences(block: Block, rendered: str, lines: list[tuple[str, list[tuple[str, str]]]]) -> list[str]:
