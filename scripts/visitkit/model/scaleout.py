@@ -102,39 +102,46 @@ def queue_wait_s(start_times_s: Sequence[float]) -> float:
 @dataclass(frozen=True)
 class ScaleOut:
     """A spike's predicted scale-out: (seconds after its start, instances ready) at each change, the instances
-    that serve its requests without a wait (at full concurrency), and the lag until that many are ready (None:
-    max_instances cannot, or not within the horizon)."""
+    that serve its requests without a wait (at full concurrency), and the lag until no request waits: those
+    instances ready and the queue built while they started served (None: max_instances cannot, or not within the
+    horizon)."""
     steps: list[tuple[float, int]]
     unwaited: int
     lag_s: float | None
 
 
 def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, start_s: float, cores: int,
-          horizon_s: float = 2 * METRICS_WINDOW_S, window_s: float = METRICS_WINDOW_S) -> ScaleOut:
+          horizon_s: float = 2 * METRICS_WINDOW_S, window_s: float = METRICS_WINDOW_S,
+          running: int | None = None) -> ScaleOut:
     """The instances the rules run when a function's traffic jumps from before_rps (held long enough to have
     settled) to spike_rps (held), each request holding an instance busy_s, a new instance ready start_s after
-    it is started (the cold-start benchmark's first 2xx: quiet), on a machine of `cores` cores. Requests in
-    flight are taken by Little's law (rate x busy_s) and the queue as what the ready instances cannot hold,
-    a simplification: a real queue grows while it waits."""
+    it is started (the cold-start benchmark's first 2xx: quiet), on a machine of `cores` cores; `running`: the
+    instances up at the step when known (a run's), else those before_rps settles on. Requests in flight are
+    taken by Little's law (rate x busy_s); those the ready instances cannot take queue as a fluid: the queue grows
+    by the rate beyond their capacity (ready x concurrency / busy_s) and drains by the capacity beyond the rate,
+    and it is what on-demand scaling sees waiting."""
     concurrency = limits.concurrency
     before, during = before_rps * busy_s, spike_rps * busy_s  # requests in flight, wanted
-    ready = target(math.ceil(before / (TARGET_UTILIZATION * concurrency) - 1e-9), 0, limits)
+    settled = target(math.ceil(before / (TARGET_UTILIZATION * concurrency) - 1e-9), 0, limits)
+    ready = settled if running is None else target(running, 0, limits)
     window: deque[Sample] = deque(Sample(t, before, 0, 0, before_rps * t)
                                   for t in _ticks(-window_s, 0))
     starting: list[float] = []  # when each will be ready
     steps, metrics, last_metrics = [(0.0, ready)], by_metrics(window, limits), -math.inf
     unwaited = min(limits.max_instances, math.ceil(during / concurrency - 1e-9))
     lag = 0.0 if ready >= unwaited else None
+    queue = 0.0  # requests waiting for a slot
     for t in _ticks(0, horizon_s):
         now_ready = [when for when in starting if when <= t]
         if now_ready:
             ready += len(now_ready)
             starting = [when for when in starting if when > t]
             steps.append((round(t, 2), ready))
-            if lag is None and ready >= unwaited:
-                lag = round(t, 2)
+        queue = max(0.0, queue + (spike_rps - ready * concurrency / busy_s) * DEMAND_TICK_S)
+        if lag is None and ready >= unwaited and queue == 0:
+            lag = round(t, 2)
         served = min(during, ready * concurrency)
-        held = during - served
+        held = queue
         sample = Sample(t, served, held if ready else 0, 0 if ready else held, spike_rps * t)
         window.append(sample)
         while window[0].time < t - window_s:
