@@ -118,7 +118,7 @@ def baseline_lines(baseline: str | Path, paths: Sequence[str | Path], band: str 
         raise VisitkitError(f"{paths[0]}: no run like the baseline's ({', '.join(map(str, results.kind(base)))})")
     if results.kind(run) != results.kind(base):
         raise VisitkitError(f"{run.results_dir} is not comparable with the baseline {base.results_dir}: target, test, "
-                            f"profile, faults: {results.kind(run)} against {results.kind(base)}")
+                            f"profile, faults, scaling: {results.kind(run)} against {results.kind(base)}")
     band_folder, record = noise.chosen(band)
     lines = [f"baseline {base.iteration} {base.results_dir}, run {run.iteration} {run.results_dir} ({run.target}); "
              f"noise band {band_folder.name}", *band_notes(record, base), "",

@@ -23,7 +23,7 @@ from visitkit.results.arrivals import rows as arrival_rows
 from visitkit.results.records import FORMAT_VERSION as FORMAT_VERSION  # written into run.json and summary.json
 from visitkit.results.records import Failure, Summary, SummaryError
 from visitkit.samples import Sample
-from visitkit.settings import Settings, parse_settings
+from visitkit.settings import DEFAULT_SCALING, Settings, parse_settings
 from visitkit.suite import OUTPUTS
 from visitkit.suite import RUN_CONF as RUN_CONF  # the results folder names it too (results.RUN_CONF)
 from visitkit.twin import autoscaler
@@ -177,9 +177,12 @@ class ResultsFolder:
         return read_summary(path) if path.exists() else None
 
 
-def kind(summary: Summary) -> tuple[str, str, str | None, bool]:
-    """What makes two runs comparable: target, test, latency profile, and whether faults were injected."""
-    return summary.target, summary.test, summary.profile["name"] if summary.profile else None, bool(summary.chaos)
+def kind(summary: Summary) -> tuple[str, str, str | None, bool, str]:
+    """What makes two runs comparable: target, test, latency profile, whether faults were injected, and how the
+    twin ran the instances (a run recorded before scaling existed ran them fixed)."""
+    scaling = (summary.settings or {}).get("scaling") or DEFAULT_SCALING
+    return (summary.target, summary.test, summary.profile["name"] if summary.profile else None, bool(summary.chaos),
+            scaling)
 
 
 def summaries(iteration_dir: str | Path, target: str | None = None, test: str | None = None,
