@@ -7,12 +7,13 @@ PYTHON := $(VENV)/bin/python
 # A short breakpoint test of iteration 0 on the twin, after the runner's warm-up. On the study profile
 # (the default) the platform's latency sets the knee where the study's was (~60 users) and the ramp goes
 # on into the first 429s; PROFILE=none adds no latency, and the knee is where this machine's cores run
-# out (several hundred users on 2 cores), so that ramp is steeper; a profile file gets the study's ramp.
+# out (several hundred users on 2 cores), so that ramp is steeper; a profile file gets the study's ramp. The
+# functions are autoscaled as on Cloud Run (docs/local-twin.md, Autoscaling).
 PROFILE ?= study
 RUN_SHAPE_study := --duration 100s --shape-set spawn_rate=3
 RUN_SHAPE_none := --duration 150s --shape-set spawn_rate=8
 run: setup
-	scripts/run-iteration iterations/iteration-0 --test breakpoint --profile $(PROFILE) $(or $(RUN_SHAPE_$(PROFILE)),$(RUN_SHAPE_study))
+	scripts/run-iteration iterations/iteration-0 --test breakpoint --profile $(PROFILE) --scaling auto $(or $(RUN_SHAPE_$(PROFILE)),$(RUN_SHAPE_study))
 
 # What CI runs on every stop: everything but the tests marked slow (the long load runs and waits, which
 # `make test-all` adds; tests/README.md says which run where). The checks that time nothing run two at a
