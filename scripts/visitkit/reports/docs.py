@@ -50,13 +50,15 @@ import operator
 import os
 import re
 import subprocess
-import textwrap
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from visitkit.errors import VisitkitError
 from visitkit.paths import ROOT
+from visitkit.reports.figure_text import PROSE_WIDTH as PROSE_WIDTH
+from visitkit.reports.figure_text import DocsError as DocsError
+from visitkit.reports.figure_text import prose, read_json
 from visitkit.results.records import Summary, SummaryError
 from visitkit.suite import locust_module
 
@@ -66,7 +68,6 @@ if TYPE_CHECKING:
 ARRIVALS = locust_module("arrivals")  # the open model's sizing of its users
 
 END = "<!-- /figures -->"
-PROSE_WIDTH = 110  # the docs' line length, to which prose blocks are wrapped
 # Either `<!-- figures KIND: FOLDER [TITLE] -->` on one line, or `<!-- figures` alone, then sources and template.
 BLOCK = re.compile(r"^<!-- figures(?: (?P<head>[^\n]*?) -->|[ \t]*\n(?P<spec>.*?)-->)[ \t]*\n"
                    r"(?P<body>(?:(?!<!-- figures).)*?)^" + re.escape(END), re.S | re.M)
@@ -76,10 +77,6 @@ COMMENT = re.compile(r"<!--.*?-->", re.S)
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
 # Where the docs are: every Markdown file of the checkout but the ones runs and benchmarks write.
 SKIPPED_DIRS = {"results", "build", "node_modules"}
-
-
-class DocsError(VisitkitError):
-    """A block of figures that cannot be written: a missing source, figure or malformed template."""
 
 
 class Data:
@@ -559,11 +556,6 @@ def cost_table(iterations_dir: Path, _link: str, arguments: str) -> str:
     return "\n".join(header + rows) + "\n"
 
 
-def prose(text: str) -> str:
-    """A paragraph the kit writes, wrapped as the docs' own prose is, ending in a newline."""
-    return textwrap.fill(text, PROSE_WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"
-
-
 def largest_first(split: Mapping[str, float], currency: str = "USD") -> str:
     """'A 1.00, B 0.50 and C 0.10 USD' from {item: USD}, the largest first."""
     ranked = [f"{item} {usd:,.2f}" for item, usd in sorted(split.items(), key=lambda pair: -pair[1])]
@@ -942,13 +934,6 @@ def scaling_compare_table(folder: Path, link: str, arguments: str) -> str:
     from visitkit.reports.scaling_compare import comparison
 
     return comparison(folder, link, arguments)
-
-
-def read_json(folder: Path, stem: str) -> dict[str, Any]:
-    path = folder / f"{stem}.json"
-    if not path.is_file():
-        raise DocsError(f"{folder.name} has no {path.name}")
-    return json.loads(path.read_text())
 
 
 # `<!-- figures KIND: FOLDER [TITLE] -->`: a whole table, rendered as the kit renders it elsewhere.

@@ -9,7 +9,7 @@ from typing import Any
 
 from visitkit.formatting import fmt
 from visitkit.reports import verdict
-from visitkit.reports.docs import DocsError, prose, read_json
+from visitkit.reports.figure_text import DocsError, prose, read_json
 from visitkit.results import folder as results
 from visitkit.results.records import Summary, SummaryError, Verdict
 from visitkit.results.summary import headline_cells
