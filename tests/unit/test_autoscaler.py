@@ -7,12 +7,13 @@ from conftest import ITERATION_0
 
 from visitkit.errors import SettingsError
 from visitkit.settings import load_settings, parse_settings
-from visitkit.twin import haproxy
+from visitkit.twin import autoscaler, haproxy
 from visitkit.twin.autoscaler import (
     Limits,
     Sample,
     by_metrics,
     cold_start_figures,
+    kept,
     on_demand,
     parse_waiting,
     queue_wait_s,
@@ -145,3 +146,36 @@ def test_requests_served_in_the_window_keep_one_instance_though_none_was_seen_in
     # Google: from 1 to 0 only when the instance processes no request
     assert by_metrics([sample(0, 0, requests=10), sample(1, 0, requests=12)], LIMITS) == 1
     assert by_metrics([sample(0, 0, requests=12), sample(1, 0, requests=12)], LIMITS) == 0
+
+
+def test_a_scale_in_leaves_what_the_last_minute_asked_for():
+    # on demand asked for 2 five seconds ago while the minute's averages still say 1: keep 2; a minute later, 1
+    asked = [(0.0, 1), (55.0, 2), (60.0, 1)]
+    assert kept(asked, now=60.0) == 2
+    assert kept(asked, now=115.1) == 1
+    assert kept([], now=0.0) == 0
+
+
+def test_the_autoscaler_drains_no_instance_on_demand_started_within_the_minute(tmp_path, monkeypatch):
+    # two instances up, both ready; 3 requests wait at 0 s (on demand asks for 2), then none wait while the minute's
+    # averages (half a request in flight, then requests served) ask for 1: the second is kept until the first look
+    # more than a minute after the ask, then drained
+    config = {"stats": "unused", "logs": tmp_path, "events": tmp_path / "events.jsonl",
+              "instances": tmp_path / "instances.json", "window_s": 60, "metrics_interval_s": 5,
+              "functions": {"inc-counter": {"min_instances": 0, "max_instances": 2, "concurrency": 1, "vcpus": 1,
+                                            "commands": [[], []], "env": {}, "ports": [1, 2]}}}
+    now = [0.0]
+    scaler = autoscaler.Autoscaler(config, clock=lambda: now[0])
+    for instance in scaler.functions[0].instances:
+        instance.state = "ready"
+    states = []
+    monkeypatch.setattr(scaler, "set_state", lambda function, instance, state: states.append((now[0], state)))
+    monkeypatch.setattr(scaler, "follow", lambda *args: None)
+    monkeypatch.setattr(autoscaler.haproxy, "show_stat", lambda stats: [])
+    monkeypatch.setattr(autoscaler.haproxy, "ask", lambda stats, command: "")
+    monkeypatch.setattr(autoscaler, "observe", lambda name, rows, waiting, at: sample(
+        at, in_flight=0.5 if at == 0 else 0, queued=3 if at == 0 else 0, requests=int(at)))
+    for second in range(0, 70, 5):
+        now[0] = float(second)
+        scaler.step()
+    assert states == [(60.0 + 5, "drain")]  # the first look past the minute after on demand asked for 2

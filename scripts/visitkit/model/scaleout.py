@@ -93,6 +93,14 @@ def target(metrics: int, demand: int, limits: Limits) -> int:
     return min(limits.max_instances, max(limits.min_instances, metrics, demand))
 
 
+def kept(asked: Sequence[tuple[float, int]], now: float, window_s: float = METRICS_WINDOW_S) -> int:
+    """The fewest instances a scale-in may leave: the most the rules asked for (on demand or on the averages)
+    within the last window. ASSUMED (Google states no scale-in delay): without it the averages, which lag a
+    jump by their minute, drain an instance on demand just started, the next waiting request starts it again,
+    and a function flaps between its instances on every look (seen on the twin: iteration 1's ramp)."""
+    return max((count for when, count in asked if when >= now - window_s), default=0)
+
+
 def queue_wait_s(start_times_s: Sequence[float]) -> float:
     """How long a request waits for an instance: the greater of 10 s and 3.5 x the average start time."""
     average = sum(start_times_s) / len(start_times_s) if start_times_s else 0.0

@@ -100,7 +100,7 @@ def comparison(folder: Path, link: str, arguments: str) -> str:
         fixed, auto = pair
         if fixed.iteration != auto.iteration:
             raise DocsError(f"{fixed.named} and {auto.named} are runs of two iterations")
-        kinds = [(*results.kind(run.summary), run.summary.shape) for run in pair]
+        kinds = [(*results.kind(run.summary)[:-1], run.summary.shape) for run in pair]  # all but the scaling
         if kinds[0] != kinds[1]:
             raise DocsError(f"{fixed.named} and {auto.named} are not the same run but for the scaling: "
                             f"{kinds[0]} and {kinds[1]}")

@@ -56,6 +56,7 @@ from visitkit.model.scaleout import (
     Limits,
     Sample,
     by_metrics,
+    kept,
     on_demand,
     queue_wait_s,
     target,
@@ -124,6 +125,7 @@ class Function:
     window: deque[Sample] = field(default_factory=deque)
     start_times_s: list[float] = field(default_factory=list)
     metrics_wanted: int = 0
+    asked: deque[tuple[float, int]] = field(default_factory=deque)  # (when, instances the rules asked for)
 
 
 class Autoscaler:
@@ -171,9 +173,13 @@ class Autoscaler:
             running = sum(1 for i in function.instances if i.state == "ready")
             starting = sum(1 for i in function.instances if i.state == "starting")
             demand = on_demand(sample, running, starting, function.limits)
-            # out at once, in only when the averages were just evaluated: a surplus is what the window says
-            self.scale(function, target(function.metrics_wanted, demand, function.limits), sample, now,
-                       shrink=evaluate_metrics)
+            # out at once; in only when the averages were just evaluated, and no lower than the window asked for
+            wanted = target(function.metrics_wanted, demand, function.limits)
+            function.asked.append((now, wanted))
+            while function.asked and function.asked[0][0] < now - self.window_s:
+                function.asked.popleft()
+            self.scale(function, wanted, sample, now, shrink=evaluate_metrics,
+                       keep=kept(function.asked, now, self.window_s))
 
     def follow(self, function: Function, now: float, rows: Sequence[Mapping[str, str]]) -> None:
         """Moves each instance on: a started one that listens is ready; a drained one busy again restarts its
@@ -202,7 +208,8 @@ class Autoscaler:
                 instance.state, instance.process = "off", None
                 self.record_instances()
 
-    def scale(self, function: Function, wanted: int, sample: Sample, now: float, shrink: bool = True) -> None:
+    def scale(self, function: Function, wanted: int, sample: Sample, now: float, shrink: bool = True,
+              keep: int = 0) -> None:
         active = [i for i in function.instances if i.state in ("starting", "ready")]
         if len(active) < wanted:
             for instance in sorted((i for i in function.instances if i.state == "drained"),
@@ -214,9 +221,9 @@ class Autoscaler:
             free = [i for i in function.instances if i.state == "off"]
             for instance in free[:wanted - len(active)]:
                 self.start(function, instance, sample, now)
-        elif len(active) > wanted and shrink:
+        elif len(active) > max(wanted, keep) and shrink:
             for instance in sorted((i for i in active if i.state == "ready"), key=lambda i: -i.index)[
-                    :len(active) - wanted]:
+                    :len(active) - max(wanted, keep)]:
                 self.set_state(function, instance, "drain")
                 instance.state, instance.since = "drained", now
                 self.event(function, instance, "drain")
