@@ -103,7 +103,8 @@ def test_an_autoscaled_runs_cold_starts_are_in_its_summary_headline_and_report(t
 
 def test_a_spike_with_scaling_auto_has_its_scale_out_in_the_summary_headline_and_report(tmp_path):
     """make_results' users rise from the load's first second to 50 (the step: its second second); every function's
-    queue holds 0 to 4 requests in turn, so requests still waited at the spike's end: no lag (n/a)."""
+    queue holds 0 to 4 requests in turn (t % 5) on its 2 instances, enough for its traffic: the lag ends at its
+    first empty queue, 1005 (4 s)."""
     from visitkit.reports.report import render
     from visitkit.results.folder import ResultsFolder
     from visitkit.results.summary import headline_names, summarize
@@ -117,9 +118,9 @@ def test_a_spike_with_scaling_auto_has_its_scale_out_in_the_summary_headline_and
         summary = summarize(ResultsFolder(folder).load())
         report = render(summary)
         if scaling == "auto":
-            assert summary.scale_out["start"] == 1001.0 and summary.scale_out["functions"]["serve-page"]["lag_s"] is None
+            assert summary.scale_out["start"] == 1001.0 and summary.scale_out["functions"]["serve-page"]["lag_s"] == 4.0
             assert "scale_out_lag_s.serve-page" in summary.headline and "## Scale-out at the spike" in report
-            assert "| serve-page | n/a | 2 / 2 / 2 |" in report
+            assert "| serve-page | 4.0 s | 2 / 2 / 2 |" in report
     # fixed instances: as before, no such section or figure (every committed run resummarises as committed)
     assert "scale_out" not in summary.to_json()
     assert "scale_out_lag_s.serve-page" not in summary.headline and "Scale-out" not in report

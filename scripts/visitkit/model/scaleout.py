@@ -118,13 +118,16 @@ class ScaleOut:
     lag_s: float | None
 
 
-def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, start_s: float, cores: int,
+def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, start_s: float, cores: int | None,
           horizon_s: float = 2 * METRICS_WINDOW_S, window_s: float = METRICS_WINDOW_S,
-          running: int | None = None) -> ScaleOut:
+          running: int | None = None, busy_starting_s: float | None = None) -> ScaleOut:
     """The instances the rules run when a function's traffic jumps from before_rps (held long enough to have
     settled) to spike_rps (held), each request holding an instance busy_s, a new instance ready start_s after
-    it is started (the cold-start benchmark's first 2xx: quiet), on a machine of `cores` cores; `running`: the
-    instances up at the step when known (a run's), else those before_rps settles on. Requests in flight are
+    it is started (the cold-start benchmark's first 2xx: quiet), on a machine of `cores` cores (None: start_s is what
+    each took already, its share of the cores included: a run's own starts); `running`: the
+    instances up at the step when known (a run's), else those before_rps settles on; `busy_starting_s`: what a
+    request holds an instance while others start, when that differs (a run's on shared cores: the starts' imports
+    take the serving instances' CPU; Google's instances start on their own vCPUs). Requests in flight are
     taken by Little's law (rate x busy_s); those the ready instances cannot take queue as a fluid: the queue grows
     by the rate beyond their capacity (ready x concurrency / busy_s) and drains by the capacity beyond the rate,
     and it is what on-demand scaling sees waiting."""
@@ -145,10 +148,11 @@ def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, st
             ready += len(now_ready)
             starting = [when for when in starting if when > t]
             steps.append((round(t, 2), ready))
-        queue = max(0.0, queue + (spike_rps - ready * concurrency / busy_s) * DEMAND_TICK_S)
+        busy = busy_starting_s if starting and busy_starting_s is not None else busy_s
+        queue = max(0.0, queue + (spike_rps - ready * concurrency / busy) * DEMAND_TICK_S)
         if lag is None and ready >= unwaited and queue == 0:
             lag = round(t, 2)
-        served = min(during, ready * concurrency)
+        served = min(spike_rps * busy, ready * concurrency)
         held = queue
         sample = Sample(t, served, held if ready else 0, 0 if ready else held, spike_rps * t)
         window.append(sample)
@@ -159,7 +163,7 @@ def spike(limits: Limits, busy_s: float, before_rps: float, spike_rps: float, st
         wanted = target(metrics, on_demand(sample, ready, len(starting), limits), limits)
         new = wanted - ready - len(starting)
         if new > 0:
-            each = start_s * max(1.0, (len(starting) + new) / cores)
+            each = start_s * (1.0 if cores is None else max(1.0, (len(starting) + new) / cores))
             starting += [t + each] * new
     return ScaleOut(steps, unwaited, lag)
 

@@ -388,7 +388,7 @@ def scaling_section(s: Summary, _plots: Collection[str]) -> list[str]:
 
 def scale_out_section(s: Summary, _plots: Collection[str]) -> list[str]:
     """A spike's scale-out on the twin with scaling "auto" (results/scaleout.py)."""
-    from visitkit.results.scaleout import EARLY_S, LAG_HOLD_S, STEADY_SHARE
+    from visitkit.results.scaleout import EARLY_S, STEADY_SHARE
 
     found = s.scale_out
     if not found:
@@ -397,9 +397,9 @@ def scale_out_section(s: Summary, _plots: Collection[str]) -> list[str]:
     lines = ["## Scale-out at the spike", "",
              f"From the load's first step up ({fmt(into, 0)} s into the load) to the spike's end "
              f"({fmt(found['end'] - found['start'], 0)} s later), per function: how long its requests still waited for "
-             f"an instance (until HAProxy's queue stayed empty {LAG_HOLD_S} s in a row; n/a: still waiting at the "
-             f"spike's end), its instances, and its worst page's p95 in the spike's first {EARLY_S} s and steady "
-             f"(the median over the spike's last {STEADY_SHARE:.0%}).", "",
+             f"an instance (until HAProxy's queue was empty with as many instances up as the spike needs at full "
+             f"concurrency; n/a: still waiting at the spike's end), its instances, and its worst page's p95 in the "
+             f"spike's first {EARLY_S} s and steady (the median over the spike's last {STEADY_SHARE:.0%}).", "",
              "| Function | scale-out lag | instances at the step / end / most | p95 first / steady (ms) "
              "| requests/s before / during |", "|---|---:|---:|---:|---:|"]
     for name, row in found["functions"].items():

@@ -373,7 +373,7 @@ class ColdStarts(TypedDict):
 
 class ScaleOutFunction(TypedDict):
     """One function's scale-out at a spike on the twin (results/scaleout.py, figures)."""
-    lag_s: float | None  # after the step, until no request waited LAG_HOLD_S s in a row; None: not by its end
+    lag_s: float | None  # after the step, until its queue is empty with the instances it needs up; None: not by its end
     instances_at_start: int | None
     instances_end: int | None  # at the spike's last second
     instances_max: int | None
@@ -382,6 +382,10 @@ class ScaleOutFunction(TypedDict):
     rps_before: float | None  # requests/s over the minute before the step
     rps_spike: float | None  # requests/s over the step
     service_ms: float | None  # HAProxy's mean service time over the steady part, the median
+    # the run's own starts at the step: the median start of those launched in it, the service time (by Little's
+    # law) while they started; None when none was
+    start_step_ms: NotRequired[float | None]
+    service_starting_ms: NotRequired[float | None]
 
 
 class ScaleOut(TypedDict):

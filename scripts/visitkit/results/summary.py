@@ -86,7 +86,7 @@ def summarize(data: RunData) -> Summary:
         summary["cold_starts"] = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
     if run["test"] == "spike" and data.settings is not None and data.settings.scaling == "auto":
         # min_instances = max_instances too (no autoscaled function, no events): the spike's run to set beside one
-        summary["scale_out"] = scaleout.figures(data.history, samples)
+        summary["scale_out"] = scaleout.figures(data.history, samples, data.settings, data.scaling_events or ())
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0),
                                                   run.get("generator_watch"))
