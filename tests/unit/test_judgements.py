@@ -113,6 +113,7 @@ def test_span_is_a_range_or_one_figure(low, high, words):
 @pytest.mark.parametrize("lost, duplicated, words", [
     (0, 0, "none was lost or counted twice"), (1, 0, "1 was lost and 0 counted twice"),
     (2, 0, "2 were lost and 0 counted twice"), (0, 3, "0 were lost and 3 counted twice"),
+    (None, None, "whether any was lost or counted twice is not known (the store had not settled)"),
 ])
 def test_lost_or_counted_twice(lost, duplicated, words):
     assert docs.lost_or_counted_twice(lost, duplicated) == words

@@ -125,3 +125,53 @@ def test_a_spike_with_scaling_auto_has_its_scale_out_in_the_summary_headline_and
     assert "scale_out" not in summary.to_json()
     assert "scale_out_lag_s.serve-page" not in summary.headline and "Scale-out" not in report
     assert "scale_out_lag_s.store-inc-counter" in headline_names()  # a --threshold may name it
+
+
+def unsettled_run(tmp_path, stored, steady=None):
+    """A run of two acknowledged home visits whose audit found a1's marker and not a2's, the home shards grown by
+    `stored` (make_results: converged when they reach the 2 acknowledged), and audit.json's `steady` if given."""
+    acked = {"home": 2, "jobs": 0, "about": 0, "about_legals": 0, "about_offices": 0}
+    folder = make_results(tmp_path / "iteration-1", acked=acked, stored={**acked, "home": stored})
+    (folder / "ledger.json").write_text(json.dumps({
+        "format": 4, "sent": {"home": 2}, "acknowledged": {"home": 2}, "gave_up": {}, "refused": {}, "failed": {},
+        "visits": {"home": {"acknowledged": ["a1", "a2"]}}}))
+    audit_record = {"format": 1, "method": "exact", "why": "every visit id read", "reads": 2, "read_cost_usd": None,
+                    "not_stored": ["a2"]}
+    (folder / "audit.json").write_text(json.dumps({**audit_record, **({"steady": steady} if steady is not None
+                                                                      else {})}))
+    return folder
+
+
+def test_a_store_not_settled_leaves_lost_and_duplicated_unknown_in_the_headline_report_and_thresholds(tmp_path):
+    import dataclasses
+
+    from visitkit.reports.report import overload_section, render
+    from visitkit.results.folder import ResultsFolder
+    from visitkit.results.summary import summarize
+    from visitkit.results.thresholds import Threshold
+
+    lost, duplicated = Threshold.read("visits.lost == 0"), Threshold.read("visits.duplicated == 0")
+    # converged (3 >= 2), the audit's totals steady: a2 lost and 2 shards beyond a1's marker duplicated, and they fail
+    settled = summarize(ResultsFolder(unsettled_run(tmp_path / "a", stored=3)).load())
+    assert (settled.headline["visits.lost"], settled.headline["visits.duplicated"]) == (1, 2)
+    assert lost.judge(settled.headline)[0] is False and duplicated.judge(settled.headline)[0] is False
+    assert "visits.not_stored_yet" not in settled.headline and "not settled" not in render(settled)
+    # the same store whose totals never held still around the audit's markers
+    moving = summarize(ResultsFolder(unsettled_run(tmp_path / "b", stored=3, steady=False)).load())
+    assert (moving.headline["visits.lost"], moving.headline["visits.duplicated"]) == (None, None)
+    assert (moving.headline["visits.not_stored_yet"], moving.headline["visits.stored_while_moving"]) == (1, 2)
+    assert lost.judge(moving.headline) == (None, "visits.lost is not known: the store had not settled when the "
+                                                 "audit read it (1 acknowledged not stored yet, 2 stored while it "
+                                                 "still moved)")
+    report = render(moving)
+    assert "the stored totals never held still while the audit read the markers" in report
+    assert "| home | 2 | 0 | 1 | 1 | 0 | 0 | 2 |" in report and "First visit ids not stored yet: `a2`" in report
+    # a convergence cut short (1 of 2 stored) with an audit.json from before `steady`: not settled either
+    cut = summarize(ResultsFolder(unsettled_run(tmp_path / "c", stored=1)).load())
+    assert not cut.convergence["converged"] and cut.headline["visits.lost"] is None
+    assert "**the store had not settled** (the counters had not converged)" in render(cut)
+    spike = dataclasses.replace(cut, overload={"spike_users": 40, "spike_s": 20, "baseline_p95_ms": 80,
+                                               "spike_p95_ms": 1000, "recovery_s": 5, "refused_429": 30,
+                                               "other_errors": 0})
+    assert overload_section(spike, {})[5] == ("- Every acknowledged visit stored: not known, the store had not "
+                                              "settled (1 not stored yet)")

@@ -236,8 +236,11 @@ def span(low: float, high: float) -> str:
     return low_text if low_text == high_text else f"{low_text}-{high_text}"
 
 
-def lost_or_counted_twice(lost: int, duplicated: int) -> str:
-    """'none was lost or counted twice', else '2 were lost and 0 counted twice'."""
+def lost_or_counted_twice(lost: int | None, duplicated: int | None) -> str:
+    """'none was lost or counted twice', else '2 were lost and 0 counted twice'; None (a store that had not
+    settled when the audit read it): not known."""
+    if lost is None or duplicated is None:
+        return "whether any was lost or counted twice is not known (the store had not settled)"
     if not lost and not duplicated:
         return "none was lost or counted twice"
     return f"{lost:,} {'was' if lost == 1 else 'were'} lost and {duplicated:,} counted twice"

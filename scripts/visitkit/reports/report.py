@@ -83,7 +83,8 @@ def headline_section(s: Summary, _plots: Collection[str]) -> list[str]:
                      f"{saturation_words(warned[0], start)}, before the knee (see Load generator)")
     if not conv["converged"]:
         lines.append(f"- Counters did **not** converge within {fmt(conv['waited_seconds'], 0)} s after the load")
-    extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact", id_record(s))
+    extras = visits_extras(visits, s.audit is not None and s.audit["method"] == "exact", id_record(s),
+                           unsettled_why(s))
     if extras:
         lines.append(f"- Visits: {extras}")
     if store:
@@ -123,14 +124,29 @@ def id_record(s: Summary) -> str:
     return "its batch's document" if (s.settings or {}).get("store_mode") == "pull" else "its marker"
 
 
-def visits_extras(visits: VisitRow, exact: bool, record: str = "its marker") -> str:
+def unsettled_why(s: Summary) -> str | None:
+    """Why the audit's store had not settled (results/audit.py, store_settled), or None where it had."""
+    if "not_stored_yet" not in s.visits["total"]:
+        return None
+    # converged, yet not settled: the audit's own totals kept moving
+    return ("the counters had not converged" if not s.convergence["converged"] else
+            "the stored totals never held still while the audit read the markers")
+
+
+def visits_extras(visits: VisitRow, exact: bool, record: str = "its marker", unsettled: str | None = None) -> str:
     """What the headline table's acked / stored / lost / dup leaves out: dead letters, the visits that
-    gave up (beside the refused and lost ones), and what became of the visits with a 5xx or no answer."""
+    gave up (beside the refused and lost ones), what became of the visits with a 5xx or no answer, and
+    why lost and duplicated are not known where the store had not settled (`unsettled`: why)."""
     landed, dead, gave_up = visits["stored_unacknowledged"], visits.get("dead_lettered"), visits.get("gave_up")
     words = [f"{dead:,} dead-lettered"] if dead else []
+    if unsettled:
+        words.append(f"**the store had not settled** ({unsettled}): {visits.get('not_stored_yet', 0):,} "
+                     f"acknowledged not stored yet and {visits.get('stored_while_moving', 0):,} stored while it "
+                     "still moved, so none is called lost or duplicated")
     if gave_up:
-        words.append(f"{gave_up:,} gave up (a 429 at each of their tries), {visits['refused']:,} refused, "
-                     f"{visits['lost']:,} lost")
+        lost = (f"{visits['lost']:,} lost" if visits["lost"] is not None else
+                f"{visits.get('not_stored_yet', 0):,} not stored yet")
+        words.append(f"{gave_up:,} gave up (a 429 at each of their tries), {visits['refused']:,} refused, {lost}")
     if exact:
         unknown, landed = visits["failed"] + visits["unanswered"], landed - visits["refused_stored"]
         words.append(f"of the {unknown:,} with a 5xx or no answer, {landed:,} were stored (every fate read from "
@@ -360,8 +376,10 @@ def overload_section(s: Summary, _plots: Collection[str]) -> list[str]:
             f"- The front end answered: {found['refused_429']:,} refusals (429, the platform's queue full) and "
             f"{found['other_errors']:,} other errors (timeouts, connection errors, 5xx)",
             f"- Latency {recovered} (p95 within 1.5 x its level before the spike, no failure, for 5 s)",
-            f"- Every acknowledged visit stored: {'yes' if visits['lost'] == 0 else 'NO'} ({visits['lost']:,} lost, "
-            f"{visits['duplicated']:,} duplicated)"
+            (f"- Every acknowledged visit stored: {'yes' if visits['lost'] == 0 else 'NO'} ({visits['lost']:,} lost, "
+             f"{fmt(visits['duplicated'])} duplicated)" if visits["lost"] is not None else
+             f"- Every acknowledged visit stored: not known, the store had not settled "
+             f"({visits.get('not_stored_yet', 0):,} not stored yet)")
             + (f"; {visits['gave_up']:,} visits gave up (a 429 at each of their tries), {visits['refused']:,} "
                "were refused" if visits.get("gave_up") else ""), ""]
 
@@ -570,6 +588,8 @@ def visits_section(s: Summary, _plots: Collection[str]) -> list[str]:
 EXACT_COLUMNS = (("sent", "sent"), ("retried", "retried"), ("acknowledged, stored", "acknowledged_stored"),
                  ("acknowledged, **not stored** (lost)", "lost"), ("not acknowledged, stored", "stored_unacknowledged"),
                  ("not acknowledged, not stored", "neither"), ("stored beyond the ids (duplicated)", "duplicated"))
+UNSETTLED_COLUMNS = (*EXACT_COLUMNS[:3], ("acknowledged, not stored yet", "not_stored_yet"), *EXACT_COLUMNS[4:6],
+                     ("stored beyond the ids while the store still moved", "stored_while_moving"))
 TOTALS_COLUMNS = (("sent", "sent"), ("acknowledged (2xx)", "acknowledged"), ("refused (4xx, 429)", "refused"),
                   ("gave up (429 each try)", "gave_up"), ("failed (5xx)", "failed"), ("no answer", "unanswered"),
                   ("stored", "stored"), ("lost", "lost"), ("duplicated", "duplicated"))
@@ -584,14 +604,14 @@ def visits_table(visits: Mapping[str, Mapping[str, object]], columns: Sequence[t
 
 
 def exact_visit_lines(s: Summary) -> list[str]:
-    audit, total = s.audit, s.visits["total"]
+    audit, total, unsettled = s.audit, s.visits["total"], unsettled_why(s)
     assert audit is not None  # visits_section: an exact audit
     paid = f", about {audit['read_cost_usd']:.4f} USD of reads" if audit["read_cost_usd"] is not None else ""
     lines = ["## Visits: every visit's fate", "",
              (f"Audited exactly: the store's batch documents were read for each of the {audit['reads']:,} visit "
               f"ids{paid}." if id_record(s) != "its marker" else
               f"Audited exactly: the store's marker of each of the {audit['reads']:,} visit ids was read{paid}."), "",
-             *visits_table(s.visits, EXACT_COLUMNS),
+             *visits_table(s.visits, UNSETTLED_COLUMNS if unsettled else EXACT_COLUMNS),
              "", f"Not acknowledged: {total['refused']:,} refused (4xx, the platform's 429 included), "
                   f"{total.get('gave_up', 0):,} gave up (a 429 at each of their tries), "
                   f"{total['failed']:,} failed (5xx), {total['unanswered']:,} with no answer. Retried: posted again "
@@ -599,10 +619,18 @@ def exact_visit_lines(s: Summary) -> list[str]:
                   "often it was posted. Stored beyond the ids: a page's "
                   "total grown by more than its stored visit ids, a visit counted twice or one from outside the "
                   "run's ledger (a warm-up visit with a 5xx that landed late)."]
+    if unsettled:
+        lines.append(f"**The store had not settled** when the audit read it ({unsettled}): an acknowledged visit "
+                     "without its marker may still have been on its way (queued in Pub/Sub, or in a retry), and the "
+                     "shards, read apart from the markers, may hold visits stored in between, so none is called "
+                     "lost or duplicated: a run whose store settles before its audit would tell."
+                     + (f" {total['duplicated']:,} visits were counted twice all the same (an id in two batch "
+                        "documents)." if total["duplicated"] else ""))
     if total.get("refused_stored"):
         lines.append(f"**{total['refused_stored']:,} refused visits were stored**: a 4xx must publish nothing.")
     if audit["lost_ids"]:
-        lines.append("First lost visit ids: " + ", ".join(f"`{visit_id}`" for visit_id in audit["lost_ids"]))
+        lines.append(("First visit ids not stored yet: " if unsettled else "First lost visit ids: ")
+                     + ", ".join(f"`{visit_id}`" for visit_id in audit["lost_ids"]))
     return lines
 
 

@@ -20,6 +20,13 @@ The markers are read after convergence, and again for the ids still without one,
 acknowledged visit has its marker or `wait_s` passes (convergence can end while acknowledged visits
 still wait in a retry backoff, when visits with a 5xx that did land make up the totals), and until
 the stored totals read before and after a round agree, so the markers and the totals are one moment.
+When they never agree (STEADY_WAIT_S past the wait), the audit keeps its last round and records that
+the totals were not steady.
+
+A store that had not settled (`store_settled`: the run's counters did not converge, or the audit's totals
+never held still) cannot tell a lost visit from one still on its way, nor a visit counted twice from one
+stored after its marker was read: `exact_accounting` then calls them "not stored yet" and "stored while
+the store still moved", and leaves lost and duplicated unknown (None).
 
 A pull store (store_mode "pull") keeps no marker per visit: it records each batch's ids in one document
 of `visit_batches` (functions/store_batch.py). Its audit reads that collection whole each round
@@ -29,7 +36,9 @@ was counted twice, and is listed in "counted_twice" (`exact_accounting` counts i
 audit.json (format 1): {"format": 1, "method": "exact"|"sample"|"totals", "why": words, "reads": N,
 "read_cost_usd": x or null, "not_stored": [ids of the ledger without a marker],
 "totals": {page: stored} read with the markers (exact and sample only),
-"counted_twice": {id: times counted} (a pull store's audit only)}.
+"counted_twice": {id: times counted} (a pull store's audit only),
+"steady": false (only when the totals never held still around a round of markers; absent otherwise, and in
+every audit.json written before it was recorded)}.
 
 A visit posted several times (--retry-visits) has one id and one marker: it counts once among the
 stored, and its store counting it twice would show as duplicated. The outcomes are the ledger's
@@ -136,6 +145,7 @@ def run(ledger: Mapping[str, Any], requested: str,
     acknowledged = {visit_id for visit_id, (_, outcome) in ids.items() if outcome == "acknowledged"}
     missing, reads, deadline = set(ids), 0, now() + wait_s
     counted_twice: dict[str, int] | None = None  # a pull store's: its ids counted in more than one batch
+    steady = True
     while True:
         first, asked = totals() if totals else None, set(missing)
         found = stored_visits(asked)
@@ -147,23 +157,35 @@ def run(ledger: Mapping[str, Any], requested: str,
         if first == last and (not missing & acknowledged or now() >= deadline):
             break
         if now() >= deadline + STEADY_WAIT_S:  # the totals never held still: keep the last round
+            steady = False
             break
         sleep(interval)
     record.update(reads=reads, not_stored=sorted(missing), totals=last,
                   read_cost_usd=read_cost(reads, region) if region else None)
     if counted_twice is not None:
         record["counted_twice"] = dict(sorted(counted_twice.items()))
+    if not steady:
+        record["steady"] = False
     return record
 
 
+def store_settled(record: Mapping[str, Any] | None, converged: bool) -> bool:
+    """Whether the store had stopped moving when the audit read it: the run's counters converged, and the
+    audit's totals held still around the markers it kept (an audit.json without `steady`: they did)."""
+    return converged and (record or {}).get("steady", True) is not False
+
+
 def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before: Mapping[str, int],
-                     after: Mapping[str, int]) -> dict[str, dict[str, int]]:
-    """Per page and in total, each visit's fate from its marker (see the module's docstring)."""
+                     after: Mapping[str, int], settled: bool = True) -> dict[str, dict[str, Any]]:
+    """Per page and in total, each visit's fate from its marker (see the module's docstring). Where the store
+    had not `settled`, what it cannot know moves: lost to not_stored_yet, the shards' growth beyond the
+    markers to stored_while_moving, and lost and duplicated are None (but for ids counted in two batch
+    documents, which were counted twice whatever the store did after)."""
     not_stored, counted_twice = set(audit["not_stored"]), audit.get("counted_twice") or {}
-    rows = {page: {key: 0 for key in ("sent", *OUTCOMES, "retried", "stored", "acknowledged_stored", "lost",
-                                      "stored_unacknowledged", "refused_stored", "neither", "duplicated",
-                                      "counted_again")}
-            for page in PAGES}
+    rows: dict[str, dict[str, Any]] = {
+        page: {key: 0 for key in ("sent", *OUTCOMES, "retried", "stored", "acknowledged_stored", "lost",
+                                  "stored_unacknowledged", "refused_stored", "neither", "duplicated", "counted_again")}
+        for page in PAGES}
     for visit_id, (page, outcome) in visit_ids(ledger).items():
         row = rows[page]
         row["sent"] += 1
@@ -181,12 +203,21 @@ def exact_accounting(ledger: Mapping[str, Any], audit: Mapping[str, Any], before
         row["retried"] = ledger.get("retried", {}).get(page, 0)
         row["stored"] = after.get(page, 0) - before.get(page, 0)
         row["rejected"] = row["refused"] + row["gave_up"] + row["failed"]
-        # Beyond the ids the shards hold, or an id in two batch documents (a pull store): whichever is more,
-        # since a visit counted twice shows in both.
-        row["duplicated"] = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"],
-                                row.pop("counted_again"))
+        beyond = max(0, row["stored"] - row["acknowledged_stored"] - row["stored_unacknowledged"])
+        if settled:
+            # Beyond the ids the shards hold, or an id in two batch documents (a pull store): whichever is more,
+            # since a visit counted twice shows in both.
+            row["duplicated"] = max(beyond, row.pop("counted_again"))
+        else:
+            # The totals were read apart from the markers: visits stored in between are beyond them.
+            row["stored_while_moving"], row["duplicated"] = beyond, row.pop("counted_again")
     # Summed per page: a page that lost visits and one that counted some twice must not cancel out.
     rows["total"] = {key: sum(rows[page][key] for page in PAGES) for key in rows[PAGES[0]]}
+    if not settled:
+        for row in rows.values():
+            # Acknowledged without a marker: still queued, or lost; which, the store had not settled to say.
+            row["not_stored_yet"], row["lost"] = row["lost"], None
+            row["duplicated"] = row["duplicated"] or None  # with no id counted twice, not known
     return rows
 
 

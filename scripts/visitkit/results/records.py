@@ -197,7 +197,8 @@ class Convergence(TypedDict):
 class VisitRow(TypedDict):
     """One page's visits (or the total's): what the client was told against what was stored. An exact audit
     (audit.exact_accounting) adds the fate read from each visit's marker; the totals (analysis.visit_accounting)
-    do not."""
+    do not. Where the exact audit read a store that had not settled, lost and duplicated are None (not known)
+    and not_stored_yet and stored_while_moving say what it saw instead."""
     sent: int
     acknowledged: int
     refused: int
@@ -205,9 +206,11 @@ class VisitRow(TypedDict):
     unanswered: int
     rejected: int
     stored: int
-    lost: int
+    lost: int | None
     stored_unacknowledged: int
-    duplicated: int
+    duplicated: int | None  # None: not known, the store had not settled (an id counted twice is known: a number)
+    not_stored_yet: NotRequired[int]  # a store not settled: acknowledged, no marker (still queued, or lost)
+    stored_while_moving: NotRequired[int]  # a store not settled: the shards' growth beyond the markers
     gave_up: NotRequired[int]  # absent in summaries before the ledger's format 4
     retried: NotRequired[int]  # exact only
     acknowledged_stored: NotRequired[int]  # exact only

@@ -41,6 +41,8 @@ def summarize(data: RunData) -> Summary:
     failures = aggregated["failures"] if aggregated else 0
     no_dead_letter = without_dead_letter_topic(run, data.settings)
     missing = data.missing_metrics  # RunData's metrics/missing.json (see folder.py)
+    convergence = analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end)
+    settled = audit.store_settled(data.audit, convergence["converged"])
     summary: dict[str, Any] = {
         "iteration": run["iteration"], "test": run["test"], "target": run["target"],
         "started": run.get("started"), "results_dir": data.name, "settings": run.get("settings"),
@@ -60,8 +62,8 @@ def summarize(data: RunData) -> Summary:
         "client": analysis.client_by_function(data.stats),
         "server": analysis.server_by_function(samples, load_start, load_end) if samples else {},
         "store": analysis.store_figures(samples, load_start, load_end) if samples else {},
-        "convergence": analysis.convergence(data.polls, before, ledger.get("acknowledged", {}), load_start, load_end),
-        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after),
+        "convergence": convergence,
+        "visits": with_dead_letters(visit_accounting(ledger, data.audit, before, after, settled),
                                     None if no_dead_letter else dead_lettered(samples), exact=is_exact(data.audit)),
         "audit": audit_figures(ledger, data.audit, load_start=load_start, load_end=load_end),
         "ledger": ledger_figures(ledger),
@@ -198,12 +200,13 @@ def is_exact(audit_record: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, A
 
 
 def visit_accounting(ledger: Mapping[str, Any], audit_record: Mapping[str, Any] | None, before: Mapping[str, int],
-                     after: Mapping[str, int]) -> dict[str, dict[str, int]]:
-    """Each visit's fate from the exact audit (with the totals read together with the markers), or
-    the pages' totals (ambiguous 5xx and unanswered; the visits that gave up, never published, counted
-    apart from the refused ones). `ledger`: as audit.upgraded reads it."""
+                     after: Mapping[str, int], settled: bool = True) -> dict[str, dict[str, Any]]:
+    """Each visit's fate from the exact audit (with the totals read together with the markers; where the store
+    had not `settled`, what it could not say, audit.exact_accounting), or the pages' totals (ambiguous 5xx and
+    unanswered; the visits that gave up, never published, counted apart from the refused ones). `ledger`: as
+    audit.upgraded reads it."""
     if is_exact(audit_record):
-        return audit.exact_accounting(ledger, audit_record, before, audit_record.get("totals") or after)
+        return audit.exact_accounting(ledger, audit_record, before, audit_record.get("totals") or after, settled)
     gave_up = ledger["gave_up"]  # audit.upgraded: an older ledger has none
     if gave_up:  # never published, as refused visits: the totals read them among those, then apart
         ledger = {**ledger, "refused": {page: (ledger.get("refused") or {}).get(page, 0) + gave_up.get(page, 0)
@@ -317,6 +320,9 @@ def headline(summary: Mapping[str, Any]) -> Headline:
         "visits.refused": visits["refused"], "visits.gave_up": visits["gave_up"],
         "visits.dead_lettered": visits.get("dead_lettered"),
     }
+    if "not_stored_yet" in visits:  # the store had not settled: lost and duplicated are not known (None)
+        figures["visits.not_stored_yet"] = visits["not_stored_yet"]
+        figures["visits.stored_while_moving"] = visits["stored_while_moving"]
     rate = bp.get("arrivals")
     if rate is not None:  # an open-model run's breakpoint, in visits/s
         figures["knee_visits_per_s"] = pick(rate["knee"], "offered")
@@ -358,6 +364,7 @@ def headline_names() -> list[str]:
     there (an open-model run's arrival rate...), and nothing was measured."""
     public = [name for name in FUNCTIONS if CATALOGUE[name].public]  # the client reaches these alone
     probe = _Unmeasured(load=_Unmeasured(arrival_rate=_Unmeasured()),  # as an open-model run's
+                        visits=_Unmeasured(total=_Unmeasured(not_stored_yet=None)),  # a store not settled
                         breakpoint=_Unmeasured(arrivals=_Unmeasured()),
                         load_generator=_Unmeasured(watch=_Unmeasured()),  # a watched run's
                         client={name: _Unmeasured() for name in public},
