@@ -29,8 +29,9 @@ def a_run(root, name, checkout=None, **headline):
     summary["headline"].update({key.replace("__", "."): value for key, value in headline.items()})
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     run = (COMMITTED / "run.json").read_text()
-    made_in = re.search(r'"([^"]*)/locust/locustfile\.py"', run)[1]  # the checkout the committed run was made in
-    (folder / "run.json").write_text(run.replace(made_in, str(checkout or root)))
+    # as made in that checkout, its Locust command naming the checkout's paths (the committed one's are relative)
+    made_in = str(checkout or root)
+    (folder / "run.json").write_text(re.sub(r'"(\.venv/|locust/|iterations/)', lambda m: f'"{made_in}/{m[1]}', run))
     return folder
 
 
