@@ -39,6 +39,11 @@ def test_the_table_sets_each_iterations_verdict_and_headline_fixed_beside_autosc
     autoscaled 13.0 against 1.5 x 8.0 = 12.0 holds, so the verdict moved although the autoscaled store drained less
     (13.0 / 14.0 = 0.93x). Ratios autoscaled / fixed: knee 45 / 60 users and 30.0 / 40.0 RPS, 0.75x both; acked and
     stored 1,200 / 1,000 = 1.20x; over zero (lost, duplicated) or a missing figure (no failure), n/a."""
+    from visitkit.reports.scaling_compare import spread
+    assert spread([({"knee_users": 200, "first_failure_users": 700}, {"knee_users": 190, "first_failure_users": 770}),
+                   ({"knee_users": 200}, {"knee_users": 190})]) == (
+        " Autoscaled over fixed, in users: the knee 0.95x (2 of 2 iterations); the first failure 1.10x (1 of 2 "
+        "iterations).")
     drain = "store.throughput_per_s"
     make_run(tmp_path, "iteration-0", "breakpoint-1", None, knee_users=60, knee_rps=40.0, first_failure_users=150,
              first_failure_rps=45.0, **{drain: 10.0, "visits.acknowledged": 1000, "visits.stored": 1000})
@@ -69,7 +74,10 @@ def test_the_table_sets_each_iterations_verdict_and_headline_fixed_beside_autosc
         "| | verdict | **not supported**; store.throughput_per_s = 14.0 vs 1.5 x 10.0 (iteration-0) = 15.0 | "
         "**supported**; store.throughput_per_s = 13.0 vs 1.5 x 8.0 (iteration-0) = 12.0 | moved |",
         "| | `store.throughput_per_s` (checked) | 14.0 | 13.0 | 0.93x |"]
-    assert said == "The verdict moved in iteration-1 (not supported with fixed instances, supported autoscaled).\n"
+    # the knees' range over both pairs (iteration 1's runs keep the committed knee both ways); no pair failed both ways
+    assert " ".join(said.split()) == ("The verdict moved in iteration-1 (not supported with fixed instances, supported "
+                                      "autoscaled). Autoscaled over fixed, in users: the knee 0.75x to 1.00x (2 of 2 "
+                                      "iterations).")
     doc = tmp_path / "docs" / "scaling.md"  # the marker the docs hold, on one line
     doc.parent.mkdir()
     doc.write_text(f"<!-- figures scaling-compare: .. {pairs} -->\n<!-- /figures -->\n")

@@ -123,4 +123,17 @@ def comparison(folder: Path, link: str, arguments: str) -> str:
                         f"{ratios(cells[0].figures, cells[1].figures)} |")
     said = (f"The verdict moved in {', '.join(moved[:-1])}{' and ' if len(moved) > 1 else ''}{moved[-1]}." if moved
             else "The verdict is the same both ways in " + ("every iteration." if len(pairs) > 1 else "this one."))
-    return "\n".join(rows) + "\n\n" + prose(said)
+    return "\n".join(rows) + "\n\n" + prose(said + spread([(f.summary.headline, a.summary.headline) for f, a in pairs]))
+
+
+def spread(headlines: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
+    """The range of autoscaled / fixed over the pairs of the knee and of the first failure, in users (" Autoscaled
+    over fixed: ..."), each over the pairs where both runs have it; "" where none has either."""
+    parts = []
+    for figure, words in (("knee_users", "the knee"), ("first_failure_users", "the first failure")):
+        found = [auto[figure] / fixed[figure] for fixed, auto in headlines if fixed.get(figure) and auto.get(figure)]
+        if found:
+            low, high = min(found), max(found)
+            parts.append(f"{words} {low:.2f}x" + (f" to {high:.2f}x" if f"{high:.2f}" != f"{low:.2f}" else "")
+                         + f" ({len(found)} of {len(headlines)} iterations)")
+    return f" Autoscaled over fixed, in users: {'; '.join(parts)}." if parts else ""
