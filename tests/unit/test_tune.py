@@ -112,6 +112,13 @@ def test_a_quota_too_small_stops_the_search_and_says_what_lifts_it():
     stop = found.stops["quota"]
     assert "CpuAllocPerProjectRegion" in stop and "--dimensions=region=us-central1" in stop
     assert "2 vCPUs (given) and 40 GiB (ASSUMED)" in stop and "read the project's own with --project P" in stop
+    assert "MemAllocPerProjectRegion" not in stop  # the memory fits: only the CPU is asked for
+    # memory short and CPU plenty: the ask names the memory quota alone, in bytes (its unit)
+    stop = tune.search(tune.Goals(40, 100), PROFILE, PRICES, REGION, tune.Quota(vcpu=500, memory_gib=0.1), SMALL).stops
+    assert "--quota-id=MemAllocPerProjectRegion --preferred-value=" in stop["quota"]
+    assert "CpuAllocPerProjectRegion" not in stop["quota"]
+    assert tune.quota_asks(2.5, 3.2, tune.Quota(vcpu=2, memory_gib=1)) == [
+        ("CpuAllocPerProjectRegion", 3000), ("MemAllocPerProjectRegion", 4 * 2 ** 30)]
 
 
 def options(**given: object) -> argparse.Namespace:

@@ -399,12 +399,24 @@ def search(goals: Goals, profile: capacity.LatencyProfile, prices: Mapping[str, 
         least_vcpu, least_memory = float(found.stops.pop("_least_vcpu")), float(found.stops.pop("_least_memory"))
         found.stops["quota"] = (
             f"the leanest settings need {least_vcpu:,.1f} vCPUs and {least_memory:,.1f} GiB of Cloud Run in the "
-            f"region, beyond its quota of {quota.shown()}: ask for more "
-            f"(gcloud quotas preferences create --service=run.googleapis.com --quota-id=CpuAllocPerProjectRegion "
-            f"--preferred-value={math.ceil(least_vcpu) * 1000} --dimensions=region={region})"
+            f"region, beyond its quota of {quota.shown()}: ask for more ("
+            + "; ".join(f"gcloud quotas preferences create --service=run.googleapis.com --quota-id={quota_id} "
+                        f"--preferred-value={value} --dimensions=region={region}"
+                        for quota_id, value in quota_asks(least_vcpu, least_memory, quota)) + ")"
             + (", or read the project's own with --project P (or give them with --quota-vcpu / --quota-memory-gib)"
                if quota.assumed else ""))
     return found
+
+
+def quota_asks(vcpu: float, memory_gib: float, quota: Quota) -> list[tuple[str, int]]:
+    """(Cloud Quotas' id, the value to ask for in the quota's own unit) of each Cloud Run quota `vcpu` and
+    `memory_gib` go beyond: CPU allocation in milli-vCPUs, memory allocation in bytes (cloud/quotas.py reads them)."""
+    asks = []
+    if vcpu > quota.vcpu + 1e-9:
+        asks.append(("CpuAllocPerProjectRegion", math.ceil(vcpu) * 1000))
+    if memory_gib > quota.memory_gib + 1e-9:
+        asks.append(("MemAllocPerProjectRegion", math.ceil(memory_gib) * 2 ** 30))
+    return asks
 
 
 @dataclass(frozen=True)
