@@ -49,6 +49,16 @@ def test_a_runs_own_starts_are_not_shared_again_and_a_slower_service_meanwhile_b
     assert (result.steps, result.lag_s) == ([(0.0, 1), (1.0, 6)], 1.25)
 
 
+def test_the_models_lag_given_a_runs_own_figures():
+    # the spike above as a run measured it: one instance up, its starts at the step of 0.9 s, 75 ms meanwhile
+    row = {"service_ms": 50.0, "rps_before": 2.0, "rps_spike": 400.0, "instances_at_start": 1,
+           "start_step_ms": 900.0, "service_starting_ms": 75.0}
+    assert measured.model_lag(LIMITS, row) == 1.25
+    assert measured.model_lag(LIMITS, {**row, "start_step_ms": None}) is None  # it wants a start the run did not make
+    assert measured.model_lag(LIMITS, {**row, "start_step_ms": None, "instances_at_start": 2}) == 0.0  # none wanted
+    assert measured.model_lag(LIMITS, {**row, "service_ms": None}) is None
+
+
 def test_min_instances_at_max_instances_need_no_scale_out():
     result = spike(Limits(6, 6, 10, 1.0), busy_s=0.05, before_rps=2, spike_rps=400, start_s=0.44, cores=2)
     assert (result.steps, result.lag_s) == ([(0.0, 6)], 0.0)
@@ -127,7 +137,8 @@ def test_the_spikes_instances_latency_and_the_models_inputs_per_function():
         "rps_spike": 20.0,  # 122 to 762 from 61 to 93
         "service_ms": 40.0,
         "start_step_ms": 950.0,  # the median of the two launched in the step
-        "service_starting_ms": 300.0}  # until 70, when the last was ready: 6 in flight at 20/s
+        "service_starting_ms": 300.0,  # until 70, when the last was ready: 6 in flight at 20/s
+        "model_lag_s": None}  # without the settings, no model
     assert found["functions"]["store-inc-counter"]["p95_first_ms"] is None  # Locust does not call it
     assert found["functions"]["inc-counter"]["lag_s"] is None
     assert found["functions"]["get-counter"]["start_step_ms"] is None  # launched after the step's end
@@ -137,4 +148,9 @@ def test_the_spikes_instances_latency_and_the_models_inputs_per_function():
         sample["functions"]["serve-page"] = {**sample["functions"]["serve-page"], "service_ms": 400.0}
     functions = {name: {"max_instances": 6, "concurrency": 2} for name in FUNCTIONS}
     settings = parse_settings({"shards_per_page": 2, "cache_ttl_seconds": 10, "functions": functions}, "test")
-    assert measured.figures(history, samples, settings)["functions"]["serve-page"]["lag_s"] == 9.0
+    page = measured.figures(history, samples, settings, events)["functions"]["serve-page"]
+    assert page["lag_s"] == 9.0
+    # the model given the run's own (1 up, 2 -> 20/s of 400 ms, 300 ms while its 0.95 s starts run): on demand
+    # asks for 3, 5, then 6 (the cap) in the first three ticks, ready at 1.0, 1.25 and 1.5 s with 13.75 queued;
+    # 20/s served at 1.25 s, then 30/s: the queue is gone at the 2.5 s tick
+    assert page["model_lag_s"] == 2.5

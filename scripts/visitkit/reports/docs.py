@@ -874,7 +874,8 @@ def scale_out_tables(folder: Path, link: str, arguments: str) -> str:
             cold = (summary.get("cold_starts") or {}).get(name)
             cpu_ms = (load_profile((summary.get("profile") or {}).get("name") or "none").cpu_ms or {}).get(name)
             limits = limits_of(settings[number].functions[name], cpu_ms)
-            model = predicted_lag(limits, row, row["service_ms"], start_ms, cores[number]) if cores[number] else None
+            machine = cores[number]
+            model = predicted_lag(limits, row, row["service_ms"], start_ms, machine) if machine else None
             cells["instances"].append(f"{fmt(row['instances_at_start'])} / {fmt(row['instances_end'])} "
                                       f"/ {fmt(row['instances_max'])}")
             cells["cold"].append(f"{cold['during_load']:,} (median {ms(cold['under_load_ms_median'])} ms, slowest "
@@ -884,7 +885,7 @@ def scale_out_tables(folder: Path, link: str, arguments: str) -> str:
             cells["lag"].append(f"{lag_text(measured)} / {lag_text(model)}")
             # the same rules given the run's own starts at the step, and the service time while they started
             loaded_ms, starting_ms = row.get("start_step_ms"), row.get("service_starting_ms")
-            loaded = predicted_lag(limits, row, row["service_ms"], loaded_ms, None, starting_ms)
+            loaded = row.get("model_lag_s")
             cells["loaded"].append("n/a" if loaded_ms is None else
                                    f"{lag_text(measured)} / {lag_text(loaded)} (starts of {ms(loaded_ms)} ms, "
                                    f"service {ms(starting_ms)} ms meanwhile)")
@@ -933,19 +934,18 @@ def in_band(ratio: float | None) -> str:
 
 
 def predicted_lag(limits: "Limits", row: Mapping[str, Any], busy_ms: float | None, start_ms: float | None,
-                  cores: int | None, busy_starting_ms: float | None = None) -> float | None:
+                  cores: int) -> float | None:
     """The model's scale-out lag (model/scaleout.py, spike) for a run's measured traffic (a scale_out row), each
-    request holding an instance busy_ms (busy_starting_ms while instances start, when given), each start start_ms
-    on `cores` cores (None: start_ms is a run's own, not shared again); None when an input is missing, or when
-    the model sees no end to the wait."""
+    request holding an instance busy_ms, each start start_ms on `cores` cores (Google's case, given a quiet start);
+    None when an input is missing, or when the model sees no end to the wait. The lag given the run's own starts
+    is in its summary (results/scaleout.py, model_lag)."""
     from visitkit.model.scaleout import spike
 
     before, during = row["rps_before"], row["rps_spike"]
     if busy_ms is None or before is None or during is None or start_ms is None:
         return None
     return spike(limits, busy_ms / 1000, before, during, start_ms / 1000, cores,
-                 running=row.get("instances_at_start"),
-                 busy_starting_s=None if busy_starting_ms is None else busy_starting_ms / 1000).lag_s
+                 running=row.get("instances_at_start")).lag_s
 
 
 def lag_text(seconds: float | None) -> str:

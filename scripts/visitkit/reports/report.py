@@ -417,11 +417,15 @@ def scale_out_section(s: Summary, _plots: Collection[str]) -> list[str]:
              f"({fmt(found['end'] - found['start'], 0)} s later), per function: how long its requests still waited for "
              f"an instance (until HAProxy's queue was empty with as many instances up as the spike needs at full "
              f"concurrency; n/a: still waiting at the spike's end), its instances, and its worst page's p95 in the "
-             f"spike's first {EARLY_S} s and steady (the median over the spike's last {STEADY_SHARE:.0%}).", "",
-             "| Function | scale-out lag | instances at the step / end / most | p95 first / steady (ms) "
-             "| requests/s before / during |", "|---|---:|---:|---:|---:|"]
+             f"spike's first {EARLY_S} s and steady (the median over the spike's last {STEADY_SHARE:.0%}). Beside the "
+             "lag, the capacity model's (`model/scaleout.py`, the same rules) given this run's traffic, its instances "
+             "at the step, their starts there and the service time meanwhile (n/a: it wants an instance the run did "
+             "not start).", "",
+             "| Function | scale-out lag | model's | instances at the step / end / most | p95 first / steady (ms) "
+             "| requests/s before / during |", "|---|---:|---:|---:|---:|---:|"]
     for name, row in found["functions"].items():
-        lines.append(f"| {name} | {unit(fmt(row['lag_s'], 1), 's')} | {fmt(row['instances_at_start'])} / "
+        lines.append(f"| {name} | {unit(fmt(row['lag_s'], 1), 's')} | {unit(fmt(row.get('model_lag_s'), 1), 's')} | "
+                     f"{fmt(row['instances_at_start'])} / "
                      f"{fmt(row['instances_end'])} / {fmt(row['instances_max'])} | {ms(row['p95_first_ms'])} / "
                      f"{ms(row['p95_steady_ms'])} | {fmt(row['rps_before'], 1)} / {fmt(row['rps_spike'], 1)} |")
     return [*lines, ""]

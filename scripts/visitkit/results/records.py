@@ -389,6 +389,7 @@ class ScaleOutFunction(TypedDict):
     # law) while they started; None when none was
     start_step_ms: NotRequired[float | None]
     service_starting_ms: NotRequired[float | None]
+    model_lag_s: NotRequired[float | None]  # the model's lag given the run's own figures above (results/scaleout.py)
 
 
 class ScaleOut(TypedDict):

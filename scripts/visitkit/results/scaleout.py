@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from visitkit.catalogue import FUNCTIONS
-from visitkit.model.scaleout import METRICS_WINDOW_S
+from visitkit.model.scaleout import METRICS_WINDOW_S, Limits, limits_of, spike
 from visitkit.results import overload
 from visitkit.results.analysis import during, fn_field
 from visitkit.results.records import ScaleOut, ScaleOutFunction
@@ -78,8 +78,22 @@ def starts_within(events: Sequence[Mapping[str, Any]], function: str, start: flo
     return statistics.median(e["start_ms"] for e in ready), max(e["time"] for e in ready)
 
 
+def model_lag(limits: Limits, row: ScaleOutFunction) -> float | None:
+    """The model's scale-out lag (model/scaleout.py, spike) given the run's own: its requests/s before and during
+    the step, its service time, its instances at the step, its starts there and the service time meanwhile (their
+    share of the cores included: not shared again). None when a figure is missing, or when the model wants an
+    instance started and the run started none at the step (its start time unknown)."""
+    busy_ms, before, during = row["service_ms"], row["rps_before"], row["rps_spike"]
+    if busy_ms is None or before is None or during is None:
+        return None
+    start_ms, starting_ms = row.get("start_step_ms"), row.get("service_starting_ms")
+    return spike(limits, busy_ms / 1000, before, during, math.inf if start_ms is None else start_ms / 1000, None,
+                 running=row["instances_at_start"],
+                 busy_starting_s=None if starting_ms is None else starting_ms / 1000).lag_s
+
+
 def figures(history: Sequence[Mapping[str, Any]], samples: Sequence[Sample], settings: Settings | None = None,
-            events: Sequence[Mapping[str, Any]] = ()) -> ScaleOut | None:
+            events: Sequence[Mapping[str, Any]] = (), cpu_ms: Mapping[str, float] | None = None) -> ScaleOut | None:
     """The spike's step and, per function: its scale-out lag (lag_s, the instances it needs from `unwaited`); its
     instances at the step, at its end and the most; its worst page's p95 in the first EARLY_S seconds (the highest
     Locust reported, each second over its last 10 s) and steady (the median over the step's last STEADY_SHARE),
@@ -87,7 +101,9 @@ def figures(history: Sequence[Mapping[str, Any]], samples: Sequence[Sample], set
     requests/s over the minute before the step and over the step, HAProxy's mean service time (what a request holds
     an instance) over the steady part, and the run's own starts at the step: the median start of the instances
     launched in it (`events`, the autoscaler's) and the service time while they started, by Little's law (mean in
-    flight / requests/s: the starts' share of the cores included). None without a step or samples."""
+    flight / requests/s: the starts' share of the cores included); and, with the settings, the model's lag given
+    those (model_lag; `cpu_ms`: the latency profile's per function, the CPU driver's). None without a step or
+    samples."""
     step = spike_step(history)
     if step is None or not samples:
         return None
@@ -121,6 +137,8 @@ def figures(history: Sequence[Mapping[str, Any]], samples: Sequence[Sample], set
             "start_step_ms": starts[0] if starts else None,
             "service_starting_ms": _little(starting, name, _rate(starting, name)),
         }
+        functions[name]["model_lag_s"] = (model_lag(limits_of(settings.functions[name], (cpu_ms or {}).get(name)),
+                                                    functions[name]) if settings is not None else None)
     return {"start": start, "end": end, "functions": functions}
 
 

@@ -29,6 +29,7 @@ from visitkit.results.records import (
 from visitkit.samples import Sample
 from visitkit.settings import Settings, summary_line
 from visitkit.twin import autoscaler, chaos, resources
+from visitkit.twin.profile import load_profile
 
 
 def summarize(data: RunData) -> Summary:
@@ -88,7 +89,8 @@ def summarize(data: RunData) -> Summary:
         summary["cold_starts"] = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
     if run["test"] == "spike" and data.settings is not None and data.settings.scaling == "auto":
         # min_instances = max_instances too (no autoscaled function, no events): the spike's run to set beside one
-        summary["scale_out"] = scaleout.figures(data.history, samples, data.settings, data.scaling_events or ())
+        cpu_ms = load_profile((run.get("profile") or {}).get("name") or "none").cpu_ms
+        summary["scale_out"] = scaleout.figures(data.history, samples, data.settings, data.scaling_events or (), cpu_ms)
     knee = summary["breakpoint"]["knee"]
     summary["load_generator"] = generator.figures(data.health, knee["time"] if knee else None, run.get("workers", 0),
                                                   run.get("generator_watch"))
