@@ -69,8 +69,8 @@ def spike_run():
     """A spike by hand, one row a second. Users: none at 0, 20 from 1 to 60, then 70, 120, 170 and 200 from 64 to
     93 (its peak), 20 again from 94. serve-page's queue: empty but from 61 to 66, at 68 and 74; get-counter's always
     empty; inc-counter's never. serve-page's instances 1, 2 from 65, 4 from 70, 5 from 80; its requests 2/s to 61,
-    then 20/s; 6 in flight to 70, 4 after; HAProxy's service time 50 ms, 40 ms from 77; its worst page's p95 300 ms, 100 ms at
-    61, 900 ms at 65, and from 77 120 ms on odd seconds, 130 ms on even ones."""
+    then 20/s; 6 in flight to 70, 4 after; HAProxy's service time 50 ms, 40 ms from 77; its worst page's p95
+    300 ms, 100 ms at 61, 900 ms at 65, and from 77 120 ms on odd seconds, 130 ms on even ones."""
     users = {**{t: 20 for t in range(1, 61)}, 61: 70, 62: 120, 63: 170, **{t: 200 for t in range(64, 94)},
              **{t: 20 for t in range(94, 101)}}
     history, samples = [], []
