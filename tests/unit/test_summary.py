@@ -99,6 +99,16 @@ def test_an_autoscaled_runs_cold_starts_are_in_its_summary_headline_and_report(t
     assert "## Instances and cold starts" in report and "| get-counter |" in report.split("cold starts")[-1]
     fixed = publish.publish(make_results(tmp_path / "iteration-2"))  # no events file: every instance ran throughout
     assert fixed.cold_starts is None and "cold_starts.get-counter" not in fixed.headline
+    # autoscaled at min_instances = max_instances: no events either, and no cold start, which a threshold can judge
+    warm = make_results(tmp_path / "iteration-4")
+    run = json.loads((warm / "run.json").read_text())
+    settings = load_settings(ITERATIONS_DIR / "iteration-4").with_scaling("auto").raw
+    settings["functions"] = {name: {**spec, "min_instances": spec["max_instances"]}
+                             for name, spec in settings["functions"].items()}
+    (warm / "run.json").write_text(json.dumps({**run, "settings": settings}))
+    summary = publish.publish(warm)
+    assert summary.headline["cold_starts.store-inc-counter"] == 0
+    assert summary.cold_starts["get-counter"]["under_load_count"] == 0
 
 
 def test_a_spike_with_scaling_auto_has_its_scale_out_in_the_summary_headline_and_report(tmp_path):

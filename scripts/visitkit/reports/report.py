@@ -394,13 +394,15 @@ def scaling_section(s: Summary, _plots: Collection[str]) -> list[str]:
              "docs/local-twin.md); the server plot shows their instances each second. A start is under load when "
              "requests were in flight or waiting as it began (its imports then compete with them for this machine's "
              "cores), quiet otherwise; its time runs from the launch to the instance listening, what a request "
-             "routed to it waited at most beyond its own service.", "",
+             "routed to it waited at most beyond its own service. A function at min_instances = max_instances is "
+             "not autoscaled: its instances start with the stack, none under load, their quiet starts not recorded "
+             "(n/a).", "",
              "| Function | cold starts in the load | under load | median / slowest (ms) | quiet "
              "| median / slowest (ms) |", "|---|---:|---:|---:|---:|---:|"]
     for name, row in found.items():
         lines.append(f"| {name} | {row['during_load']:,} | {row['under_load_count']:,} | "
-                     f"{ms(row['under_load_ms_median'])} / {ms(row['under_load_ms_max'])} | {row['quiet_count']:,} | "
-                     f"{ms(row['quiet_ms_median'])} / {ms(row['quiet_ms_max'])} |")
+                     f"{ms(row['under_load_ms_median'])} / {ms(row['under_load_ms_max'])} | "
+                     f"{fmt(row['quiet_count'])} | {ms(row['quiet_ms_median'])} / {ms(row['quiet_ms_max'])} |")
     return [*lines, ""]
 
 

@@ -369,7 +369,7 @@ class ColdStarts(TypedDict):
     under_load_count: int
     under_load_ms_median: float | None
     under_load_ms_max: float | None
-    quiet_count: int
+    quiet_count: int | None  # None: a function not autoscaled (min_instances = max_instances), its starts unrecorded
     quiet_ms_median: float | None
     quiet_ms_max: float | None
 

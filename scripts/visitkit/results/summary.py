@@ -85,8 +85,13 @@ def summarize(data: RunData) -> Summary:
     summary["chaos"] = (chaos.figures(run["chaos"], data.history, samples, summary["visits"]) if run.get("chaos")
                         else None)
     summary["overload"] = overload.figures(data.history, data.failures) if run["test"] == "spike" else None
-    if data.scaling_events:  # a twin run with scaling "auto"; a fixed run's summary has no such key
-        summary["cold_starts"] = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
+    autoscaled = run["target"] == "local" and data.settings is not None and data.settings.scaling == "auto"
+    if data.scaling_events or autoscaled:
+        # a twin run with scaling "auto"; a fixed run's summary has no such key. A function without events was not
+        # autoscaled (min_instances = max_instances): its instances started with the stack, none under load
+        found = autoscaler.cold_start_figures(data.scaling_events, load_start, load_end)
+        summary["cold_starts"] = {**found, **{name: autoscaler.no_cold_starts() for name in FUNCTIONS
+                                              if autoscaled and name not in found}}
     if run["test"] == "spike" and data.settings is not None and data.settings.scaling == "auto":
         # min_instances = max_instances too (no autoscaled function, no events): the spike's run to set beside one
         cpu_ms = load_profile((run.get("profile") or {}).get("name") or "none").cpu_ms

@@ -98,6 +98,13 @@ def cold_start_figures(events: Sequence[Mapping[str, Any]], load_start: float | 
             for function, row in figures.items()}
 
 
+def no_cold_starts() -> dict[str, Any]:
+    """cold_start_figures' row of a function the autoscaler left alone (min_instances = max_instances): none
+    during the load nor under it; how many started quietly with the stack is not recorded (None)."""
+    return {"during_load": 0, **{f"under_load_{figure}": value for figure, value in _spread([]).items()},
+            "quiet_count": None, "quiet_ms_median": None, "quiet_ms_max": None}
+
+
 def _spread(start_ms: Sequence[float]) -> dict[str, float | None]:
     return {"count": len(start_ms), "ms_median": statistics.median(start_ms) if start_ms else None,
             "ms_max": max(start_ms, default=None)}
